@@ -1,0 +1,75 @@
+/* inferscale — Chunked RoPE injection: stored pre-RoPE KV written into an
+ * engine's paged KV cache with keys rotated to the positions they land at. */
+#ifndef INFERSCALE_INJECT_H
+#define INFERSCALE_INJECT_H
+
+#include "inferscale/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define INFS_KV_LAYOUT_VERSION 1
+
+/* A paged KV cache described by strides, so that any engine's layout fits:
+ *   vLLM   (2, n_blocks, block_size, heads, dim): k = t[0], v = t[1]
+ *   FlashInfer NHD (n_blocks, 2, block_size, heads, dim): v = k + block_size*heads*dim
+ *   HND    (n_blocks, heads, block_size, dim): stride_head > stride_slot
+ *   K|V packed in the last dim (..., 2*dim): v = k + dim
+ * Element (block b, slot s, head h, dim d) of layer l's K is at
+ *   k_layers[l] + b*stride_block + s*stride_slot + h*stride_head + d*stride_dim
+ * elements (of dtype), and likewise for V. Strides are in elements. */
+typedef struct infs_kv_layout {
+	unsigned version;
+	int device;            /* -1: host memory; >= 0: CUDA device ordinal */
+	infs_dtype dtype;      /* may differ from the store's kv_dtype: converted */
+	uint32_t n_layers;     /* must equal the store's */
+	uint32_t n_kv_heads;   /* must equal the store's */
+	uint32_t head_dim;     /* must equal the store's */
+	uint32_t n_blocks;     /* physical blocks; block ids are checked against it */
+	uint32_t block_size;   /* token slots per block */
+	void *const *k_layers; /* n_layers pointers */
+	void *const *v_layers; /* n_layers pointers */
+	int64_t stride_block;
+	int64_t stride_slot;
+	int64_t stride_head;
+	int64_t stride_dim;
+} infs_kv_layout;
+
+#define INFS_KV_LAYOUT_INIT { INFS_KV_LAYOUT_VERSION, -1, INFS_DTYPE_F16, 0, 0, 0, 0, 0, NULL, NULL, 0, 0, 0, 1 }
+
+INFS_API int infs_kv_layout_init(infs_kv_layout *layout, unsigned version);
+
+#define INFS_INJECT_OPTIONS_VERSION 1
+
+typedef struct infs_inject_options {
+	unsigned version;
+	void *stream; /* cudaStream_t for a device cache; NULL = the default stream */
+} infs_inject_options;
+
+#define INFS_INJECT_OPTIONS_INIT { INFS_INJECT_OPTIONS_VERSION, NULL }
+
+INFS_API int infs_inject_options_init(infs_inject_options *opts, unsigned version);
+
+/* Writes the KV of records ids[0..n_ids) of namespace ns, in that order, at
+ * consecutive positions from start_pos: the token at position p goes to
+ * block block_table[p / block_size], slot p % block_size, and its key is
+ * rotated to position p. Every id, block id and position is checked before
+ * anything is written; on error the cache is untouched. *out_next_pos is the
+ * first position after the injected tokens. For a device cache the writes are
+ * queued on opts->stream and complete asynchronously. */
+INFS_API int infs_inject_into_blocks(uint32_t *out_next_pos, infs_store *store, const char *ns,
+                                     const uint64_t *ids, size_t n_ids, uint32_t start_pos,
+                                     const int32_t *block_table, size_t block_table_len,
+                                     const infs_kv_layout *cache, const infs_inject_options *opts);
+
+/* Rotates x in place, host memory laid out [n_tokens][n_heads][head_dim] in
+ * dtype, token t to position positions[t], with g's rotary embedding. The
+ * same arithmetic as injection: the reference for engines and tests. */
+INFS_API int infs_rope_rotate(void *x, infs_dtype dtype, uint32_t n_tokens, uint32_t n_heads,
+                              const int32_t *positions, const infs_geometry *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,158 @@
+/* inferscale — the fact store: a crash-safe file of facts, each kept once
+ * under a 64-bit id with its retrieval embedding and its pre-RoPE KV. */
+#ifndef INFERSCALE_STORE_H
+#define INFERSCALE_STORE_H
+
+#include "inferscale/geometry.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A store handle. Safe to share between threads of one process. */
+typedef struct infs_store infs_store;
+
+/* Limits checked at every entry point. */
+#define INFS_NAMESPACE_MAX 255u        /* bytes, without the terminating NUL */
+#define INFS_IDENTITY_MAX 4096u
+#define INFS_TEXT_MAX (1u << 20)
+#define INFS_METADATA_MAX (64u << 10)
+#define INFS_FACT_TOKENS_MAX 65536u
+
+/* infs_store_options.flags */
+#define INFS_OPEN_CREATE (1u << 0)   /* create the store if the path does not exist */
+#define INFS_OPEN_READONLY (1u << 1) /* no writes; does not take the writer lock */
+
+/* When acknowledged writes reach stable storage. In every mode a write is in
+ * the operating system's hands before the call returns, so it survives the
+ * process being killed; the modes differ for power loss and kernel crashes. */
+typedef enum infs_sync_mode {
+	INFS_SYNC_FULL = 0,  /* fsync before every write call returns (default) */
+	INFS_SYNC_NORMAL = 1,/* fsync on close, compaction and infs_store_sync() */
+	INFS_SYNC_OFF = 2    /* never fsync */
+} infs_sync_mode;
+
+#define INFS_STORE_OPTIONS_VERSION 1
+
+typedef struct infs_store_options {
+	unsigned version;
+	unsigned flags;                /* INFS_OPEN_* */
+	const infs_geometry *geometry; /* required to create; checked against the store when set */
+	const char *identity;          /* model, tokenizer, template...: required to create; checked when set */
+	infs_sync_mode sync;
+	int device;                    /* -1: host only; >= 0: keep a copy on this CUDA device */
+	uint64_t device_budget_bytes;  /* device memory the store may use; 0 = no limit */
+	const char *faiss_index;       /* FAISS index factory string ("Flat", "HNSW32", ...); NULL = none */
+	uint64_t faiss_min_facts;      /* namespaces at least this large use FAISS under INFS_BACKEND_AUTO */
+} infs_store_options;
+
+#define INFS_STORE_OPTIONS_INIT \
+	{ INFS_STORE_OPTIONS_VERSION, 0, NULL, NULL, INFS_SYNC_FULL, -1, 0, NULL, 100000 }
+
+INFS_API int infs_store_options_init(infs_store_options *opts, unsigned version);
+
+/* Opens (or with INFS_OPEN_CREATE creates) the store at path. A second
+ * writer, in this or another process, gets INFS_EBUSY. A torn tail left by a
+ * crash is dropped and reported in infs_store_stats. */
+INFS_API int infs_store_open(infs_store **out, const char *path, const infs_store_options *opts);
+
+/* Flushes per the sync mode and releases the store. Accepts NULL. No other
+ * thread may use the store during or after this call. */
+INFS_API void infs_store_close(infs_store *store);
+
+/* The store's geometry and identity (owned by the store). */
+INFS_API int infs_store_geometry(infs_geometry *out, const infs_store *store);
+INFS_API const char *infs_store_identity(const infs_store *store);
+
+/* Forces every acknowledged write to stable storage. */
+INFS_API int infs_store_sync(infs_store *store);
+
+/* Rewrites the file without deleted records, atomically: a crash at any
+ * point leaves either the old file or the new one, each complete. */
+INFS_API int infs_store_compact(infs_store *store);
+
+#define INFS_STORE_STATS_VERSION 1
+
+typedef struct infs_store_stats {
+	unsigned version;             /* set by the caller */
+	uint64_t n_facts;             /* live facts in all namespaces */
+	uint64_t n_segments;          /* live segments in all namespaces */
+	uint64_t n_namespaces;        /* namespaces with at least one live record */
+	uint64_t file_bytes;
+	uint64_t live_bytes;          /* bytes of live records */
+	uint64_t dropped_tail_bytes;  /* torn or corrupt tail dropped when opening */
+	uint64_t device_bytes;        /* device memory held for this store */
+} infs_store_stats;
+
+INFS_API int infs_store_stats_get(infs_store_stats *out, infs_store *store);
+
+/* infs_fact.flags */
+#define INFS_FACT_SEGMENT (1u << 0) /* header, footer or separator: injectable, never retrieved */
+
+#define INFS_FACT_VERSION 1
+
+/* What infs_fact_put stores. K and V are laid out
+ * [n_layers][n_tokens][n_kv_heads][head_dim] in the store's kv_dtype, keys
+ * before rotary embedding. */
+typedef struct infs_fact {
+	unsigned version;
+	unsigned flags;             /* INFS_FACT_* */
+	uint32_t n_tokens;          /* 1 .. INFS_FACT_TOKENS_MAX */
+	const int32_t *tokens;      /* n_tokens token ids */
+	const float *embedding;     /* embed_dim floats; required for facts, NULL for segments */
+	const void *k;
+	const void *v;
+	const char *text;           /* optional UTF-8, < INFS_TEXT_MAX bytes */
+	const char *metadata;       /* optional UTF-8 (JSON by convention), < INFS_METADATA_MAX */
+	uint64_t source_id;         /* caller's reference, e.g. a conversation turn */
+	int64_t timestamp;          /* caller's clock, e.g. Unix seconds */
+} infs_fact;
+
+#define INFS_FACT_INIT { INFS_FACT_VERSION, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 }
+
+/* Stores a fact in namespace ns and returns its id, unique within the store
+ * and never reused. When it returns INFS_OK the fact survives a crash of the
+ * process (see infs_sync_mode for power loss). */
+INFS_API int infs_fact_put(uint64_t *out_id, infs_store *store, const char *ns, const infs_fact *fact);
+
+/* A stored fact, as returned by infs_fact_get: a copy the caller owns. */
+typedef struct infs_fact_record {
+	uint64_t id;
+	unsigned flags;
+	uint32_t n_tokens;
+	const int32_t *tokens;
+	const float *embedding;     /* NULL for segments */
+	const void *k;              /* [n_layers][n_tokens][n_kv_heads][head_dim], pre-RoPE */
+	const void *v;
+	const char *text;           /* "" when none was stored */
+	const char *metadata;       /* "" when none was stored */
+	uint64_t source_id;
+	int64_t timestamp;
+} infs_fact_record;
+
+/* Reads fact id of namespace ns. An id of another namespace is
+ * INFS_ENOTFOUND, exactly like an id that never existed. */
+INFS_API int infs_fact_get(infs_fact_record **out, infs_store *store, const char *ns, uint64_t id);
+INFS_API void infs_fact_record_free(infs_fact_record *record);
+
+/* Deletes fact id of namespace ns (durable like a put). */
+INFS_API int infs_fact_delete(infs_store *store, const char *ns, uint64_t id);
+
+/* Live records (facts and segments) in namespace ns; 0 for an unknown one. */
+INFS_API int infs_fact_count(uint64_t *out, infs_store *store, const char *ns);
+
+/* The ids of namespace ns in increasing order, in an array released with
+ * infs_free. An unknown namespace gives *out_n = 0 and *out_ids = NULL. */
+INFS_API int infs_fact_list(uint64_t **out_ids, size_t *out_n, infs_store *store, const char *ns);
+
+/* The names of the namespaces holding live records, sorted, as one
+ * allocation (array and strings) released with infs_free. */
+INFS_API int infs_namespace_list(char ***out_names, size_t *out_n, infs_store *store);
+
+/* Deletes every record of namespace ns. */
+INFS_API int infs_namespace_drop(infs_store *store, const char *ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
