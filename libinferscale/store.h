@@ -1,0 +1,62 @@
+/* The store as the rest of the library sees it: read access to records and
+ * to each namespace's embedding matrix, for retrieval, injection and the
+ * device copy. */
+#ifndef INFS_STORE_INTERNAL_H
+#define INFS_STORE_INTERNAL_H
+
+#include "inferscale/store.h"
+
+typedef struct infs__record {
+	uint64_t id;
+	unsigned flags;             /* INFS_FACT_* */
+	uint32_t n_tokens;
+	const int32_t *tokens;
+	const float *embedding;     /* embed_dim floats; NULL for segments */
+	const void *k;              /* [n_layers][n_tokens][n_kv_heads][head_dim], kv_dtype, pre-RoPE */
+	const void *v;
+	const char *text;           /* "" when none */
+	const char *metadata;       /* "" when none */
+	uint64_t source_id;
+	int64_t timestamp;
+} infs__record;
+
+/* Readers hold the shared lock while they use records or matrices; writers
+ * (put, delete, compaction) wait for them. Not recursive with a write. */
+void infs__store_read_lock(infs_store *s);
+void infs__store_read_unlock(infs_store *s);
+
+const infs_geometry *infs__store_geom(const infs_store *s);
+
+/* Checks a namespace name (non-NULL, 1..INFS_NAMESPACE_MAX bytes, valid
+ * UTF-8, no control characters) and sets the error message when not. */
+int infs__check_namespace(const char *ns);
+
+/* A live record of namespace ns, valid until the read lock is released.
+ * INFS_ENOTFOUND when the id does not exist, was deleted, or belongs to
+ * another namespace. Requires the read lock. */
+int infs__store_find(infs__record *out, infs_store *s, const char *ns, uint64_t id);
+
+/* The facts (segments excluded) of namespace ns as a dense row-major matrix of
+ * *n rows of embed_dim floats, with their ids in increasing order. *n = 0 for
+ * an empty or unknown namespace. Valid until the read lock is released.
+ * *generation changes whenever the namespace's facts change, so callers can
+ * cache derived indexes. Requires the read lock. */
+int infs__store_ns_matrix(const float **emb, const uint64_t **ids, size_t *n, uint64_t *generation,
+                          infs_store *s, const char *ns);
+
+/* State that other modules attach to a store (a FAISS index cache, the
+ * device copy). The store calls destroy(data) when it closes; the owning
+ * module does its own locking. */
+typedef struct infs__store_ext {
+	void *data;
+	void (*destroy)(void *data);
+} infs__store_ext;
+
+typedef enum infs__ext_slot { INFS_EXT_FAISS = 0, INFS_EXT_DEVICE = 1, INFS_EXT_COUNT } infs__ext_slot;
+
+infs__store_ext *infs__store_ext(infs_store *s, infs__ext_slot slot);
+
+/* The options the store was opened with (faiss_index, device, budget). */
+const infs_store_options *infs__store_opts(const infs_store *s);
+
+#endif
