@@ -19,22 +19,24 @@ if [ -e "$prefix/lib/libfaiss_c.so" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$src
 	exit 0
 fi
 
-# apt-get source needs a deb-src entry; add bookworm's when there is none.
-if ! grep -Rqs -e '^deb-src' -e '^Types:.*deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-	$SUDO tee /etc/apt/sources.list.d/inferscale-deb-src.sources >/dev/null <<'EOF'
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+# apt-get source needs a deb-src entry (bookworm's is added when there is
+# none) and fresh package lists for it.
+if ! apt-get source -qq --download-only "faiss=$srcver" >/dev/null 2>&1; then
+	if ! grep -Rqs -e '^deb-src' -e '^Types:.*deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+		$SUDO tee /etc/apt/sources.list.d/inferscale-deb-src.sources >/dev/null <<'EOF'
 Types: deb-src
 URIs: http://deb.debian.org/debian
 Suites: bookworm
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
+	fi
 	$SUDO apt-get update -qq
+	apt-get source -qq --download-only "faiss=$srcver" >/dev/null
 fi
-
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-apt-get source -qq --download-only "faiss=$srcver" >/dev/null
 dpkg-source --no-check -x faiss_*.dsc src >/dev/null
 
 # The c_api sources include <faiss/...>: they build against the installed
