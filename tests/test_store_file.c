@@ -133,9 +133,9 @@ static void truncate_everywhere(void)
 		int whole = 0;
 		while (whole < l.n_rec && l.ends[whole + 1] <= len)
 			whole++;
-		for (int ro = 0; ro < 2; ro++) {
+		spit(cut, b, len);
+		for (int ro = 1; ro >= 0; ro--) {
 			infs_store *s = NULL;
-			spit(cut, b, len);
 			int rc = open_store(&s, cut, NULL, ro ? INFS_OPEN_READONLY : 0, INFS_SYNC_OFF);
 			if (len < l.ends[0]) {
 				/* Inside the header: a clean error, never a store. */
