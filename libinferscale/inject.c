@@ -109,10 +109,15 @@ int infs__inject_check_layout(const infs_kv_layout *l, const infs_geometry *g, c
 		return infs__error(INFS_EINVAL, "%s: layout block_size is 0", fn);
 	if (!l->k_layers || !l->v_layers)
 		return infs__error(INFS_EINVAL, "%s: layout %s is NULL", fn, !l->k_layers ? "k_layers" : "v_layers");
-	for (uint32_t i = 0; i < l->n_layers; i++)
+	size_t esz = infs_dtype_size(l->dtype);
+	for (uint32_t i = 0; i < l->n_layers; i++) {
 		if (!l->k_layers[i] || !l->v_layers[i])
 			return infs__error(INFS_EINVAL, "%s: layout %s[%u] is NULL", fn,
 			                   !l->k_layers[i] ? "k_layers" : "v_layers", i);
+		if ((uintptr_t)l->k_layers[i] % esz || (uintptr_t)l->v_layers[i] % esz)
+			return infs__error(INFS_EINVAL, "%s: layout %s[%u] is not aligned to its %zu-byte elements", fn,
+			                   (uintptr_t)l->k_layers[i] % esz ? "k_layers" : "v_layers", i, esz);
+	}
 	return check_strides(l, fn);
 }
 
