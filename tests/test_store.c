@@ -4,6 +4,7 @@
  * mismatches, and bad input at every entry point leaving the store as it
  * was. */
 #include <math.h>
+#include <sys/stat.h>
 
 #include "geometry.h"
 #include "store.h"
@@ -413,6 +414,37 @@ static void mismatch(void)
 	infs_store_close(NULL);
 }
 
+/* Compacting through a symbolic link rewrites the store it points to and
+ * leaves the link a link. */
+static void through_symlink(void)
+{
+	char path[600], link_path[600];
+	scratch_path(path, sizeof path, "target.infs");
+	scratch_path(link_path, sizeof link_path, "link.infs");
+	infs_geometry g = small_geometry(INFS_DTYPE_F32);
+	infs_store *s;
+	CHECK_OK(open_store(&s, path, &g, INFS_OPEN_CREATE, INFS_SYNC_OFF));
+	infs_store_close(s);
+	CHECK(symlink("target.infs", link_path) == 0);
+	CHECK_OK(open_store(&s, link_path, &g, 0, INFS_SYNC_OFF));
+	gen_fact f;
+	gen_fact_make(&f, &g, 4, 0);
+	uint64_t a, b;
+	CHECK_OK(infs_fact_put(&a, s, "u", &f.fact));
+	CHECK_OK(infs_fact_put(&b, s, "u", &f.fact));
+	CHECK_OK(infs_fact_delete(s, "u", a));
+	CHECK_OK(infs_store_compact(s));
+	infs_store_close(s);
+	struct stat st;
+	CHECK(lstat(link_path, &st) == 0 && S_ISLNK(st.st_mode));
+	CHECK_OK(open_store(&s, path, &g, 0, INFS_SYNC_OFF));
+	uint64_t n;
+	CHECK_OK(infs_fact_count(&n, s, "u"));
+	CHECK(n == 1);
+	infs_store_close(s);
+	gen_fact_free(&f);
+}
+
 static int destroyed;
 static void destroy_ext(void *p)
 {
@@ -620,6 +652,7 @@ int main(void)
 	isolation();
 	mismatch();
 	internal_interface();
+	through_symlink();
 	bad_inputs();
 	no_embeddings();
 	scratch_cleanup();
