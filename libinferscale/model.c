@@ -113,6 +113,13 @@ static const names hf_names = {
 	"weight", "bias",
 };
 
+static const names gguf_names = {
+	"token_embd.weight", "output_norm.weight", "output.weight",
+	"blk.%u.attn_norm", "blk.%u.ffn_norm", "blk.%u.attn_q", "blk.%u.attn_k", "blk.%u.attn_v",
+	"blk.%u.attn_output", "blk.%u.attn_q_norm", "blk.%u.attn_k_norm", "blk.%u.ffn_gate",
+	"blk.%u.ffn_up", "blk.%u.ffn_down", "weight", "bias",
+};
+
 static int load_layer_tensor(loader *ld, float **out, const char *fmt, uint32_t layer, const char *suffix,
                              uint64_t rows, uint64_t cols, int required)
 {
@@ -161,6 +168,14 @@ static int load_weights(loader *ld, const names *nm)
 		     (rc = load_layer_tensor(ld, &L->k_norm, nm->k_norm, l, w, c->head_dim, 0, 1))))
 			return rc;
 	}
+	/* A checkpoint with more layers than its configuration is inconsistent. */
+	char extra[160], prefix[128];
+	snprintf(prefix, sizeof prefix, nm->attn_norm, c->n_layers);
+	snprintf(extra, sizeof extra, "%s.%s", prefix, w);
+	src_tensor t;
+	if ((rc = ld->find(ld, extra, &t)) != 0)
+		return rc < 0 ? rc : infs__error(INFS_EFORMAT, "%s: tensor \"%s\" exists but the configuration has %u layers",
+		                                 ld->path, extra, c->n_layers);
 	m->output = c->tied ? m->tok_embd : m->output;
 	m->weights_hash = ld->hash;
 	return INFS_OK;
@@ -186,6 +201,96 @@ static int st_find(loader *ld, const char *name, src_tensor *out)
 	out->data = t->data;
 	out->nbytes = t->nbytes;
 	return 1;
+}
+
+static int gguf_find(loader *ld, const char *name, src_tensor *out)
+{
+	const infs__gguf_tensor *t = infs__gguf_tensor_find(ld->src, name);
+	if (!t)
+		return 0;
+	out->type = t->type;
+	out->n_dims = t->n_dims;
+	for (uint32_t i = 0; i < t->n_dims; i++)
+		out->shape[i] = t->ne[t->n_dims - 1 - i];
+	out->data = t->data;
+	out->nbytes = (size_t)t->nbytes;
+	return 1;
+}
+
+/* llama.cpp stores Llama's q and k rows permuted so that each head's
+ * rotary pairs are adjacent (GPT-J order); transformers and the stored KV
+ * use the Hugging Face order, where row j * hd/2 + i is GGUF row 2i + j. */
+static int unpermute_heads(float *w, uint32_t n_heads, uint32_t hd, uint32_t cols)
+{
+	size_t head = (size_t)hd * cols;
+	float *tmp = malloc(head * sizeof *tmp);
+	if (!tmp)
+		return infs__error(INFS_ENOMEM, "out of memory");
+	for (uint32_t h = 0; h < n_heads; h++) {
+		float *W = w + h * head;
+		memcpy(tmp, W, head * sizeof *tmp);
+		for (uint32_t i = 0; i < hd / 2; i++)
+			for (uint32_t j = 0; j < 2; j++)
+				memcpy(W + ((size_t)j * (hd / 2) + i) * cols, tmp + ((size_t)2 * i + j) * cols,
+				       cols * sizeof *tmp);
+	}
+	free(tmp);
+	return INFS_OK;
+}
+
+static uint64_t hash_gguf_value(uint64_t h, const infs__gguf_value *v)
+{
+	static const unsigned sizes[] = { 1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8 };
+	h = mix(h, v->type);
+	if (v->type == INFS_GGUF_STRING)
+		return hash_bytes(h, v->str.ptr, (size_t)v->str.len);
+	if (v->type != INFS_GGUF_ARRAY)
+		return mix(h, v->num.u);
+	h = mix(mix(h, v->elem_type), v->n);
+	if (v->strs)
+		for (uint64_t i = 0; i < v->n; i++)
+			h = hash_bytes(h, v->strs[i].ptr, (size_t)v->strs[i].len);
+	else if (v->items)
+		for (uint64_t i = 0; i < v->n; i++)
+			h = hash_gguf_value(h, &v->items[i]);
+	else if (v->raw && v->elem_type < sizeof sizes / sizeof sizes[0])
+		h = hash_bytes(h, v->raw, (size_t)v->n * sizes[v->elem_type]);
+	return h;
+}
+
+static int load_gguf(infs_model *m, const char *path)
+{
+	infs__gguf *g = NULL;
+	int rc = infs__gguf_open(&g, path);
+	if (rc)
+		return rc;
+	if ((rc = infs__config_from_gguf(&m->cfg, g, path))) {
+		infs__gguf_close(g);
+		return rc;
+	}
+	const infs__model_config *c = &m->cfg;
+	if (c->arch == INFS_ARCH_LLAMA && c->bias_qkv) {
+		infs__gguf_close(g);
+		return infs__error(INFS_EUNSUPPORTED, "%s: llama GGUF files with q/k/v biases are not supported", path);
+	}
+	loader ld = { m, path, gguf_find, g, 0x696e66657273636bull };
+	rc = load_weights(&ld, &gguf_names);
+	for (uint32_t l = 0; !rc && c->arch == INFS_ARCH_LLAMA && l < c->n_layers; l++)
+		if (!(rc = unpermute_heads(m->layers[l].wq, c->n_heads, c->head_dim, c->n_embd)))
+			rc = unpermute_heads(m->layers[l].wk, c->n_kv_heads, c->head_dim, c->n_embd);
+	/* The tokenizer and its chat template are the tokenizer.* metadata. */
+	uint64_t h = 0x746f6b656e697a65ull;
+	int any = 0;
+	for (uint64_t i = 0; i < g->n_kv; i++) {
+		const infs__gguf_kv *kv = &g->kv[i];
+		if (kv->key.len < 10 || memcmp(kv->key.ptr, "tokenizer.", 10) != 0)
+			continue;
+		h = hash_gguf_value(hash_bytes(h, kv->key.ptr, (size_t)kv->key.len), &kv->value);
+		any = 1;
+	}
+	m->tokenizer_hash = any ? h : 0;
+	infs__gguf_close(g);
+	return rc;
 }
 
 static char *join(const char *dir, const char *name)
@@ -351,7 +456,7 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 	if (S_ISDIR(sb.st_mode))
 		rc = load_hf_dir(m, path);
 	else
-		rc = infs__error(INFS_EFORMAT, "%s: not a directory with config.json", path);
+		rc = load_gguf(m, path);
 	if (rc) {
 		infs_model_free(m);
 		return infs__error_wrap(rc, "infs_model_load");

@@ -1,7 +1,8 @@
 /* The forward pass of every supported architecture and RoPE variant against
  * transformers: tiny random models in tests/fixtures/model/<name>/ with
  * goldens made by make_tiny.py (logits of every token, pre-RoPE K and V of
- * every layer). Then the paged path: a prefix written into a paged cache
+ * every layer), and GGUF conversions of some (gguf_<name>.gguf, quantised,
+ * make_tiny_gguf.py). Then the paged path: a prefix written into a paged cache
  * and the rest attending to it gives the logits of one plain pass. */
 #include <math.h>
 #include <string.h>
@@ -114,7 +115,11 @@ static void check_variant(const char *dir, const char *name)
 {
 	char path[1024], gpath[1100];
 	snprintf(path, sizeof path, "%s/%s", dir, name);
-	snprintf(gpath, sizeof gpath, "%s/golden.bin", path);
+	size_t len = strlen(path);
+	if (len > 5 && strcmp(path + len - 5, ".gguf") == 0) /* x.gguf: goldens in x.golden.bin */
+		snprintf(gpath, sizeof gpath, "%.*s.golden.bin", (int)(len - 5), path);
+	else
+		snprintf(gpath, sizeof gpath, "%s/golden.bin", path);
 	printf("%s\n", name);
 	golden gd;
 	if (golden_load(&gd, gpath)) {
