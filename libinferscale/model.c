@@ -258,6 +258,20 @@ static uint64_t hash_gguf_value(uint64_t h, const infs__gguf_value *v)
 	return h;
 }
 
+/* The tokenizer must cover no more ids than the embedding has rows (models
+ * often pad the embedding, never the reverse). */
+static int load_tokenizer(infs_model *m, const char *path)
+{
+	int rc = infs_tokenizer_load(&m->tok, path);
+	if (rc)
+		return infs__error_wrap(rc, "%s: tokenizer", path);
+	size_t nv = infs_tokenizer_vocab_size(m->tok);
+	if (nv > m->cfg.n_vocab)
+		return infs__error(INFS_EFORMAT, "%s: the tokenizer has %zu tokens, the embedding only %u rows", path,
+		                   nv, m->cfg.n_vocab);
+	return INFS_OK;
+}
+
 static int load_gguf(infs_model *m, const char *path)
 {
 	infs__gguf *g = NULL;
@@ -289,7 +303,10 @@ static int load_gguf(infs_model *m, const char *path)
 		any = 1;
 	}
 	m->tokenizer_hash = any ? h : 0;
+	int has_tok = infs__gguf_find(g, "tokenizer.ggml.model") != NULL;
 	infs__gguf_close(g);
+	if (!rc && has_tok)
+		rc = load_tokenizer(m, path);
 	return rc;
 }
 
@@ -393,9 +410,15 @@ static int load_hf_dir(infs_model *m, const char *dir)
 	loader ld = { m, dir, st_find, st, 0x696e66657273636bull };
 	rc = load_weights(&ld, &hf_names);
 	infs__safetensors_close(st);
-	if (rc)
+	if (rc || (rc = hash_tokenizer_files(m, dir)))
 		return rc;
-	return hash_tokenizer_files(m, dir);
+	char *tj = join(dir, "tokenizer.json");
+	if (!tj)
+		return infs__error(INFS_ENOMEM, "out of memory");
+	struct stat sb;
+	int has_tok = stat(tj, &sb) == 0;
+	free(tj);
+	return has_tok ? load_tokenizer(m, dir) : INFS_OK;
 }
 
 int infs_model_options_init(infs_model_options *opts, unsigned version)
@@ -422,6 +445,7 @@ void infs_model_free(infs_model *m)
 			free(ps[i]);
 	}
 	free(m->layers);
+	infs_tokenizer_free(m->tok);
 	if (m->output != m->tok_embd)
 		free(m->output);
 	free(m->tok_embd);
@@ -464,6 +488,11 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 	infs__rope_init(&m->rope, &m->cfg.geom);
 	*out = m;
 	return INFS_OK;
+}
+
+const infs_tokenizer *infs_model_tokenizer(const infs_model *m)
+{
+	return m ? m->tok : NULL;
 }
 
 int infs_model_info_get(infs_model_info *out, const infs_model *m)

@@ -66,6 +66,7 @@ struct infs_model {
 	uint64_t weights_hash;
 	uint64_t tokenizer_hash; /* tokenizer and chat template sources; 0 when absent */
 	size_t weight_bytes;     /* f32 bytes held */
+	infs_tokenizer *tok;     /* NULL when the model has none */
 };
 
 #endif

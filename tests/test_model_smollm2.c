@@ -137,6 +137,9 @@ int main(int argc, char **argv)
 	free(want_k);
 	free(want_v);
 
+	const infs_tokenizer *tok = infs_model_tokenizer(model);
+	CHECK(tok && infs_tokenizer_vocab_size(tok) == 49152 && infs_tokenizer_eos(tok) == 2);
+
 	char *id = NULL;
 	CHECK_OK(infs_model_identity(&id, model, INFS_DTYPE_F16));
 	CHECK(id && strstr(id, "arch=llama") && strstr(id, "kv=f16") && !strstr(id, "tokenizer=0000000000000000"));

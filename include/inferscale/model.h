@@ -6,6 +6,7 @@
 #define INFERSCALE_MODEL_H
 
 #include "inferscale/inject.h"
+#include "inferscale/tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -31,7 +32,8 @@ INFS_API int infs_model_options_init(infs_model_options *opts, unsigned version)
 /* Loads path: a .gguf file (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
  * Q4_K, Q5_K, Q6_K tensors), or a directory holding config.json and
  * model.safetensors (or shards listed by model.safetensors.index.json) in
- * f32, f16 or bf16. Weights are converted to f32 at load. opts may be NULL.
+ * f32, f16 or bf16 (with tokenizer.json and tokenizer_config.json for the
+ * tokenizer). Weights are converted to f32 at load. opts may be NULL.
  * Errors: INFS_ENOTFOUND, INFS_EIO, INFS_EFORMAT (a truncated or malformed
  * file, missing tensors, shapes that contradict the configuration),
  * INFS_EUNSUPPORTED (an architecture, tensor type or option not built in). */
@@ -39,6 +41,11 @@ INFS_API int infs_model_load(infs_model **out, const char *path, const infs_mode
 
 /* Releases the model. Accepts NULL. */
 INFS_API void infs_model_free(infs_model *model);
+
+/* The model's tokenizer and chat template (owned by the model, valid until
+ * infs_model_free), or NULL when the model came without one: a GGUF file
+ * without tokenizer.ggml.* metadata, a directory without tokenizer.json. */
+INFS_API const infs_tokenizer *infs_model_tokenizer(const infs_model *model);
 
 #define INFS_MODEL_INFO_VERSION 1
 
