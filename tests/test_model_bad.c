@@ -232,6 +232,7 @@ static void bad_checkpoints(void)
 	/* Truncated: the data runs past the end. */
 	make_dir(NULL, good, len - 100);
 	expect_load(INFS_EFORMAT, "run past", __LINE__);
+	free(good);
 
 	unsigned char *img = rewrite("model.layers.1.mlp.up_proj.weight", NULL, 0, 0, &len);
 	make_dir(NULL, img, len);

@@ -32,22 +32,21 @@ static float max_abs(const float *a, size_t n)
 	return m;
 }
 
-/* Prefix of m tokens into a paged cache (f32, NHD, block size 4, blocks in
- * a shuffled order), then the rest with the prefix as past. */
-static void check_paged(const infs_model *model, const int32_t *tokens, uint32_t n, const float *want_logits,
-                        uint32_t n_vocab, const float *k_pre, const float *v_pre, const infs_geometry *g)
+static void check_paged_as(const infs_model *model, const int32_t *tokens, uint32_t n, const float *want_logits,
+                           uint32_t n_vocab, const float *k_pre, const float *v_pre, const infs_geometry *g,
+                           infs_dtype dt)
 {
 	const uint32_t bs = 4, n_blocks = 8, m = 5;
 	uint32_t L = g->n_layers, H = g->n_kv_heads, D = g->head_dim;
-	size_t per_layer = (size_t)n_blocks * 2 * bs * H * D;
-	float *cache = calloc(L * per_layer, sizeof *cache);
+	size_t es = infs_dtype_size(dt), per_layer = (size_t)n_blocks * 2 * bs * H * D;
+	char *cache = calloc(L * per_layer, es);
 	void **k_layers = calloc(L, sizeof *k_layers), **v_layers = calloc(L, sizeof *v_layers);
 	for (uint32_t l = 0; l < L; l++) {
-		k_layers[l] = cache + l * per_layer;
-		v_layers[l] = cache + l * per_layer + (size_t)bs * H * D;
+		k_layers[l] = cache + l * per_layer * es;
+		v_layers[l] = cache + (l * per_layer + (size_t)bs * H * D) * es;
 	}
 	infs_kv_layout kl = INFS_KV_LAYOUT_INIT;
-	kl.dtype = INFS_DTYPE_F32;
+	kl.dtype = dt;
 	kl.n_layers = L;
 	kl.n_kv_heads = H;
 	kl.head_dim = D;
@@ -56,11 +55,17 @@ static void check_paged(const infs_model *model, const int32_t *tokens, uint32_t
 	kl.k_layers = k_layers;
 	kl.v_layers = v_layers;
 	kl.stride_block = 2 * bs * H * D;
-	kl.stride_slot = H * D;
-	kl.stride_head = D;
+	kl.stride_slot = dt == INFS_DTYPE_F32 ? H * D : D;
+	kl.stride_head = dt == INFS_DTYPE_F32 ? D : bs * D;
 	kl.stride_dim = 1;
 	const int32_t table[] = { 6, 2, 7, 0 };
+	float tol = dt == INFS_DTYPE_F32 ? 1e-4f : 2e-2f;
 
+/* Prefix of m tokens into a paged cache (block size 4, blocks in a
+ * shuffled order), then the rest with the prefix as past. f32 in the NHD
+ * layout (K and V of a block side by side) must match the plain pass to
+ * rounding; f16 in the HND layout (heads outermost within a block) to f16
+ * precision. */
 	infs_forward_options fo = INFS_FORWARD_OPTIONS_INIT;
 	fo.cache = &kl;
 	fo.block_table = table;
@@ -75,8 +80,8 @@ static void check_paged(const infs_model *model, const int32_t *tokens, uint32_t
 		pos[i - m] = (int32_t)i;
 	CHECK_OK(infs_model_forward(logits + (size_t)m * n_vocab, NULL, NULL, model, tokens + m, pos, n - m, &fo));
 	float d = max_diff(logits, want_logits, (size_t)n * n_vocab);
-	printf("  paged: max |logit - plain| %.3g\n", d);
-	CHECK(d < 1e-4f * (1 + max_abs(want_logits, (size_t)n * n_vocab)));
+	printf("  paged %s: max |logit - plain| %.3g\n", dt == INFS_DTYPE_F32 ? "f32" : "f16", d);
+	CHECK(d < tol * (1 + max_abs(want_logits, (size_t)n * n_vocab)));
 
 	/* The cache holds every token's V and its K rotated to its position. */
 	infs__rope r;
@@ -90,15 +95,21 @@ static void check_paged(const infs_model *model, const int32_t *tokens, uint32_t
 				const float *src = k_pre + (((size_t)l * n + t) * H + h) * D;
 				memcpy(kv, src, D * sizeof *kv);
 				infs__rope_apply(&r, kv, cs, sn);
-				size_t off = (size_t)table[t / bs] * kl.stride_block + (t % bs) * kl.stride_slot + h * D;
-				float dk = max_diff((float *)k_layers[l] + off, kv, D);
-				float dv = max_diff((float *)v_layers[l] + off, v_pre + (((size_t)l * n + t) * H + h) * D, D);
+				size_t off = (size_t)table[t / bs] * kl.stride_block + (t % bs) * kl.stride_slot + h * kl.stride_head;
+				const float *vp = v_pre + (((size_t)l * n + t) * H + h) * D;
+				float dk = 0, dv = 0;
+				for (uint32_t e = 0; e < D; e++) {
+					float a = fabsf(infs__load(k_layers[l], dt, off + e) - kv[e]);
+					float b = fabsf(infs__load(v_layers[l], dt, off + e) - vp[e]);
+					dk = a > dk ? a : dk;
+					dv = b > dv ? b : dv;
+				}
 				worst = dk > worst ? dk : worst;
 				worst = dv > worst ? dv : worst;
 			}
 		}
 	printf("  cache K/V: max diff %.3g\n", worst);
-	CHECK(worst < 1e-5f * (1 + max_abs(k_pre, (size_t)L * n * H * D)));
+	CHECK(worst < (dt == INFS_DTYPE_F32 ? 1e-5f : 1e-3f) * (1 + max_abs(k_pre, (size_t)L * n * H * D)));
 
 	/* Positions beyond the block table and a device cache are refused. */
 	int32_t far = (int32_t)(4 * bs);
@@ -109,6 +120,18 @@ static void check_paged(const infs_model *model, const int32_t *tokens, uint32_t
 	free(cache);
 	free(k_layers);
 	free(v_layers);
+}
+
+/* Prefix of m tokens into a paged cache (block size 4, blocks in a
+ * shuffled order), then the rest with the prefix as past. f32 in the NHD
+ * layout (K and V of a block side by side) must match the plain pass to
+ * rounding; f16 in the HND layout (heads outermost within a block) to f16
+ * precision. */
+static void check_paged(const infs_model *model, const int32_t *tokens, uint32_t n, const float *want_logits,
+                        uint32_t n_vocab, const float *k_pre, const float *v_pre, const infs_geometry *g)
+{
+	check_paged_as(model, tokens, n, want_logits, n_vocab, k_pre, v_pre, g, INFS_DTYPE_F32);
+	check_paged_as(model, tokens, n, want_logits, n_vocab, k_pre, v_pre, g, INFS_DTYPE_F16);
 }
 
 static void check_variant(const char *dir, const char *name)
