@@ -116,9 +116,17 @@ static void expect_st(const char *header, size_t data_len, int code, const char 
 	}
 }
 
+/* Which tensors a rewrite keeps: all (-1), those of layer 0 (0), the
+ * others (1). */
+static int keep(const char *name, int part)
+{
+	return part < 0 || (strstr(name, "layers.0.") != NULL) == (part == 0);
+}
+
 /* The fixture's safetensors rewritten: tensor drop left out, tensor
- * reshape given the shape [a, b] (same element count). */
-static unsigned char *rewrite(const char *drop, const char *reshape, uint64_t a, uint64_t b, size_t *len)
+ * reshape given the shape [a, b] (same element count), only part kept. */
+static unsigned char *rewrite_part(const char *drop, const char *reshape, uint64_t a, uint64_t b, int part,
+                                   size_t *len)
 {
 	char p[600];
 	snprintf(p, sizeof p, "%s/llama/model.safetensors", fixtures);
@@ -131,7 +139,7 @@ static unsigned char *rewrite(const char *drop, const char *reshape, uint64_t a,
 	hl += (size_t)sprintf(header + hl, "{");
 	for (size_t i = 0; i < infs__safetensors_count(st); i++) {
 		const infs__st_tensor *t = infs__safetensors_at(st, i);
-		if (drop && strcmp(t->name, drop) == 0)
+		if ((drop && strcmp(t->name, drop) == 0) || !keep(t->name, part))
 			continue;
 		hl += (size_t)sprintf(header + hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", hl > 1 ? "," : "",
 		                      t->name, t->dtype_name);
@@ -149,7 +157,7 @@ static unsigned char *rewrite(const char *drop, const char *reshape, uint64_t a,
 	off = 8 + hl;
 	for (size_t i = 0; i < infs__safetensors_count(st); i++) {
 		const infs__st_tensor *t = infs__safetensors_at(st, i);
-		if (drop && strcmp(t->name, drop) == 0)
+		if ((drop && strcmp(t->name, drop) == 0) || !keep(t->name, part))
 			continue;
 		memcpy(img + off, t->data, t->nbytes);
 		off += t->nbytes;
@@ -157,6 +165,11 @@ static unsigned char *rewrite(const char *drop, const char *reshape, uint64_t a,
 	free(header);
 	infs__safetensors_close(st);
 	return img;
+}
+
+static unsigned char *rewrite(const char *drop, const char *reshape, uint64_t a, uint64_t b, size_t *len)
+{
+	return rewrite_part(drop, reshape, a, b, -1, len);
 }
 
 /* The fixture's config.json with the text from replaced by to. */
@@ -297,6 +310,70 @@ static void bad_checkpoints(void)
 	free(good);
 	unlink(tpath("config.json"));
 	unlink(tpath("model.safetensors"));
+}
+
+/* The fixture split into two shards with an index loads to the same model;
+ * a tensor in both shards is refused. */
+static void sharded(void)
+{
+	make_dir(NULL, "", 0);
+	unlink(tpath("model.safetensors"));
+	size_t l0, l1;
+	unsigned char *s0 = rewrite_part(NULL, NULL, 0, 0, 0, &l0), *s1 = rewrite_part(NULL, NULL, 0, 0, 1, &l1);
+	spit(tpath("model-00001-of-00002.safetensors"), s0, l0);
+	spit(tpath("model-00002-of-00002.safetensors"), s1, l1);
+	char p[600];
+	snprintf(p, sizeof p, "%s/llama/model.safetensors", fixtures);
+	infs__safetensors *st = NULL;
+	CHECK_OK(infs__safetensors_open(&st, p));
+	char *index = malloc(1 << 16);
+	size_t il = (size_t)sprintf(index, "{\"metadata\": {}, \"weight_map\": {");
+	for (size_t i = 0; st && i < infs__safetensors_count(st); i++) {
+		const char *name = infs__safetensors_at(st, i)->name;
+		il += (size_t)sprintf(index + il, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"", i ? ", " : "", name,
+		                      keep(name, 0) ? 1 : 2);
+	}
+	il += (size_t)sprintf(index + il, "}}");
+	infs__safetensors_close(st);
+	spit(tpath("model.safetensors.index.json"), index, il);
+	free(index);
+
+	infs_model *a = NULL, *b = NULL;
+	snprintf(p, sizeof p, "%s/llama", fixtures);
+	CHECK_OK(infs_model_load(&a, p, NULL));
+	CHECK_OK(infs_model_load(&b, tmp, NULL));
+	if (a && b) {
+		int32_t tok[3] = { 5, 9, 100 };
+		float la[128], lb[128];
+		CHECK_OK(infs_model_forward(la, NULL, NULL, a, tok, NULL, 3, NULL));
+		CHECK_OK(infs_model_forward(lb, NULL, NULL, b, tok, NULL, 3, NULL));
+		CHECK(memcmp(la, lb, sizeof la) == 0);
+		char *ia = NULL, *ib = NULL;
+		CHECK_OK(infs_model_identity(&ia, a, INFS_DTYPE_F16));
+		CHECK_OK(infs_model_identity(&ib, b, INFS_DTYPE_F16));
+		CHECK(ia && ib && strcmp(ia, ib) == 0); /* same weights, same identity */
+		infs_free(ia);
+		infs_free(ib);
+	}
+	infs_model_free(a);
+	infs_model_free(b);
+
+	/* Shard 2 also holding layer 0's tensors. */
+	size_t lall;
+	unsigned char *all = rewrite(NULL, NULL, 0, 0, &lall);
+	spit(tpath("model-00002-of-00002.safetensors"), all, lall);
+	expect_load(INFS_EFORMAT, "appears in", __LINE__);
+	/* A shard name that leaves the directory. */
+	const char *escape = "{\"weight_map\": {\"a\": \"../x.safetensors\"}}";
+	spit(tpath("model.safetensors.index.json"), escape, strlen(escape));
+	expect_load(INFS_EFORMAT, "not a file name", __LINE__);
+	free(s0);
+	free(s1);
+	free(all);
+	unlink(tpath("model-00001-of-00002.safetensors"));
+	unlink(tpath("model-00002-of-00002.safetensors"));
+	unlink(tpath("model.safetensors.index.json"));
+	unlink(tpath("config.json"));
 }
 
 static size_t find_in(const unsigned char *b, size_t n, const char *s)
@@ -456,6 +533,7 @@ int main(int argc, char **argv)
 	}
 	bad_safetensors();
 	bad_checkpoints();
+	sharded();
 	bad_gguf();
 	bad_arguments();
 	rmdir(tmp);
