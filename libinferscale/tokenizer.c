@@ -704,6 +704,44 @@ static int encode(const infs_tokenizer *tok, const char *text, size_t len, unsig
 	return rc;
 }
 
+/* When text is not well-formed UTF-8, a copy with each maximal ill-formed
+ * subpart replaced by U+FFFD (Python's errors="replace", so that the tokens
+ * are those transformers gives for the text Python decodes); else NULL. */
+static int replace_invalid(const char *text, size_t len, char **out, size_t *out_len)
+{
+	const uint8_t *s = (const uint8_t *)text;
+	size_t i = 0, bad = 0;
+	uint32_t cp;
+	while (i < len) {
+		int k = infs__utf8_decode(s + i, len - i, &cp);
+		bad += k < 0;
+		i += (size_t)(k < 0 ? -k : k);
+	}
+	*out = NULL;
+	if (!bad)
+		return INFS_OK;
+	/* Each replacement (3 bytes) stands for at least one byte. */
+	char *buf = malloc(len + 2 * bad + 1);
+	if (!buf)
+		return INFS_ENOMEM;
+	size_t n = 0;
+	for (i = 0; i < len;) {
+		int k = infs__utf8_decode(s + i, len - i, &cp);
+		if (k > 0) {
+			memcpy(buf + n, s + i, (size_t)k);
+			n += (size_t)k;
+			i += (size_t)k;
+		} else {
+			memcpy(buf + n, "\xef\xbf\xbd", 3);
+			n += 3;
+			i += (size_t)-k;
+		}
+	}
+	*out = buf;
+	*out_len = n;
+	return INFS_OK;
+}
+
 int infs_tokenize(const infs_tokenizer *tok, const char *text, size_t len, unsigned flags, infs_token *out,
                   size_t cap, size_t *n_out)
 {
@@ -713,7 +751,11 @@ int infs_tokenize(const infs_tokenizer *tok, const char *text, size_t len, unsig
 	if (flags & ~(unsigned)(INFS_TOKENIZE_ADD_SPECIAL | INFS_TOKENIZE_PARSE_SPECIAL))
 		return infs__error(INFS_EINVAL, "infs_tokenize: unknown flags 0x%x", flags);
 	infs__ids ids = { 0 };
-	int rc = encode(tok, text ? text : "", len, flags, &ids);
+	char *valid = NULL;
+	int rc = replace_invalid(text ? text : "", len, &valid, &len);
+	if (rc == INFS_OK)
+		rc = encode(tok, valid ? valid : text ? text : "", len, flags, &ids);
+	free(valid);
 	if (rc != INFS_OK) {
 		free(ids.v);
 		return infs__error(rc, "infs_tokenize: %s", rc == INFS_ENOMEM ? "no memory" : "cannot encode the text");
