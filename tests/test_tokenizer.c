@@ -118,23 +118,26 @@ static void test_bpe(void)
 	infs__bpe_free(NULL);
 }
 
-static void test_tiny(const char *dir)
+/* kind: llama3 (Split regex, ignore_merges, BOS post-processor), digits
+ * (Digits + ByteLevel), gpt2 (ByteLevel). */
+static void test_tiny(const char *dir, const char *kind)
 {
-	char path[4096];
-	snprintf(path, sizeof path, "%s/tiny_llama3.json", dir);
+	char path[4096], name[64];
+	snprintf(path, sizeof path, "%s/tiny_%s.json", dir, kind);
 	infs_tokenizer *tok;
 	CHECK_OK(infs_tokenizer_load(&tok, path));
 	if (!tok)
 		return;
-	infs__json *j = load_fixture(dir, "tiny_llama3_goldens.json");
+	snprintf(name, sizeof name, "tiny_%s_goldens.json", kind);
+	infs__json *j = load_fixture(dir, name);
 	CHECK(infs_tokenizer_bos(tok) == (infs_token)infs__json_number(infs__json_get(j, "bos"), -2));
 	CHECK(infs_tokenizer_vocab_size(tok) == (size_t)infs__json_number(infs__json_get(j, "vocab_size"), 0));
-	CHECK(infs_tokenizer_is_special(tok, infs_tokenizer_bos(tok)));
+	CHECK(infs_tokenizer_is_special(tok, 0) && infs_tokenizer_is_special(tok, 1));
 	const infs__json *cases = infs__json_get(j, "cases");
 	CHECK(cases && cases->len > 20);
 	for (size_t i = 0; cases && i < cases->len; i++) {
 		const infs__json *c = &cases->items[i];
-		const char *name = infs__json_str(infs__json_get(c, "name"), "?");
+		snprintf(name, sizeof name, "%s %s", kind, infs__json_str(infs__json_get(c, "name"), "?"));
 		size_t len;
 		char *text = unhex(infs__json_get(c, "hex"), &len);
 		check_tokens(tok, text, len, INFS_TOKENIZE_ADD_SPECIAL | INFS_TOKENIZE_PARSE_SPECIAL,
@@ -370,6 +373,78 @@ static void test_bad_files(void)
 	rmdir(dir);
 }
 
+/* Templates from tokenizer_config.json: detection, the default system
+ * message of Qwen2.5-style ChatML, and clear refusals. */
+static void test_chat_templates(void)
+{
+	char dir[] = "/tmp/infs_chat_XXXXXX";
+	CHECK(mkdtemp(dir) != NULL);
+	char tj[256], tc[256];
+	snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+	snprintf(tc, sizeof tc, "%s/tokenizer_config.json", dir);
+	const char *json = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": []},"
+	                   " \"added_tokens\": [{\"id\": 2, \"content\": \"<|im_end|>\", \"special\": true}],"
+	                   " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}";
+	write_file(tj, json, strlen(json));
+	static const struct {
+		const char *config;
+		int rc;
+		infs_chat_format format;
+		const char *render; /* of one user message "b", with the generation prompt */
+	} cases[] = {
+		{ "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"{%- if messages[0]['role'] == 'system' %}"
+		  "{{- '<|im_start|>system\\\\n' + messages[0]['content'] + '<|im_end|>\\\\n' }}{%- else %}"
+		  "{{- '<|im_start|>system\\\\nYou are Qwen.<|im_end|>\\\\n' }}{%- endif %}"
+		  "{%- for message in messages %}{{'<|im_start|>' + message['role'] + '\\\\n' + message['content'] + "
+		  "'<|im_end|>' + '\\\\n'}}{%- endfor %}\"}",
+		  INFS_OK, INFS_CHAT_CHATML,
+		  "<|im_start|>system\nYou are Qwen.<|im_end|>\n<|im_start|>user\nb<|im_end|>\n<|im_start|>assistant\n" },
+		{ "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"x\"}, {\"name\": \"default\", "
+		  "\"template\": \"{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|eot_id|>{% endfor %}\"}]}",
+		  INFS_OK, INFS_CHAT_LLAMA3,
+		  "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nb<|eot_id|>"
+		  "<|start_header_id|>assistant<|end_header_id|>\n\n" },
+		{ "{\"chat_template\": \"<|start_header_id|><|eot_id|> Cutting Knowledge Date: December 2023\"}",
+		  INFS_EUNSUPPORTED, INFS_CHAT_AUTO, NULL },
+		{ "{\"chat_template\": \"{{ bos_token }}{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}\"}",
+		  INFS_OK, INFS_CHAT_MISTRAL, "<s>[INST] b [/INST]" },
+		{ "{\"chat_template\": \"{% for m in messages %}<start_of_turn>{{ m['role'] }}{% endfor %}\"}",
+		  INFS_EUNSUPPORTED, INFS_CHAT_AUTO, NULL },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		write_file(tc, cases[i].config, strlen(cases[i].config));
+		infs_tokenizer *tok;
+		CHECK_OK(infs_tokenizer_load(&tok, dir));
+		if (!tok)
+			continue;
+		infs_chat_format f = INFS_CHAT_AUTO;
+		infs_chat_message m = { "user", "b" };
+		char out[512];
+		size_t n;
+		if (cases[i].rc == INFS_OK) {
+			CHECK_OK(infs_chat_format_detect(tok, &f));
+			CHECK(f == cases[i].format);
+			CHECK_OK(infs_chat_render(tok, INFS_CHAT_AUTO, &m, 1, INFS_CHAT_ADD_GENERATION_PROMPT, out,
+			                          sizeof out, &n));
+			if (strcmp(out, cases[i].render) != 0) {
+				fprintf(stderr, "template %zu rendered\n%s\nwant\n%s\n", i, out, cases[i].render);
+				check_failures++;
+			}
+		} else {
+			CHECK_ERR(infs_chat_format_detect(tok, &f), cases[i].rc);
+			CHECK_ERR(infs_chat_render(tok, INFS_CHAT_AUTO, &m, 1, 0, out, sizeof out, &n), cases[i].rc);
+			/* An explicit format still works. */
+			CHECK_OK(infs_chat_render(tok, INFS_CHAT_CHATML, &m, 1, 0, out, sizeof out, &n));
+		}
+		if (i == 0)
+			CHECK(infs_tokenizer_eos(tok) == 2);
+		infs_tokenizer_free(tok);
+	}
+	unlink(tj);
+	unlink(tc);
+	rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -379,9 +454,12 @@ int main(int argc, char **argv)
 	test_splits(argv[1]);
 	test_split_invalid();
 	test_bpe();
-	test_tiny(argv[1]);
+	test_tiny(argv[1], "llama3");
+	test_tiny(argv[1], "digits");
+	test_tiny(argv[1], "gpt2");
 	test_api(argv[1]);
 	test_chat(argv[1]);
 	test_bad_files();
+	test_chat_templates();
 	CHECK_DONE();
 }
