@@ -622,6 +622,7 @@ typedef struct encoder {
 	const infs_tokenizer *tok;
 	const char *text;
 	infs__ids *ids;
+	infs__bpe_scratch *scratch;
 } encoder;
 
 static int missing_byte(void *ctx, infs__ids *out, uint8_t byte)
@@ -634,12 +635,12 @@ static int encode_piece(void *ctx, size_t start, size_t end)
 {
 	encoder *e = ctx;
 	return infs__bpe_encode(e->tok->bpe, (const uint8_t *)e->text + start, end - start, e->tok->whole_first,
-	                        missing_byte, (void *)e->tok, e->ids);
+	                        missing_byte, (void *)e->tok, e->scratch, e->ids);
 }
 
 static int encode_plain(encoder *e, size_t start, size_t end)
 {
-	encoder sub = { e->tok, e->text + start, e->ids };
+	encoder sub = { e->tok, e->text + start, e->ids, e->scratch };
 	return infs__pretokenize(e->tok->pretok, e->text + start, end - start, encode_piece, &sub);
 }
 
@@ -675,7 +676,8 @@ static int encode(const infs_tokenizer *tok, const char *text, size_t len, unsig
 	int rc = INFS_OK;
 	if ((flags & INFS_TOKENIZE_ADD_SPECIAL) && tok->add_bos && tok->bos >= 0)
 		rc = infs__ids_push(ids, tok->bos);
-	encoder e = { tok, text, ids };
+	infs__bpe_scratch scratch = { 0 };
+	encoder e = { tok, text, ids, &scratch };
 	size_t seg = 0, i = 0;
 	int parse_special = (flags & INFS_TOKENIZE_PARSE_SPECIAL) != 0;
 	while (rc == INFS_OK && i < len) {
@@ -701,6 +703,7 @@ static int encode(const infs_tokenizer *tok, const char *text, size_t len, unsig
 		rc = encode_plain(&e, seg, len);
 	if (rc == INFS_OK && (flags & INFS_TOKENIZE_ADD_SPECIAL) && tok->add_eos && tok->eos >= 0)
 		rc = infs__ids_push(ids, tok->eos);
+	infs__bpe_scratch_free(&scratch);
 	return rc;
 }
 
