@@ -9,6 +9,7 @@
 #include "bpe.h"
 #include "gguf_builder.h"
 #include "pretokenize.h"
+#include "unicode.h"
 #include "tok_fixture.h"
 
 typedef struct ranges {
@@ -375,6 +376,79 @@ static void test_bad_files(void)
 	rmdir(dir);
 }
 
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(uint32_t n)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (uint32_t)(rng_state >> 32) % n;
+}
+
+static int valid_utf8(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		uint32_t cp;
+		int k = infs__utf8_decode((const uint8_t *)s + i, n - i, &cp);
+		if (k < 0)
+			return 0;
+		i += (size_t)k;
+	}
+	return 1;
+}
+
+/* Random strings built from pieces that stress the splits (letters, digits,
+ * whitespace of every kind, contractions, multi-byte characters, special
+ * tokens, stray bytes): tokenizing never fails, decoding gives the text back
+ * when it was valid UTF-8, and valid UTF-8 with U+FFFD where it was not. */
+static void test_random(const char *dir)
+{
+	static const char *const parts[] = {
+		"a", "Z", "hello", " ", "  ", "\t", "\n", "\r\n", " \n ", "7", "42", "2024", "'s", "'LL", "'",
+		"\xc3\xa9", "e\xcc\x81", "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "\xe2\x80\x8d", "\xc2\xa0", "\xe3\x80\x80",
+		"<|begin_of_text|>", "<think>", "<|eot", "!?", "...", "\xff", "\xc3", "\xe4\xb8", "\x80", "\xed\xa0\x80",
+	};
+	char path[4096];
+	snprintf(path, sizeof path, "%s/tiny_llama3.json", dir);
+	infs_tokenizer *tok;
+	CHECK_OK(infs_tokenizer_load(&tok, path));
+	if (!tok)
+		return;
+	char text[512], out[4096];
+	infs_token ids[1024];
+	int valid_seen = 0, invalid_seen = 0;
+	for (int iter = 0; iter < 3000; iter++) {
+		size_t len = 0, np = rnd(24);
+		for (size_t p = 0; p < np; p++) {
+			const char *part = parts[rnd(sizeof parts / sizeof *parts)];
+			size_t pl = strlen(part);
+			memcpy(text + len, part, pl);
+			len += pl;
+		}
+		unsigned flags = rnd(2) ? INFS_TOKENIZE_PARSE_SPECIAL : 0;
+		size_t n = 0, m = 0;
+		int rc = infs_tokenize(tok, text, len, flags, ids, 1024, &n);
+		CHECK(rc == INFS_OK);
+		if (rc != INFS_OK)
+			continue;
+		rc = infs_detokenize(tok, ids, n, 0, out, sizeof out, &m);
+		CHECK(rc == INFS_OK && valid_utf8(out, m));
+		if (valid_utf8(text, len)) {
+			valid_seen++;
+			if (m != len || memcmp(out, text, len) != 0) {
+				fprintf(stderr, "random %d: round trip differs\n", iter);
+				check_failures++;
+			}
+		} else {
+			invalid_seen++;
+			CHECK(m >= len / 2 && strstr(out, "\xef\xbf\xbd") != NULL);
+		}
+	}
+	CHECK(valid_seen > 100 && invalid_seen > 100);
+	infs_tokenizer_free(tok);
+}
+
 /* Templates from tokenizer_config.json: detection, the default system
  * message of Qwen2.5-style ChatML, and clear refusals. */
 static void test_chat_templates(void)
@@ -463,5 +537,6 @@ int main(int argc, char **argv)
 	test_chat(argv[1]);
 	test_bad_files();
 	test_chat_templates();
+	test_random(argv[1]);
 	CHECK_DONE();
 }
