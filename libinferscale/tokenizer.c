@@ -644,9 +644,23 @@ static int encode_plain(encoder *e, size_t start, size_t end)
 	return infs__pretokenize(e->tok->pretok, e->text + start, end - start, encode_piece, &sub);
 }
 
-static int is_ascii_space(char c)
+/* Length of the whitespace character ending at text + end (> start), or 0. */
+static size_t space_before(const char *text, size_t start, size_t end)
 {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+	size_t b = end - 1;
+	while (b > start && end - b < 4 && ((uint8_t)text[b] & 0xc0) == 0x80)
+		b--;
+	uint32_t cp;
+	int k = infs__utf8_decode((const uint8_t *)text + b, end - b, &cp);
+	return k > 0 && b + (size_t)k == end && infs__uc_is_space(cp) ? (size_t)k : 0;
+}
+
+/* Length of the whitespace character at text + i (< len), or 0. */
+static size_t space_at(const char *text, size_t len, size_t i)
+{
+	uint32_t cp;
+	int k = infs__utf8_decode((const uint8_t *)text + i, len - i, &cp);
+	return k > 0 && infs__uc_is_space(cp) ? (size_t)k : 0;
 }
 
 /* The longest added token at text + i, or NULL. */
@@ -686,17 +700,17 @@ static int encode(const infs_tokenizer *tok, const char *text, size_t len, unsig
 			i++;
 			continue;
 		}
-		size_t end = i;
+		size_t end = i, k;
 		if (t->lstrip)
-			while (end > seg && is_ascii_space(text[end - 1]))
-				end--;
+			while (end > seg && (k = space_before(text, seg, end)) > 0)
+				end -= k;
 		rc = encode_plain(&e, seg, end);
 		if (rc == INFS_OK)
 			rc = infs__ids_push(ids, t->id);
 		i += t->len;
 		if (t->rstrip)
-			while (i < len && is_ascii_space(text[i]))
-				i++;
+			while (i < len && (k = space_at(text, len, i)) > 0)
+				i += k;
 		seg = i;
 	}
 	if (rc == INFS_OK)
