@@ -622,6 +622,7 @@ typedef struct encoder {
 	const infs_tokenizer *tok;
 	const char *text;
 	infs__ids *ids;
+	infs__bpe_scratch *scratch;
 } encoder;
 
 static int missing_byte(void *ctx, infs__ids *out, uint8_t byte)
@@ -634,18 +635,32 @@ static int encode_piece(void *ctx, size_t start, size_t end)
 {
 	encoder *e = ctx;
 	return infs__bpe_encode(e->tok->bpe, (const uint8_t *)e->text + start, end - start, e->tok->whole_first,
-	                        missing_byte, (void *)e->tok, e->ids);
+	                        missing_byte, (void *)e->tok, e->scratch, e->ids);
 }
 
 static int encode_plain(encoder *e, size_t start, size_t end)
 {
-	encoder sub = { e->tok, e->text + start, e->ids };
+	encoder sub = { e->tok, e->text + start, e->ids, e->scratch };
 	return infs__pretokenize(e->tok->pretok, e->text + start, end - start, encode_piece, &sub);
 }
 
-static int is_ascii_space(char c)
+/* Length of the whitespace character ending at text + end (> start), or 0. */
+static size_t space_before(const char *text, size_t start, size_t end)
 {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+	size_t b = end - 1;
+	while (b > start && end - b < 4 && ((uint8_t)text[b] & 0xc0) == 0x80)
+		b--;
+	uint32_t cp;
+	int k = infs__utf8_decode((const uint8_t *)text + b, end - b, &cp);
+	return k > 0 && b + (size_t)k == end && infs__uc_is_space(cp) ? (size_t)k : 0;
+}
+
+/* Length of the whitespace character at text + i (< len), or 0. */
+static size_t space_at(const char *text, size_t len, size_t i)
+{
+	uint32_t cp;
+	int k = infs__utf8_decode((const uint8_t *)text + i, len - i, &cp);
+	return k > 0 && infs__uc_is_space(cp) ? (size_t)k : 0;
 }
 
 /* The longest added token at text + i, or NULL. */
@@ -675,7 +690,8 @@ static int encode(const infs_tokenizer *tok, const char *text, size_t len, unsig
 	int rc = INFS_OK;
 	if ((flags & INFS_TOKENIZE_ADD_SPECIAL) && tok->add_bos && tok->bos >= 0)
 		rc = infs__ids_push(ids, tok->bos);
-	encoder e = { tok, text, ids };
+	infs__bpe_scratch scratch = { 0 };
+	encoder e = { tok, text, ids, &scratch };
 	size_t seg = 0, i = 0;
 	int parse_special = (flags & INFS_TOKENIZE_PARSE_SPECIAL) != 0;
 	while (rc == INFS_OK && i < len) {
@@ -684,24 +700,63 @@ static int encode(const infs_tokenizer *tok, const char *text, size_t len, unsig
 			i++;
 			continue;
 		}
-		size_t end = i;
+		size_t end = i, k;
 		if (t->lstrip)
-			while (end > seg && is_ascii_space(text[end - 1]))
-				end--;
+			while (end > seg && (k = space_before(text, seg, end)) > 0)
+				end -= k;
 		rc = encode_plain(&e, seg, end);
 		if (rc == INFS_OK)
 			rc = infs__ids_push(ids, t->id);
 		i += t->len;
 		if (t->rstrip)
-			while (i < len && is_ascii_space(text[i]))
-				i++;
+			while (i < len && (k = space_at(text, len, i)) > 0)
+				i += k;
 		seg = i;
 	}
 	if (rc == INFS_OK)
 		rc = encode_plain(&e, seg, len);
 	if (rc == INFS_OK && (flags & INFS_TOKENIZE_ADD_SPECIAL) && tok->add_eos && tok->eos >= 0)
 		rc = infs__ids_push(ids, tok->eos);
+	infs__bpe_scratch_free(&scratch);
 	return rc;
+}
+
+/* When text is not well-formed UTF-8, a copy with each maximal ill-formed
+ * subpart replaced by U+FFFD (Python's errors="replace", so that the tokens
+ * are those transformers gives for the text Python decodes); else NULL. */
+static int replace_invalid(const char *text, size_t len, char **out, size_t *out_len)
+{
+	const uint8_t *s = (const uint8_t *)text;
+	size_t i = 0, bad = 0;
+	uint32_t cp;
+	while (i < len) {
+		int k = infs__utf8_decode(s + i, len - i, &cp);
+		bad += k < 0;
+		i += (size_t)(k < 0 ? -k : k);
+	}
+	*out = NULL;
+	if (!bad)
+		return INFS_OK;
+	/* Each replacement (3 bytes) stands for at least one byte. */
+	char *buf = malloc(len + 2 * bad + 1);
+	if (!buf)
+		return INFS_ENOMEM;
+	size_t n = 0;
+	for (i = 0; i < len;) {
+		int k = infs__utf8_decode(s + i, len - i, &cp);
+		if (k > 0) {
+			memcpy(buf + n, s + i, (size_t)k);
+			n += (size_t)k;
+			i += (size_t)k;
+		} else {
+			memcpy(buf + n, "\xef\xbf\xbd", 3);
+			n += 3;
+			i += (size_t)-k;
+		}
+	}
+	*out = buf;
+	*out_len = n;
+	return INFS_OK;
 }
 
 int infs_tokenize(const infs_tokenizer *tok, const char *text, size_t len, unsigned flags, infs_token *out,
@@ -713,7 +768,11 @@ int infs_tokenize(const infs_tokenizer *tok, const char *text, size_t len, unsig
 	if (flags & ~(unsigned)(INFS_TOKENIZE_ADD_SPECIAL | INFS_TOKENIZE_PARSE_SPECIAL))
 		return infs__error(INFS_EINVAL, "infs_tokenize: unknown flags 0x%x", flags);
 	infs__ids ids = { 0 };
-	int rc = encode(tok, text ? text : "", len, flags, &ids);
+	char *valid = NULL;
+	int rc = replace_invalid(text ? text : "", len, &valid, &len);
+	if (rc == INFS_OK)
+		rc = encode(tok, valid ? valid : text ? text : "", len, flags, &ids);
+	free(valid);
 	if (rc != INFS_OK) {
 		free(ids.v);
 		return infs__error(rc, "infs_tokenize: %s", rc == INFS_ENOMEM ? "no memory" : "cannot encode the text");

@@ -4,6 +4,7 @@
 extern const uint32_t infs__uc_cat_first[];
 extern const uint8_t infs__uc_cat_value[];
 extern const size_t infs__uc_cat_n;
+extern const uint8_t infs__uc_cat_latin1[256];
 extern const uint32_t infs__uc_ccc_first[];
 extern const uint8_t infs__uc_ccc_value[];
 extern const size_t infs__uc_ccc_n;
@@ -47,6 +48,8 @@ static size_t find(const uint32_t *v, size_t n, uint32_t cp)
 
 infs__uc_cat infs__uc_category(uint32_t cp)
 {
+	if (cp < 256)
+		return (infs__uc_cat)infs__uc_cat_latin1[cp];
 	if (cp > 0x10ffff)
 		return INFS_UC_CN;
 	return (infs__uc_cat)infs__uc_cat_value[run_of(infs__uc_cat_first, infs__uc_cat_n, cp)];

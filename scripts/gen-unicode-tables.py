@@ -78,7 +78,10 @@ def main():
     w("\n".join(rows(cat, 10, lambda r: "0x%x," % r[0])) + "\n};\n")
     w("const uint8_t infs__uc_cat_value[%d] = {\n" % len(cat))
     w("\n".join(rows(cat, 20, lambda r: "%d," % r[1])) + "\n};\n")
-    w("const size_t infs__uc_cat_n = %d;\n\n" % len(cat))
+    w("const size_t infs__uc_cat_n = %d;\n" % len(cat))
+    w("/* The same for U+0000..U+00FF, looked up directly (most text). */\n")
+    w("const uint8_t infs__uc_cat_latin1[256] = {\n")
+    w("\n".join(rows(range(256), 20, lambda cp: "%d," % index[unicodedata.category(chr(cp))])) + "\n};\n\n")
 
     w("/* Canonical combining class, as runs like the category. */\n")
     w("const uint32_t infs__uc_ccc_first[%d] = {\n" % len(ccc))

@@ -38,8 +38,9 @@ INFS_API void infs_tokenizer_free(infs_tokenizer *tok);
  * always recognised, as in Hugging Face tokenizers. */
 #define INFS_TOKENIZE_PARSE_SPECIAL (1u << 1)
 
-/* Tokenizes text[0..len) (UTF-8; bytes that are not well-formed UTF-8 are
- * kept and encoded as their byte tokens). Writes the tokens to out when they
+/* Tokenizes text[0..len) (UTF-8; each ill-formed sequence is read as U+FFFD,
+ * as Python's bytes.decode("utf-8", errors="replace") does, so the tokens
+ * are those transformers gives for that string). Writes the tokens to out when they
  * fit in cap and sets *n_out to their count in any case. With out NULL and
  * cap 0 it only counts. Returns INFS_ERANGE (out untouched) when cap is too
  * small. */
