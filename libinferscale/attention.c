@@ -1,0 +1,75 @@
+/* Grouped-query attention with a mask by position, on the CPU. */
+#include <math.h>
+
+#include "forward.h"
+
+/* Queries per task: enough work per task, enough tasks to balance. */
+#define QUERIES_PER_TASK 8
+
+typedef struct attn_job {
+	const infs__attn_args *a;
+	uint32_t n_qblocks;
+} attn_job;
+
+static int visible(const infs__attn_args *a, uint32_t j, int32_t p)
+{
+	uint32_t n_past = a->n_ctx - a->n;
+	int64_t pj = j < n_past ? (int64_t)j : (int64_t)a->pos[j - n_past];
+	if (pj > p)
+		return 0;
+	return a->sliding_window == 0 || (int64_t)p - pj < (int64_t)a->sliding_window;
+}
+
+static void attn_task(void *arg, uint32_t task, uint32_t worker)
+{
+	const attn_job *job = arg;
+	const infs__attn_args *a = job->a;
+	uint32_t h = task / job->n_qblocks, qb = task % job->n_qblocks;
+	uint32_t hd = a->head_dim, g = h / (a->n_heads / a->n_kv_heads);
+	size_t kv_stride = (size_t)a->n_kv_heads * hd, q_stride = (size_t)a->n_heads * hd;
+	float scale = 1.0f / sqrtf((float)hd);
+	float *s = a->scratch + (size_t)worker * a->n_ctx;
+	uint32_t i_end = (qb + 1) * QUERIES_PER_TASK < a->n ? (qb + 1) * QUERIES_PER_TASK : a->n;
+	for (uint32_t i = qb * QUERIES_PER_TASK; i < i_end; i++) {
+		const float *q = a->q + i * q_stride + (size_t)h * hd;
+		float *o = a->out + i * q_stride + (size_t)h * hd;
+		int32_t p = a->pos[i];
+		float mx = -INFINITY;
+		for (uint32_t j = 0; j < a->n_ctx; j++) {
+			if (!visible(a, j, p)) {
+				s[j] = -INFINITY;
+				continue;
+			}
+			const float *k = a->k + j * kv_stride + (size_t)g * hd;
+			float d = 0;
+			for (uint32_t e = 0; e < hd; e++)
+				d += q[e] * k[e];
+			s[j] = d * scale;
+			if (s[j] > mx)
+				mx = s[j];
+		}
+		for (uint32_t e = 0; e < hd; e++)
+			o[e] = 0;
+		if (mx == -INFINITY) /* nothing visible: the query sees no value */
+			continue;
+		float sum = 0;
+		for (uint32_t j = 0; j < a->n_ctx; j++) {
+			if (s[j] == -INFINITY)
+				continue;
+			float w = expf(s[j] - mx);
+			sum += w;
+			const float *v = a->v + j * kv_stride + (size_t)g * hd;
+			for (uint32_t e = 0; e < hd; e++)
+				o[e] += w * v[e];
+		}
+		float inv = 1.0f / sum;
+		for (uint32_t e = 0; e < hd; e++)
+			o[e] *= inv;
+	}
+}
+
+void infs__attention(const infs__attn_args *a, infs__pool *pool)
+{
+	attn_job job = { a, (a->n + QUERIES_PER_TASK - 1) / QUERIES_PER_TASK };
+	infs__pool_run(pool, attn_task, &job, a->n_heads * job.n_qblocks);
+}
