@@ -7,140 +7,12 @@
 #include "bert.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
-#ifdef INFS_HAVE_BLAS
-#include <cblas.h>
-#endif
+#include "matmul.h"
 
-/* ---- a fork-join over index ranges ------------------------------------- */
-
-typedef void (*range_fn)(void *ctx, size_t begin, size_t end, unsigned worker);
-
-struct range_task {
-	range_fn fn;
-	void *ctx;
-	size_t begin, end;
-	unsigned worker;
-};
-
-static void *range_run(void *arg)
-{
-	struct range_task *t = arg;
-	t->fn(t->ctx, t->begin, t->end, t->worker);
-	return NULL;
-}
-
-#define MAX_THREADS INFS__BERT_MAX_THREADS
-
-/* Splits [0, n) into n_threads contiguous parts and runs them concurrently,
- * part 0 on the calling thread. A part whose thread cannot be started runs on
- * the calling thread instead, so this never fails. */
-static void parallel_for(unsigned n_threads, size_t n, range_fn fn, void *ctx)
-{
-	if (n_threads > MAX_THREADS)
-		n_threads = MAX_THREADS;
-	if (n_threads > n)
-		n_threads = (unsigned)n;
-	if (n_threads <= 1) {
-		if (n)
-			fn(ctx, 0, n, 0);
-		return;
-	}
-	struct range_task tasks[MAX_THREADS];
-	pthread_t tids[MAX_THREADS];
-	int started[MAX_THREADS];
-	for (unsigned i = 0; i < n_threads; i++) {
-		tasks[i] = (struct range_task){fn, ctx, n * i / n_threads, n * (i + 1) / n_threads, i};
-		started[i] = i > 0 && pthread_create(&tids[i], NULL, range_run, &tasks[i]) == 0;
-	}
-	for (unsigned i = 0; i < n_threads; i++)
-		if (!started[i])
-			range_run(&tasks[i]);
-	for (unsigned i = 1; i < n_threads; i++)
-		if (started[i])
-			pthread_join(tids[i], NULL);
-}
-
-/* ---- linear layers: y[t][o] = b[o] + sum_i x[t][i] * w[o][i] ----------- */
-
-struct linear {
-	const float *x, *w, *b;
-	float *y;
-	size_t n_in, n_out;
-};
-
-#ifndef INFS_HAVE_BLAS
-/* Rows [begin, end) of y, four rows by four outputs at a time so that every
- * loaded element of x and w is used four times. */
-static void linear_rows(void *ctx, size_t begin, size_t end, unsigned worker)
-{
-	const struct linear *l = ctx;
-	size_t n_in = l->n_in, n_out = l->n_out, t = begin;
-	for (; t + 4 <= end; t += 4) {
-		const float *x0 = l->x + t * n_in, *x1 = x0 + n_in, *x2 = x1 + n_in, *x3 = x2 + n_in;
-		size_t o = 0;
-		for (; o + 4 <= n_out; o += 4) {
-			const float *w0 = l->w + o * n_in, *w1 = w0 + n_in, *w2 = w1 + n_in,
-			            *w3 = w2 + n_in;
-			float a[4][4] = {{0}};
-			for (size_t i = 0; i < n_in; i++) {
-				float xs[4] = {x0[i], x1[i], x2[i], x3[i]};
-				float ws[4] = {w0[i], w1[i], w2[i], w3[i]};
-				for (int r = 0; r < 4; r++)
-					for (int c = 0; c < 4; c++)
-						a[r][c] += xs[r] * ws[c];
-			}
-			for (int r = 0; r < 4; r++)
-				for (int c = 0; c < 4; c++)
-					l->y[(t + r) * n_out + o + c] = a[r][c] + l->b[o + c];
-		}
-		for (; o < n_out; o++) {
-			const float *wo = l->w + o * n_in;
-			float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-			for (size_t i = 0; i < n_in; i++) {
-				a0 += x0[i] * wo[i];
-				a1 += x1[i] * wo[i];
-				a2 += x2[i] * wo[i];
-				a3 += x3[i] * wo[i];
-			}
-			l->y[t * n_out + o] = a0 + l->b[o];
-			l->y[(t + 1) * n_out + o] = a1 + l->b[o];
-			l->y[(t + 2) * n_out + o] = a2 + l->b[o];
-			l->y[(t + 3) * n_out + o] = a3 + l->b[o];
-		}
-	}
-	for (; t < end; t++) {
-		const float *xt = l->x + t * n_in;
-		for (size_t o = 0; o < n_out; o++) {
-			const float *wo = l->w + o * n_in;
-			float a = 0;
-			for (size_t i = 0; i < n_in; i++)
-				a += xt[i] * wo[i];
-			l->y[t * n_out + o] = a + l->b[o];
-		}
-	}
-}
-#endif
-
-static void linear(const float *x, size_t n_tok, size_t n_in, const float *w, const float *b,
-                   size_t n_out, float *y, unsigned n_threads)
-{
-#ifdef INFS_HAVE_BLAS
-	/* BLAS runs its own threads for the product. */
-	(void)n_threads;
-	for (size_t t = 0; t < n_tok; t++)
-		memcpy(y + t * n_out, b, n_out * sizeof *y);
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n_tok, (int)n_out, (int)n_in,
-	            1.0f, x, (int)n_in, w, (int)n_in, 1.0f, y, (int)n_out);
-#else
-	struct linear l = {x, w, b, y, n_in, n_out};
-	parallel_for(n_threads, n_tok, linear_rows, &l);
-#endif
-}
-
-/* ---- the rest of a layer ------------------------------------------------ */
+/* Tokens per task of the row-wise steps. */
+#define ROWS_PER_TASK 16
 
 static void layer_norm(float *x, const float *g, const float *b, size_t n, float eps)
 {
@@ -161,73 +33,76 @@ struct job {
 	const infs__bert_layer *layer;
 	const int32_t *ids;
 	const uint32_t *offsets;
+	size_t n_tok;
 	float *h, *q, *k, *v, *ctx, *tmp, *up, *rows;
 };
 
-/* Sequences [begin, end): word + position + type embedding, then LayerNorm. */
-static void embed_seqs(void *arg, size_t begin, size_t end, unsigned worker)
+static size_t rows_end(const struct job *j, uint32_t task)
+{
+	size_t end = ((size_t)task + 1) * ROWS_PER_TASK;
+	return end < j->n_tok ? end : j->n_tok;
+}
+
+/* Sequence s: word + position + type embedding, then LayerNorm. */
+static void embed_seq(void *arg, uint32_t s, uint32_t worker)
 {
 	const struct job *j = arg;
 	size_t dim = j->cfg->dim;
-	for (size_t s = begin; s < end; s++) {
-		for (uint32_t t = j->offsets[s]; t < j->offsets[s + 1]; t++) {
-			float *h = j->h + (size_t)t * dim;
-			const float *we = j->w->word + (size_t)j->ids[t] * dim;
-			const float *pe = j->w->pos + (size_t)(t - j->offsets[s]) * dim;
-			for (size_t i = 0; i < dim; i++)
-				h[i] = we[i] + pe[i] + j->w->type[i];
-			layer_norm(h, j->w->ln_w, j->w->ln_b, dim, j->cfg->ln_eps);
-		}
+	for (uint32_t t = j->offsets[s]; t < j->offsets[s + 1]; t++) {
+		float *h = j->h + (size_t)t * dim;
+		const float *we = j->w->word + (size_t)j->ids[t] * dim;
+		const float *pe = j->w->pos + (size_t)(t - j->offsets[s]) * dim;
+		for (size_t i = 0; i < dim; i++)
+			h[i] = we[i] + pe[i] + j->w->type[i];
+		layer_norm(h, j->w->ln_w, j->w->ln_b, dim, j->cfg->ln_eps);
 	}
 }
 
-/* (sequence, head) pairs [begin, end): softmax(q k^T / sqrt(d)) v, one query
- * row at a time, keys limited to the query's own sequence. */
-static void attend(void *arg, size_t begin, size_t end, unsigned worker)
+/* One (sequence, head) pair: softmax(q k^T / sqrt(d)) v, one query row at a
+ * time, keys limited to the query's own sequence. */
+static void attend(void *arg, uint32_t item, uint32_t worker)
 {
 	const struct job *j = arg;
 	size_t dim = j->cfg->dim, n_heads = j->cfg->n_heads, hd = dim / n_heads;
 	float scale = 1.0f / sqrtf((float)hd);
 	float *p = j->rows + (size_t)worker * j->cfg->n_pos;
-	for (size_t item = begin; item < end; item++) {
-		size_t s = item / n_heads, col = (item % n_heads) * hd;
-		size_t first = j->offsets[s], len = j->offsets[s + 1] - first;
-		for (size_t qi = 0; qi < len; qi++) {
-			const float *q = j->q + (first + qi) * dim + col;
-			float max = -INFINITY;
-			for (size_t ki = 0; ki < len; ki++) {
-				const float *k = j->k + (first + ki) * dim + col;
-				float a = 0;
-				for (size_t d = 0; d < hd; d++)
-					a += q[d] * k[d];
-				p[ki] = a * scale;
-				if (p[ki] > max)
-					max = p[ki];
-			}
-			float sum = 0;
-			for (size_t ki = 0; ki < len; ki++) {
-				p[ki] = expf(p[ki] - max);
-				sum += p[ki];
-			}
-			float *c = j->ctx + (first + qi) * dim + col;
+	size_t s = item / n_heads, col = (item % n_heads) * hd;
+	size_t first = j->offsets[s], len = j->offsets[s + 1] - first;
+	for (size_t qi = 0; qi < len; qi++) {
+		const float *q = j->q + (first + qi) * dim + col;
+		float max = -INFINITY;
+		for (size_t ki = 0; ki < len; ki++) {
+			const float *k = j->k + (first + ki) * dim + col;
+			float a = 0;
 			for (size_t d = 0; d < hd; d++)
-				c[d] = 0;
-			for (size_t ki = 0; ki < len; ki++) {
-				const float *v = j->v + (first + ki) * dim + col;
-				float pk = p[ki] / sum;
-				for (size_t d = 0; d < hd; d++)
-					c[d] += pk * v[d];
-			}
+				a += q[d] * k[d];
+			p[ki] = a * scale;
+			if (p[ki] > max)
+				max = p[ki];
+		}
+		float sum = 0;
+		for (size_t ki = 0; ki < len; ki++) {
+			p[ki] = expf(p[ki] - max);
+			sum += p[ki];
+		}
+		float *c = j->ctx + (first + qi) * dim + col;
+		for (size_t d = 0; d < hd; d++)
+			c[d] = 0;
+		for (size_t ki = 0; ki < len; ki++) {
+			const float *v = j->v + (first + ki) * dim + col;
+			float pk = p[ki] / sum;
+			for (size_t d = 0; d < hd; d++)
+				c[d] += pk * v[d];
 		}
 	}
 }
 
-/* Tokens [begin, end): h = LayerNorm(h + tmp) with the first norm. */
-static void residual_norm1(void *arg, size_t begin, size_t end, unsigned worker)
+/* The tokens of one task: h = LayerNorm(h + tmp) with the first norm. */
+static void residual_norm1(void *arg, uint32_t task, uint32_t worker)
 {
 	const struct job *j = arg;
-	size_t dim = j->cfg->dim;
-	for (size_t t = begin; t < end; t++) {
+	size_t dim = j->cfg->dim, end = rows_end(j, task);
+	for (size_t t = (size_t)task * ROWS_PER_TASK; t < end; t++) {
 		float *h = j->h + t * dim;
 		const float *x = j->tmp + t * dim;
 		for (size_t i = 0; i < dim; i++)
@@ -236,11 +111,11 @@ static void residual_norm1(void *arg, size_t begin, size_t end, unsigned worker)
 	}
 }
 
-static void residual_norm2(void *arg, size_t begin, size_t end, unsigned worker)
+static void residual_norm2(void *arg, uint32_t task, uint32_t worker)
 {
 	const struct job *j = arg;
-	size_t dim = j->cfg->dim;
-	for (size_t t = begin; t < end; t++) {
+	size_t dim = j->cfg->dim, end = rows_end(j, task);
+	for (size_t t = (size_t)task * ROWS_PER_TASK; t < end; t++) {
 		float *h = j->h + t * dim;
 		const float *x = j->tmp + t * dim;
 		for (size_t i = 0; i < dim; i++)
@@ -249,24 +124,20 @@ static void residual_norm2(void *arg, size_t begin, size_t end, unsigned worker)
 	}
 }
 
-/* Tokens [begin, end) of the FFN's hidden layer: exact GELU, x Phi(x). */
-static void gelu_rows(void *arg, size_t begin, size_t end, unsigned worker)
+/* The tokens of one task in the FFN's hidden layer: exact GELU, x Phi(x). */
+static void gelu_rows(void *arg, uint32_t task, uint32_t worker)
 {
 	const struct job *j = arg;
 	size_t n = j->cfg->n_ffn;
-	for (size_t i = begin * n; i < end * n; i++) {
+	for (size_t i = (size_t)task * ROWS_PER_TASK * n; i < rows_end(j, task) * n; i++) {
 		float x = j->up[i];
 		j->up[i] = 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
 	}
 }
 
 size_t infs__bert_scratch_floats(const infs__bert_config *cfg, uint32_t max_tokens,
-                                 unsigned n_threads)
+                                 uint32_t n_threads)
 {
-	if (n_threads < 1)
-		n_threads = 1;
-	if (n_threads > MAX_THREADS)
-		n_threads = MAX_THREADS;
 	/* h, q, k, v, ctx, the FFN's hidden layer, one score row per worker */
 	return (size_t)max_tokens * (5 * (size_t)cfg->dim + cfg->n_ffn) +
 	       (size_t)n_threads * cfg->n_pos;
@@ -274,15 +145,12 @@ size_t infs__bert_scratch_floats(const infs__bert_config *cfg, uint32_t max_toke
 
 void infs__bert_encode(const infs__bert_config *cfg, const infs__bert_weights *w,
                        const int32_t *ids, const uint32_t *offsets, uint32_t n_seq,
-                       infs__bert_pooling pooling, int normalize, unsigned n_threads,
+                       infs__bert_pooling pooling, int normalize, infs__pool *pool,
                        float *scratch, float *out)
 {
-	if (n_threads < 1)
-		n_threads = 1;
-	if (n_threads > MAX_THREADS)
-		n_threads = MAX_THREADS;
 	size_t dim = cfg->dim, n_tok = offsets[n_seq];
-	struct job j = {.cfg = cfg, .w = w, .ids = ids, .offsets = offsets};
+	uint32_t row_tasks = (uint32_t)((n_tok + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+	struct job j = {.cfg = cfg, .w = w, .ids = ids, .offsets = offsets, .n_tok = n_tok};
 	j.h = scratch;
 	j.q = j.h + n_tok * dim;
 	j.k = j.q + n_tok * dim;
@@ -292,20 +160,21 @@ void infs__bert_encode(const infs__bert_config *cfg, const infs__bert_weights *w
 	j.rows = j.up + n_tok * cfg->n_ffn;
 	j.tmp = j.q; /* q is dead once attention has run */
 
-	parallel_for(n_threads, n_seq, embed_seqs, &j);
+	infs__pool_run(pool, embed_seq, &j, n_seq);
 	for (uint32_t l = 0; l < cfg->n_layers; l++) {
 		const infs__bert_layer *L = &w->layers[l];
+		uint32_t n = (uint32_t)n_tok, d = cfg->dim, f = cfg->n_ffn;
 		j.layer = L;
-		linear(j.h, n_tok, dim, L->wq, L->bq, dim, j.q, n_threads);
-		linear(j.h, n_tok, dim, L->wk, L->bk, dim, j.k, n_threads);
-		linear(j.h, n_tok, dim, L->wv, L->bv, dim, j.v, n_threads);
-		parallel_for(n_threads, (size_t)n_seq * cfg->n_heads, attend, &j);
-		linear(j.ctx, n_tok, dim, L->wo, L->bo, dim, j.tmp, n_threads);
-		parallel_for(n_threads, n_tok, residual_norm1, &j);
-		linear(j.h, n_tok, dim, L->w_up, L->b_up, cfg->n_ffn, j.up, n_threads);
-		parallel_for(n_threads, n_tok, gelu_rows, &j);
-		linear(j.up, n_tok, cfg->n_ffn, L->w_down, L->b_down, dim, j.tmp, n_threads);
-		parallel_for(n_threads, n_tok, residual_norm2, &j);
+		infs__matmul(j.q, j.h, L->wq, L->bq, n, d, d, pool);
+		infs__matmul(j.k, j.h, L->wk, L->bk, n, d, d, pool);
+		infs__matmul(j.v, j.h, L->wv, L->bv, n, d, d, pool);
+		infs__pool_run(pool, attend, &j, n_seq * cfg->n_heads);
+		infs__matmul(j.tmp, j.ctx, L->wo, L->bo, n, d, d, pool);
+		infs__pool_run(pool, residual_norm1, &j, row_tasks);
+		infs__matmul(j.up, j.h, L->w_up, L->b_up, n, d, f, pool);
+		infs__pool_run(pool, gelu_rows, &j, row_tasks);
+		infs__matmul(j.tmp, j.up, L->w_down, L->b_down, n, f, d, pool);
+		infs__pool_run(pool, residual_norm2, &j, row_tasks);
 	}
 
 	for (uint32_t s = 0; s < n_seq; s++) {

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pool.h"
+
 typedef struct infs__bert_config {
 	uint32_t n_vocab;  /* rows of the word embedding */
 	uint32_t n_pos;    /* max_position_embeddings */
@@ -44,12 +46,9 @@ typedef enum infs__bert_pooling {
 } infs__bert_pooling;
 
 /* Floats of scratch that infs__bert_encode needs for batches of up to
- * max_tokens tokens in all, run on n_threads threads. */
+ * max_tokens tokens in all, run on a pool of n_threads threads. */
 size_t infs__bert_scratch_floats(const infs__bert_config *cfg, uint32_t max_tokens,
-                                 unsigned n_threads);
-
-/* At most this many threads are used; more are treated as this many. */
-#define INFS__BERT_MAX_THREADS 64
+                                 uint32_t n_threads);
 
 /* Encodes n_seq sequences stored back to back: sequence s is
  * ids[offsets[s] .. offsets[s+1]), offsets[0] = 0, 1 <= length <= cfg->n_pos, every id below
@@ -57,10 +56,11 @@ size_t infs__bert_scratch_floats(const infs__bert_config *cfg, uint32_t max_toke
  * padded: each token attends only to the tokens of its own sequence, which is
  * exactly what BertModel computes for the unpadded positions of a padded batch
  * whose attention mask zeroes the padding. Writes the pooled vector of each
- * sequence to out[s * dim], L2-normalised when normalize is set. Cannot fail. */
+ * sequence to out[s * dim], L2-normalised when normalize is set. The pool
+ * runs the work and must not be running anything else. Cannot fail. */
 void infs__bert_encode(const infs__bert_config *cfg, const infs__bert_weights *w,
                        const int32_t *ids, const uint32_t *offsets, uint32_t n_seq,
-                       infs__bert_pooling pooling, int normalize, unsigned n_threads,
+                       infs__bert_pooling pooling, int normalize, infs__pool *pool,
                        float *scratch, float *out);
 
 #endif

@@ -157,26 +157,32 @@ int main(int argc, char **argv)
 		want_mean = m;
 	}
 
+	infs__pool *pools[3] = {NULL, NULL, NULL};
+	for (uint32_t i = 0; i < 3; i++)
+		CHECK_OK(infs__pool_create(&pools[i], i + 1));
+	if (!pools[0] || !pools[1] || !pools[2])
+		CHECK_DONE();
+	infs__pool *pool = pools[1];
 	float *scratch = malloc(infs__bert_scratch_floats(&cfg, n_tok, 3) * sizeof *scratch);
 	float out[4 * 12], one[12], want[4 * 12];
 
 	/* Mean pooling over the mask, normalised: sentence-transformers' recipe. */
-	for (unsigned threads = 1; threads <= 3; threads++) {
-		infs__bert_encode(&cfg, &w, ids, offsets, n_seq, INFS__POOL_MEAN, 1, threads, scratch,
+	for (unsigned i = 0; i < 3; i++) {
+		infs__bert_encode(&cfg, &w, ids, offsets, n_seq, INFS__POOL_MEAN, 1, pools[i], scratch,
 		                  out);
 		CHECK(max_abs_diff(out, want_mean, n_seq * d) < 2e-5f);
 	}
 	/* Each sequence alone gives what it gives in the packed batch. */
 	for (uint32_t s = 0; s < n_seq; s++) {
 		uint32_t o1[2] = {0, offsets[s + 1] - offsets[s]};
-		infs__bert_encode(&cfg, &w, ids + offsets[s], o1, 1, INFS__POOL_MEAN, 1, 2, scratch, one);
+		infs__bert_encode(&cfg, &w, ids + offsets[s], o1, 1, INFS__POOL_MEAN, 1, pool, scratch, one);
 		CHECK(max_abs_diff(one, want_mean + s * d, d) < 2e-5f);
 	}
 
 	/* CLS, max and mean/sqrt(len), unnormalised, from the hidden states. */
 	for (uint32_t s = 0; s < n_seq; s++)
 		memcpy(want + s * d, want_hidden[s], d * sizeof *want);
-	infs__bert_encode(&cfg, &w, ids, offsets, n_seq, INFS__POOL_CLS, 0, 2, scratch, out);
+	infs__bert_encode(&cfg, &w, ids, offsets, n_seq, INFS__POOL_CLS, 0, pool, scratch, out);
 	CHECK(max_abs_diff(out, want, n_seq * d) < 5e-5f);
 
 	for (uint32_t s = 0; s < n_seq; s++) {
@@ -193,14 +199,14 @@ int main(int argc, char **argv)
 	}
 	float sqrt_len[4 * 12];
 	memcpy(sqrt_len, out, sizeof sqrt_len);
-	infs__bert_encode(&cfg, &w, ids, offsets, n_seq, INFS__POOL_MAX, 0, 2, scratch, out);
+	infs__bert_encode(&cfg, &w, ids, offsets, n_seq, INFS__POOL_MAX, 0, pool, scratch, out);
 	CHECK(max_abs_diff(out, want, n_seq * d) < 5e-5f);
-	infs__bert_encode(&cfg, &w, ids, offsets, n_seq, INFS__POOL_MEAN_SQRT_LEN, 0, 1, scratch,
+	infs__bert_encode(&cfg, &w, ids, offsets, n_seq, INFS__POOL_MEAN_SQRT_LEN, 0, pools[0], scratch,
 	                  out);
 	CHECK(max_abs_diff(out, sqrt_len, n_seq * d) < 1e-4f);
 
 	/* Normalised output has unit length. */
-	infs__bert_encode(&cfg, &w, ids, offsets, n_seq, INFS__POOL_MAX, 1, 1, scratch, out);
+	infs__bert_encode(&cfg, &w, ids, offsets, n_seq, INFS__POOL_MAX, 1, pools[2], scratch, out);
 	for (uint32_t s = 0; s < n_seq; s++) {
 		double n2 = 0;
 		for (size_t i = 0; i < d; i++)
@@ -209,6 +215,8 @@ int main(int argc, char **argv)
 	}
 
 	free(scratch);
+	for (uint32_t i = 0; i < 3; i++)
+		infs__pool_free(pools[i]);
 	for (int i = 0; i < n_arena; i++)
 		free(arena[i]);
 	infs__json_free(root);
