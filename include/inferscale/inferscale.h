@@ -9,5 +9,6 @@
 #include "inferscale/retrieve.h"
 #include "inferscale/inject.h"
 #include "inferscale/model.h"
+#include "inferscale/embedder.h"
 
 #endif
