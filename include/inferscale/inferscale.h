@@ -11,5 +11,7 @@
 #include "inferscale/model.h"
 #include "inferscale/tokenizer.h"
 #include "inferscale/embedder.h"
+#include "inferscale/encode.h"
+#include "inferscale/engine.h"
 
 #endif

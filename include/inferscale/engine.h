@@ -1,0 +1,156 @@
+/* inferscale — the reference engine on the CPU: a paged KV cache in host
+ * memory, facts injected into it with Chunked RoPE, prefill of only the
+ * question after them, and decoding. The same engine runs the full-recompute
+ * baseline (prefill of the whole composed prompt), so both are compared on
+ * identical code. See docs/end-to-end.md. */
+#ifndef INFERSCALE_ENGINE_H
+#define INFERSCALE_ENGINE_H
+
+#include "inferscale/embedder.h"
+#include "inferscale/encode.h"
+#include "inferscale/model.h"
+#include "inferscale/retrieve.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An engine: a model, a prompt layout and one sequence's paged KV cache.
+ * One thread at a time per engine; engines over one model may run in
+ * parallel. */
+typedef struct infs_engine infs_engine;
+
+/* Namespace where infs_engine_prepare keeps the header and footer segments. */
+#define INFS_SEGMENT_NAMESPACE "inferscale.segments"
+
+#define INFS_ENGINE_OPTIONS_VERSION 1
+
+typedef struct infs_engine_options {
+	unsigned version;
+	uint32_t n_ctx;        /* tokens the cache holds (prompt and answer); 0 = 4096 */
+	uint32_t block_size;   /* tokens per cache block; 0 = 16 */
+	infs_dtype kv_dtype;   /* element type of the cache */
+	/* The prompt layout, in the model's chat template:
+	 *   system turn:  system "\n\n" memory_intro "\n" [fact 1 .. fact k]
+	 *   user turn:    question
+	 *   then the opening of the assistant turn.
+	 * The header (everything before the facts) and the footer (from the end
+	 * of the facts to the question) are segments; NULL = the defaults. */
+	const char *system;
+	const char *memory_intro;
+} infs_engine_options;
+
+#define INFS_ENGINE_OPTIONS_INIT { INFS_ENGINE_OPTIONS_VERSION, 0, 0, INFS_DTYPE_F32, NULL, NULL }
+
+INFS_API int infs_engine_options_init(infs_engine_options *opts, unsigned version);
+
+/* The model must outlive the engine. The model needs a tokenizer with a
+ * known chat template (INFS_EUNSUPPORTED otherwise). */
+INFS_API int infs_engine_create(infs_engine **out, const infs_model *model, const infs_engine_options *opts);
+INFS_API void infs_engine_free(infs_engine *engine);
+
+/* The header's tokens: the encoding context facts should be encoded after
+ * (infs_encode_options.context), so that a fact's KV is computed as it will
+ * be read, right after the header. Owned by the engine. */
+INFS_API int infs_engine_header(const int32_t **out_tokens, uint32_t *out_n, const infs_engine *engine);
+
+/* Renders a fact as it appears in the prompt, into a buffer released with
+ * infs_free:
+ *   "- " [ "(" date ") " ] [ speaker ": " ] text "\n"
+ * where date and speaker are the string members "date" and "speaker" of the
+ * JSON object metadata (NULL, "" or other members: left out). */
+INFS_API int infs_fact_render(char **out, const char *text, const char *metadata);
+
+/* Encodes the header and footer segments into INFS_SEGMENT_NAMESPACE of
+ * store unless segments with the same tokens are already there: once per
+ * store. Needed before infs_engine_ask on that store. */
+INFS_API int infs_engine_prepare(infs_engine *engine, infs_store *store);
+
+/* --- Low-level sequence operations: positions are appended. --- */
+
+/* Empties the sequence. */
+INFS_API void infs_engine_reset(infs_engine *engine);
+/* Positions used so far. */
+INFS_API uint32_t infs_engine_n_past(const infs_engine *engine);
+/* Injects records ids[0..n) of namespace ns at the next positions. */
+INFS_API int infs_engine_inject(infs_engine *engine, infs_store *store, const char *ns,
+                                const uint64_t *ids, size_t n);
+/* Runs tokens[0..n) at the next positions over everything before them,
+ * keeping their KV; the last token's logits become infs_engine_logits. */
+INFS_API int infs_engine_prefill(infs_engine *engine, const int32_t *tokens, uint32_t n);
+/* The next-token logits after the last prefill or decoded token (n_vocab
+ * floats, owned by the engine), or NULL before any. */
+INFS_API const float *infs_engine_logits(const infs_engine *engine);
+
+#define INFS_GENERATE_OPTIONS_VERSION 1
+
+typedef struct infs_generate_options {
+	unsigned version;
+	uint32_t max_tokens;   /* token budget of the answer; 0 = 64 */
+	float temperature;     /* <= 0: greedy */
+	float top_p;           /* nucleus sampling, (0, 1]; 1 = off */
+	uint64_t seed;         /* the sampler's seed: same seed, same answer */
+	const char *stop;      /* stop string, cut from the answer; NULL = none */
+} infs_generate_options;
+
+#define INFS_GENERATE_OPTIONS_INIT { INFS_GENERATE_OPTIONS_VERSION, 0, 0.0f, 1.0f, 0, NULL }
+
+INFS_API int infs_generate_options_init(infs_generate_options *opts, unsigned version);
+
+/* Samples from the current logits and decodes until the end of sequence
+ * (the model's EOS or any special token), the stop string, the token budget
+ * or a full cache. *out is the answer's UTF-8 text, released with infs_free. */
+INFS_API int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *engine,
+                                  const infs_generate_options *opts);
+
+/* --- The main job. --- */
+
+#define INFS_ASK_OPTIONS_VERSION 1
+
+typedef struct infs_ask_options {
+	unsigned version;
+	uint32_t k;               /* facts retrieved; 0 = 10 */
+	int full_recompute;       /* prefill the whole composed prompt instead of injecting */
+	infs_metric metric;
+	const uint64_t *fact_ids; /* use these facts (best first) instead of retrieving */
+	size_t n_fact_ids;
+	infs_generate_options generate;
+} infs_ask_options;
+
+#define INFS_ASK_OPTIONS_INIT { INFS_ASK_OPTIONS_VERSION, 0, 0, INFS_METRIC_COSINE, NULL, 0, INFS_GENERATE_OPTIONS_INIT }
+
+INFS_API int infs_ask_options_init(infs_ask_options *opts, unsigned version);
+
+/* What infs_engine_ask returns. Times are milliseconds. Time to first token
+ * ttft_ms = embed + retrieve + inject + prefill: the first token's logits
+ * exist then (sampling it is counted in decode_ms). For full recompute
+ * inject_ms is the reading of the facts' tokens from the store. */
+typedef struct infs_answer {
+	char *text;
+	uint32_t n_tokens;          /* tokens generated */
+	uint32_t n_prompt;          /* positions of the composed prompt */
+	uint32_t n_prefilled;       /* of which were prefilled (the rest were injected) */
+	size_t n_facts;
+	uint64_t *fact_ids;         /* facts used, best first */
+	float *scores;              /* their retrieval scores (0 when given) */
+	float *first_logits;        /* n_vocab logits of the first answer token */
+	uint32_t n_vocab;
+	double embed_ms, retrieve_ms, inject_ms, prefill_ms, ttft_ms, decode_ms;
+} infs_answer;
+
+/* Answers question for namespace ns of store: embeds it with embedder,
+ * retrieves the top k facts (or takes opts->fact_ids), lays out
+ * [header][fact k .. fact 1][footer][question] (best fact nearest the
+ * question), injects header, facts and footer into the engine's cache and
+ * prefills only the question (or, with full_recompute, prefills all of it),
+ * then decodes. infs_engine_prepare must have run on store. embedder may be
+ * NULL when fact_ids are given. */
+INFS_API int infs_engine_ask(infs_answer **out, infs_engine *engine, infs_store *store,
+                             const infs_embedder *embedder, const char *ns, const char *question,
+                             const infs_ask_options *opts);
+INFS_API void infs_answer_free(infs_answer *answer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
