@@ -1,0 +1,842 @@
+/* inferscale — the command-line tool of the main job:
+ *   encode  facts from JSONL into a store (KV and embeddings)
+ *   ask     a question for a namespace, by injection or full recompute
+ *   bench   TTFT and divergence of injection against full recompute
+ * Errors are one line on stderr and exit status 1 (2 for usage). */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "inferscale/inferscale.h"
+#include "json.h"
+
+static const char usage[] =
+	"usage: inferscale <command> [options]\n"
+	"\n"
+	"commands:\n"
+	"  encode FACTS.jsonl   encode facts (one JSON object a line: \"text\", \"namespace\",\n"
+	"                       optional \"speaker\", \"date\", other string members and a\n"
+	"                       \"metadata\" object kept as metadata) into the store\n"
+	"  ask QUESTION         answer a question for --namespace; prints the answer, the\n"
+	"                       facts used and the time to first token\n"
+	"  bench [QUESTION]     TTFT of injection vs full recompute for each k of --k, and\n"
+	"                       their divergence; questions from --questions JSONL\n"
+	"\n"
+	"options:\n"
+	"  --store PATH         the fact store (required; encode creates it)\n"
+	"  --namespace NS       namespace (default: each line's \"namespace\")\n"
+	"  --model PATH         GGUF or HF directory (default $INFS_CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
+	"  --embedder DIR       sentence-transformers directory (default $INFS_CACHE/minilm)\n"
+	"  --kv-dtype T         f16 (default), bf16 or f32: KV in a new store\n"
+	"  --threads N          threads of the model and the embedder (default: all cores)\n"
+	"  -k N                 facts retrieved (ask; default 10)\n"
+	"  --k LIST             k values of bench, comma-separated (default 10,20,50)\n"
+	"  --full-recompute     ask: prefill the whole prompt instead of injecting\n"
+	"  --max-tokens N       answer budget (ask: 64; bench: 1, only the first token)\n"
+	"  --temperature T      sampling temperature (default 0: greedy)\n"
+	"  --top-p P            nucleus sampling (default 1)\n"
+	"  --seed S             sampler seed (default 0)\n"
+	"  --questions FILE     bench: questions, JSONL with \"question\" and \"namespace\"\n"
+	"  --json FILE          bench: also write the results as JSON (- for stdout)\n"
+	"  --quiet              no progress bar\n";
+
+typedef struct args {
+	const char *cmd, *positional, *store, *ns, *model, *embedder, *questions, *json;
+	infs_dtype kv_dtype;
+	uint32_t threads, k, max_tokens;
+	int full, quiet, max_tokens_set;
+	float temperature, top_p;
+	uint64_t seed;
+	uint32_t ks[32];
+	size_t n_ks;
+	char model_buf[1024], embedder_buf[1024];
+} args;
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("inferscale: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return 1;
+}
+
+static int lib_fail(const char *what)
+{
+	return fail("%s: %s", what, infs_error_last());
+}
+
+static int parse_u32(uint32_t *out, const char *s, const char *opt)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v > UINT32_MAX || s[0] == '-')
+		return fail("%s: \"%s\" is not a count", opt, s);
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int parse_float(float *out, const char *s, const char *opt)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v))
+		return fail("%s: \"%s\" is not a number", opt, s);
+	*out = (float)v;
+	return 0;
+}
+
+static int parse_args(args *a, int argc, char **argv)
+{
+	memset(a, 0, sizeof *a);
+	a->kv_dtype = INFS_DTYPE_F16;
+	a->top_p = 1.0f;
+	const char *cache = getenv("INFS_CACHE");
+	const char *home = getenv("HOME") ? getenv("HOME") : ".";
+	if (cache && *cache) {
+		snprintf(a->model_buf, sizeof a->model_buf, "%s/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
+		snprintf(a->embedder_buf, sizeof a->embedder_buf, "%s/minilm", cache);
+	} else {
+		snprintf(a->model_buf, sizeof a->model_buf, "%s/.cache/inferscale/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", home);
+		snprintf(a->embedder_buf, sizeof a->embedder_buf, "%s/.cache/inferscale/minilm", home);
+	}
+	a->model = a->model_buf;
+	a->embedder = a->embedder_buf;
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		fputs(usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : -1;
+	}
+	a->cmd = argv[1];
+	if (strcmp(a->cmd, "encode") && strcmp(a->cmd, "ask") && strcmp(a->cmd, "bench"))
+		return fail("unknown command \"%s\" (encode, ask, bench; --help for more)", a->cmd) + 1;
+	for (int i = 2; i < argc; i++) {
+		const char *o = argv[i];
+		int has = i + 1 < argc;
+		const char *v = has ? argv[i + 1] : NULL;
+		int rc = 0;
+#define TAKE()                                                              \
+	do {                                                                \
+		if (!has)                                                   \
+			return fail("%s needs a value", o) + 1;             \
+		i++;                                                        \
+	} while (0)
+		if (!strcmp(o, "--store")) {
+			TAKE();
+			a->store = v;
+		} else if (!strcmp(o, "--namespace")) {
+			TAKE();
+			a->ns = v;
+		} else if (!strcmp(o, "--model")) {
+			TAKE();
+			a->model = v;
+		} else if (!strcmp(o, "--embedder")) {
+			TAKE();
+			a->embedder = v;
+		} else if (!strcmp(o, "--questions")) {
+			TAKE();
+			a->questions = v;
+		} else if (!strcmp(o, "--json")) {
+			TAKE();
+			a->json = v;
+		} else if (!strcmp(o, "--kv-dtype")) {
+			TAKE();
+			if (!strcmp(v, "f16"))
+				a->kv_dtype = INFS_DTYPE_F16;
+			else if (!strcmp(v, "bf16"))
+				a->kv_dtype = INFS_DTYPE_BF16;
+			else if (!strcmp(v, "f32"))
+				a->kv_dtype = INFS_DTYPE_F32;
+			else
+				return fail("--kv-dtype: \"%s\" is not f16, bf16 or f32", v) + 1;
+		} else if (!strcmp(o, "--threads")) {
+			TAKE();
+			rc = parse_u32(&a->threads, v, o);
+		} else if (!strcmp(o, "-k")) {
+			TAKE();
+			rc = parse_u32(&a->k, v, o);
+			if (!rc && !a->k)
+				rc = fail("-k must be at least 1");
+		} else if (!strcmp(o, "--k")) {
+			TAKE();
+			char buf[512];
+			snprintf(buf, sizeof buf, "%s", v);
+			for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
+				if (a->n_ks == sizeof a->ks / sizeof a->ks[0])
+					rc = fail("--k: at most 32 values");
+				else if (!(rc = parse_u32(&a->ks[a->n_ks], t, o)) && !a->ks[a->n_ks])
+					rc = fail("--k: k must be at least 1");
+				a->n_ks++;
+			}
+		} else if (!strcmp(o, "--max-tokens")) {
+			TAKE();
+			rc = parse_u32(&a->max_tokens, v, o);
+			a->max_tokens_set = 1;
+			if (!rc && !a->max_tokens)
+				rc = fail("--max-tokens must be at least 1");
+		} else if (!strcmp(o, "--temperature")) {
+			TAKE();
+			rc = parse_float(&a->temperature, v, o);
+		} else if (!strcmp(o, "--top-p")) {
+			TAKE();
+			rc = parse_float(&a->top_p, v, o);
+			if (!rc && !(a->top_p > 0 && a->top_p <= 1))
+				rc = fail("--top-p must be in (0, 1]");
+		} else if (!strcmp(o, "--seed")) {
+			TAKE();
+			char *end;
+			errno = 0;
+			a->seed = strtoull(v, &end, 10);
+			if (errno || end == v || *end)
+				rc = fail("--seed: \"%s\" is not a number", v);
+		} else if (!strcmp(o, "--full-recompute")) {
+			a->full = 1;
+		} else if (!strcmp(o, "--quiet")) {
+			a->quiet = 1;
+		} else if (o[0] == '-' && o[1]) {
+			return fail("unknown option %s (--help for the list)", o) + 1;
+		} else if (a->positional) {
+			return fail("one %s argument only (\"%s\" is extra; quote the question)",
+			            !strcmp(a->cmd, "encode") ? "file" : "question", o) + 1;
+		} else {
+			a->positional = o;
+		}
+#undef TAKE
+		if (rc)
+			return 2;
+	}
+	if (!a->store)
+		return fail("%s needs --store PATH", a->cmd) + 1;
+	if (!strcmp(a->cmd, "encode") && !a->positional)
+		return fail("encode needs a FACTS.jsonl file") + 1;
+	if (!strcmp(a->cmd, "ask") && (!a->positional || !a->ns))
+		return fail("ask needs --namespace NS and a question") + 1;
+	if (!strcmp(a->cmd, "bench") && !a->positional && !a->questions)
+		return fail("bench needs a question or --questions FILE") + 1;
+	if (!strcmp(a->cmd, "bench") && a->positional && !a->ns)
+		return fail("bench with a question needs --namespace NS") + 1;
+	if (!a->n_ks) {
+		a->ks[0] = 10;
+		a->ks[1] = 20;
+		a->ks[2] = 50;
+		a->n_ks = 3;
+	}
+	if (!a->k)
+		a->k = 10;
+	if (!a->max_tokens_set)
+		a->max_tokens = !strcmp(a->cmd, "bench") ? 1 : 64;
+	return 0;
+}
+
+/* The lines of a JSONL file, parsed. */
+typedef struct lines {
+	infs__json **v;
+	size_t n;
+} lines;
+
+static void lines_free(lines *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		infs__json_free(l->v[i]);
+	free(l->v);
+}
+
+static int read_jsonl(lines *out, const char *path)
+{
+	memset(out, 0, sizeof *out);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return fail("%s: %s", path, strerror(errno));
+	char *line = NULL;
+	size_t cap = 0, cap_v = 0;
+	ssize_t len;
+	int rc = 0;
+	for (size_t no = 1; !rc && (len = getline(&line, &cap, f)) >= 0; no++) {
+		size_t i = 0;
+		while (i < (size_t)len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n'))
+			i++;
+		if (i == (size_t)len)
+			continue;
+		infs__json *v = NULL;
+		if (infs__json_parse(&v, line, (size_t)len)) {
+			rc = fail("%s:%zu: %s", path, no, infs_error_last());
+			break;
+		}
+		if (v->type != INFS_JSON_OBJECT) {
+			infs__json_free(v);
+			rc = fail("%s:%zu: not a JSON object", path, no);
+			break;
+		}
+		if (out->n == cap_v) {
+			cap_v = cap_v ? 2 * cap_v : 64;
+			infs__json **g = realloc(out->v, cap_v * sizeof *g);
+			if (!g) {
+				infs__json_free(v);
+				rc = fail("out of memory reading %s", path);
+				break;
+			}
+			out->v = g;
+		}
+		out->v[out->n++] = v;
+	}
+	if (!rc && ferror(f))
+		rc = fail("%s: %s", path, strerror(errno));
+	free(line);
+	fclose(f);
+	if (rc)
+		lines_free(out);
+	return rc;
+}
+
+/* A growing string. */
+typedef struct str {
+	char *p;
+	size_t n, cap;
+} str;
+
+static void str_put(str *s, const char *t, size_t n)
+{
+	if (s->n + n + 1 > s->cap) {
+		size_t cap = s->cap ? s->cap : 128;
+		while (cap < s->n + n + 1)
+			cap *= 2;
+		char *p = realloc(s->p, cap);
+		if (!p) {
+			fputs("inferscale: out of memory\n", stderr);
+			exit(1);
+		}
+		s->p = p;
+		s->cap = cap;
+	}
+	memcpy(s->p + s->n, t, n);
+	s->n += n;
+	s->p[s->n] = '\0';
+}
+
+static void str_puts(str *s, const char *t)
+{
+	str_put(s, t, strlen(t));
+}
+
+static void str_json(str *s, const char *t)
+{
+	str_puts(s, "\"");
+	for (const unsigned char *c = (const unsigned char *)t; *c; c++) {
+		char buf[8];
+		if (*c == '"' || *c == '\\') {
+			buf[0] = '\\';
+			buf[1] = (char)*c;
+			str_put(s, buf, 2);
+		} else if (*c < 0x20) {
+			snprintf(buf, sizeof buf, "\\u%04x", *c);
+			str_puts(s, buf);
+		} else {
+			str_put(s, (const char *)c, 1);
+		}
+	}
+	str_puts(s, "\"");
+}
+
+/* A fact line's metadata: its string members other than text and
+ * namespace, and the string members of its "metadata" object. */
+static void line_metadata(str *s, const infs__json *o)
+{
+	str_puts(s, "{");
+	int first = 1;
+	const infs__json *m = infs__json_get(o, "metadata");
+	for (int pass = 0; pass < 2; pass++) {
+		const infs__json *src = pass ? m : o;
+		if (!src || src->type != INFS_JSON_OBJECT)
+			continue;
+		for (size_t i = 0; i < src->len; i++) {
+			if (src->items[i].type != INFS_JSON_STRING)
+				continue;
+			if (!pass && (!strcmp(src->keys[i], "text") || !strcmp(src->keys[i], "namespace")))
+				continue;
+			if (!first)
+				str_puts(s, ",");
+			first = 0;
+			str_json(s, src->keys[i]);
+			str_puts(s, ":");
+			str_json(s, src->items[i].string);
+		}
+	}
+	str_puts(s, "}");
+}
+
+typedef struct runtime {
+	infs_model *model;
+	infs_embedder *embedder;
+	infs_store *store;
+	infs_engine *engine;
+} runtime;
+
+static void runtime_free(runtime *r)
+{
+	infs_engine_free(r->engine);
+	infs_store_close(r->store);
+	infs_embedder_free(r->embedder);
+	infs_model_free(r->model);
+}
+
+static int runtime_open(runtime *r, const args *a, int create)
+{
+	memset(r, 0, sizeof *r);
+	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
+	mo.n_threads = a->threads;
+	if (infs_model_load(&r->model, a->model, &mo))
+		return lib_fail(a->model);
+	infs_embedder_options eo = INFS_EMBEDDER_OPTIONS_INIT;
+	eo.n_threads = a->threads;
+	if (infs_embedder_load(&r->embedder, a->embedder, &eo))
+		return lib_fail(a->embedder);
+	infs_store_options so = INFS_STORE_OPTIONS_INIT;
+	infs_geometry g;
+	char *identity = NULL;
+	struct stat st;
+	if (create && stat(a->store, &st) != 0) {
+		if (infs_model_geometry(&g, r->model, a->kv_dtype) ||
+		    infs_model_identity(&identity, r->model, a->kv_dtype))
+			return lib_fail(a->model);
+		g.embed_dim = infs_embedder_dim(r->embedder);
+		so.flags = INFS_OPEN_CREATE;
+		so.geometry = &g;
+		so.identity = identity;
+		so.sync = INFS_SYNC_NORMAL;
+	} else if (!create) {
+		so.flags = INFS_OPEN_READONLY;
+	} else {
+		so.sync = INFS_SYNC_NORMAL;
+	}
+	int rc = infs_store_open(&r->store, a->store, &so);
+	infs_free(identity);
+	if (rc)
+		return lib_fail(a->store);
+	infs_geometry sg;
+	if (infs_store_geometry(&sg, r->store))
+		return lib_fail(a->store);
+	if (sg.embed_dim != infs_embedder_dim(r->embedder))
+		return fail("%s: the store keeps %u-float embeddings, the embedder %s gives %u", a->store,
+		            sg.embed_dim, a->embedder, infs_embedder_dim(r->embedder));
+	infs_engine_options en = INFS_ENGINE_OPTIONS_INIT;
+	en.n_ctx = 8192;
+	en.kv_dtype = sg.kv_dtype;
+	if (infs_engine_create(&r->engine, r->model, &en))
+		return lib_fail("engine");
+	if (infs_engine_prepare(r->engine, r->store))
+		return lib_fail(a->store);
+	return 0;
+}
+
+typedef struct progress {
+	size_t base, total;
+	int show;
+} progress;
+
+static int show_progress(void *user, size_t done, size_t total)
+{
+	const progress *p = user;
+	(void)total;
+	if (p->show) {
+		size_t d = p->base + done, w = 30, fill = p->total ? d * w / p->total : w;
+		fprintf(stderr, "\rencoding [");
+		for (size_t i = 0; i < w; i++)
+			fputc(i < fill ? '#' : ' ', stderr);
+		fprintf(stderr, "] %zu/%zu", d, p->total);
+		fflush(stderr);
+	}
+	return 0;
+}
+
+static int cmd_encode(const args *a)
+{
+	lines L;
+	if (read_jsonl(&L, a->positional))
+		return 1;
+	for (size_t i = 0; i < L.n; i++) {
+		const infs__json *t = infs__json_get(L.v[i], "text");
+		const infs__json *n = infs__json_get(L.v[i], "namespace");
+		if (!t || t->type != INFS_JSON_STRING || !t->len) {
+			lines_free(&L);
+			return fail("%s: fact %zu has no \"text\"", a->positional, i + 1);
+		}
+		if (!a->ns && (!n || n->type != INFS_JSON_STRING)) {
+			lines_free(&L);
+			return fail("%s: fact %zu has no \"namespace\" (or give --namespace)", a->positional, i + 1);
+		}
+	}
+	runtime r;
+	if (runtime_open(&r, a, 1)) {
+		runtime_free(&r);
+		lines_free(&L);
+		return 1;
+	}
+	const int32_t *hdr;
+	uint32_t nh;
+	int rc = 0;
+	if (infs_engine_header(&hdr, &nh, r.engine))
+		rc = lib_fail("engine");
+	infs_fact_input *in = calloc(L.n ? L.n : 1, sizeof *in);
+	char **rendered = calloc(L.n ? L.n : 1, sizeof *rendered);
+	str *meta = calloc(L.n ? L.n : 1, sizeof *meta);
+	uint64_t *ids = calloc(L.n ? L.n : 1, sizeof *ids);
+	char *done = calloc(L.n ? L.n : 1, 1);
+	if (!in || !rendered || !meta || !ids || !done)
+		rc = fail("out of memory");
+	for (size_t i = 0; !rc && i < L.n; i++) {
+		const infs__json *o = L.v[i];
+		line_metadata(&meta[i], o);
+		const char *text = infs__json_get(o, "text")->string;
+		if (infs_fact_render(&rendered[i], text, meta[i].p)) {
+			rc = fail("%s: fact %zu: %s", a->positional, i + 1, infs_error_last());
+			break;
+		}
+		infs_fact_input f = INFS_FACT_INPUT_INIT;
+		f.text = rendered[i];
+		f.embed_text = text;
+		f.metadata = meta[i].p;
+		f.source_id = (uint64_t)infs__json_number(infs__json_get(o, "source_id"), 0);
+		f.timestamp = (int64_t)infs__json_number(infs__json_get(o, "timestamp"), 0);
+		in[i] = f;
+	}
+	/* One call per namespace, in order of first appearance. */
+	progress pg = { 0, L.n, !a->quiet && isatty(2) };
+	infs_encode_options eo = INFS_ENCODE_OPTIONS_INIT;
+	eo.context = hdr;
+	eo.n_context = nh;
+	eo.embedder = r.embedder;
+	eo.progress = show_progress;
+	eo.progress_user = &pg;
+	infs_fact_input *batch = calloc(L.n ? L.n : 1, sizeof *batch);
+	size_t *which = calloc(L.n ? L.n : 1, sizeof *which);
+	uint64_t *bids = calloc(L.n ? L.n : 1, sizeof *bids);
+	if (!rc && (!batch || !which || !bids))
+		rc = fail("out of memory");
+	size_t n_ns = 0;
+	for (size_t i = 0; !rc && i < L.n; i++) {
+		if (done[i])
+			continue;
+		const char *ns = a->ns ? a->ns : infs__json_get(L.v[i], "namespace")->string;
+		size_t nb = 0;
+		for (size_t j = i; j < L.n; j++) {
+			const char *nj = a->ns ? a->ns : infs__json_get(L.v[j], "namespace")->string;
+			if (!done[j] && !strcmp(nj, ns)) {
+				done[j] = 1;
+				which[nb] = j;
+				batch[nb++] = in[j];
+			}
+		}
+		if (infs_fact_encode(bids, r.store, ns, r.model, batch, nb, &eo)) {
+			if (pg.show)
+				fputc('\n', stderr);
+			rc = fail("encoding namespace \"%s\": %s", ns, infs_error_last());
+			break;
+		}
+		for (size_t b = 0; b < nb; b++)
+			ids[which[b]] = bids[b];
+		pg.base += nb;
+		n_ns++;
+	}
+	if (pg.show && !rc)
+		fputc('\n', stderr);
+	if (!rc && infs_store_sync(r.store))
+		rc = lib_fail(a->store);
+	if (!rc)
+		printf("encoded %zu facts into %zu namespace%s of %s\n", L.n, n_ns, n_ns == 1 ? "" : "s", a->store);
+	for (size_t i = 0; i < L.n; i++) {
+		if (rendered)
+			infs_free(rendered[i]);
+		if (meta)
+			free(meta[i].p);
+	}
+	free(in);
+	free(rendered);
+	free(meta);
+	free(ids);
+	free(done);
+	free(batch);
+	free(which);
+	free(bids);
+	runtime_free(&r);
+	lines_free(&L);
+	return rc;
+}
+
+static void ask_options(infs_ask_options *o, const args *a, uint32_t k, int full)
+{
+	infs_ask_options init = INFS_ASK_OPTIONS_INIT;
+	*o = init;
+	o->k = k;
+	o->full_recompute = full;
+	o->generate.max_tokens = a->max_tokens;
+	o->generate.temperature = a->temperature;
+	o->generate.top_p = a->top_p;
+	o->generate.seed = a->seed;
+}
+
+static int cmd_ask(const args *a)
+{
+	runtime r;
+	if (runtime_open(&r, a, 0)) {
+		runtime_free(&r);
+		return 1;
+	}
+	infs_ask_options o;
+	ask_options(&o, a, a->k, a->full);
+	infs_answer *ans = NULL;
+	int rc = 0;
+	if (infs_engine_ask(&ans, r.engine, r.store, r.embedder, a->ns, a->positional, &o)) {
+		rc = lib_fail("ask");
+	} else {
+		printf("%s\n\nfacts used (best first):\n", ans->text);
+		for (size_t i = 0; i < ans->n_facts; i++) {
+			infs_fact_record *rec = NULL;
+			if (infs_fact_get(&rec, r.store, a->ns, ans->fact_ids[i])) {
+				rc = lib_fail("reading a fact");
+				break;
+			}
+			size_t len = strlen(rec->text);
+			while (len && rec->text[len - 1] == '\n')
+				len--;
+			printf("  %2zu. %.3f  %.*s\n", i + 1, (double)ans->scores[i], (int)len, rec->text);
+			infs_fact_record_free(rec);
+		}
+		printf("\n%s: TTFT %.1f ms = embed %.1f + retrieve %.1f + %s %.1f + prefill %.1f "
+		       "(%u of %u prompt tokens prefilled); %u tokens decoded in %.1f ms\n",
+		       a->full ? "full recompute" : "injection", ans->ttft_ms, ans->embed_ms, ans->retrieve_ms,
+		       a->full ? "read tokens" : "inject", ans->inject_ms, ans->prefill_ms, ans->n_prefilled,
+		       ans->n_prompt, ans->n_tokens, ans->decode_ms);
+	}
+	infs_answer_free(ans);
+	runtime_free(&r);
+	return rc;
+}
+
+/* KL(p || q) of the softmax distributions of logits lp and lq, in nats. */
+static double kl_logits(const float *lp, const float *lq, uint32_t n)
+{
+	double mp = lp[0], mq = lq[0], zp = 0, zq = 0;
+	for (uint32_t i = 1; i < n; i++) {
+		mp = lp[i] > mp ? lp[i] : mp;
+		mq = lq[i] > mq ? lq[i] : mq;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		zp += exp(lp[i] - mp);
+		zq += exp(lq[i] - mq);
+	}
+	double lzp = mp + log(zp), lzq = mq + log(zq), kl = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		double a = lp[i] - lzp, b = lq[i] - lzq;
+		kl += exp(a) * (a - b);
+	}
+	return kl > 0 ? kl : 0;
+}
+
+static uint32_t argmax(const float *x, uint32_t n)
+{
+	uint32_t b = 0;
+	for (uint32_t i = 1; i < n; i++)
+		b = x[i] > x[b] ? i : b;
+	return b;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+	return (a > b) - (a < b);
+}
+
+static double median(double *v, size_t n)
+{
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof *v, cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void cpu_name(char *out, size_t n)
+{
+	snprintf(out, n, "unknown CPU");
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[512];
+	while (f && fgets(line, sizeof line, f))
+		if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+			char *s = strchr(line, ':') + 1;
+			while (*s == ' ')
+				s++;
+			s[strcspn(s, "\n")] = '\0';
+			snprintf(out, n, "%s", s);
+			break;
+		}
+	if (f)
+		fclose(f);
+}
+
+static int cmd_bench(const args *a)
+{
+	lines L = { 0 };
+	if (a->questions && read_jsonl(&L, a->questions))
+		return 1;
+	size_t nq = a->questions ? L.n : 1;
+	const char **qs = calloc(nq ? nq : 1, sizeof *qs), **nss = calloc(nq ? nq : 1, sizeof *nss);
+	if (!qs || !nss) {
+		lines_free(&L);
+		return fail("out of memory");
+	}
+	for (size_t i = 0; i < nq; i++) {
+		if (!a->questions) {
+			qs[i] = a->positional;
+			nss[i] = a->ns;
+			continue;
+		}
+		qs[i] = infs__json_str(infs__json_get(L.v[i], "question"), NULL);
+		nss[i] = a->ns ? a->ns : infs__json_str(infs__json_get(L.v[i], "namespace"), NULL);
+		if (!qs[i] || !nss[i]) {
+			free(qs);
+			free(nss);
+			lines_free(&L);
+			return fail("%s: line %zu lacks \"question\" or \"namespace\"", a->questions, i + 1);
+		}
+	}
+	runtime r;
+	int rc = runtime_open(&r, a, 0);
+	FILE *jf = NULL;
+	if (!rc && a->json)
+		jf = strcmp(a->json, "-") ? fopen(a->json, "w") : stdout;
+	if (!rc && a->json && !jf)
+		rc = fail("%s: %s", a->json, strerror(errno));
+	char cpu[256];
+	cpu_name(cpu, sizeof cpu);
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	double *ti = calloc(nq ? nq : 1, sizeof *ti), *tf = calloc(nq ? nq : 1, sizeof *tf);
+	if (!rc && (!ti || !tf))
+		rc = fail("out of memory");
+	if (jf)
+		fprintf(jf, "{\"hardware\": {\"cpu\": \"%s\", \"cores\": %ld}, \"max_tokens\": %u, \"questions\": %zu, \"results\": [",
+		        cpu, ncpu, a->max_tokens, nq);
+	if (!rc) {
+		printf("%s, %ld cores; %zu question%s; answers of up to %u token%s\n\n", cpu, ncpu, nq,
+		       nq == 1 ? "" : "s", a->max_tokens, a->max_tokens == 1 ? "" : "s");
+		printf("%5s %7s | %9s %8s %8s %8s %8s | %9s %8s | %7s | %8s %6s %6s\n", "k", "prompt",
+		       "inj TTFT", "embed", "retr", "inject", "prefill", "full TTFT", "prefill", "speedup",
+		       "KL", "top1", "answer");
+	}
+	/* A warm-up question first: page in the weights, start the threads. */
+	if (!rc && nq) {
+		infs_ask_options o;
+		ask_options(&o, a, a->ks[0], 0);
+		o.generate.max_tokens = 1;
+		infs_answer *w = NULL;
+		if (infs_engine_ask(&w, r.engine, r.store, r.embedder, nss[0], qs[0], &o))
+			rc = lib_fail("bench");
+		infs_answer_free(w);
+	}
+	for (size_t ki = 0; !rc && ki < a->n_ks; ki++) {
+		uint32_t k = a->ks[ki];
+		double s_emb = 0, s_ret = 0, s_inj = 0, s_pre = 0, s_fpre = 0, s_kl = 0, s_prompt = 0, s_facts = 0;
+		size_t top1 = 0, same = 0;
+		for (size_t q = 0; !rc && q < nq; q++) {
+			infs_answer *x = NULL, *y = NULL;
+			infs_ask_options o;
+			ask_options(&o, a, k, 0);
+			if (infs_engine_ask(&x, r.engine, r.store, r.embedder, nss[q], qs[q], &o)) {
+				rc = lib_fail("bench");
+				break;
+			}
+			/* The same facts in the same order, all prefilled. */
+			ask_options(&o, a, k, 1);
+			o.fact_ids = x->fact_ids;
+			o.n_fact_ids = x->n_facts;
+			if (infs_engine_ask(&y, r.engine, r.store, r.embedder, nss[q], qs[q], &o)) {
+				infs_answer_free(x);
+				rc = lib_fail("bench");
+				break;
+			}
+			/* Full recompute's TTFT counts the same embedding and retrieval. */
+			double full_ttft = x->embed_ms + x->retrieve_ms + y->inject_ms + y->prefill_ms;
+			double kl = kl_logits(y->first_logits, x->first_logits, x->n_vocab);
+			int t1 = argmax(y->first_logits, y->n_vocab) == argmax(x->first_logits, x->n_vocab);
+			int eq = !strcmp(x->text, y->text);
+			ti[q] = x->ttft_ms;
+			tf[q] = full_ttft;
+			s_emb += x->embed_ms;
+			s_ret += x->retrieve_ms;
+			s_inj += x->inject_ms;
+			s_pre += x->prefill_ms;
+			s_fpre += y->prefill_ms;
+			s_kl += kl;
+			s_prompt += x->n_prompt;
+			s_facts += (double)x->n_facts;
+			top1 += (size_t)t1;
+			same += (size_t)eq;
+			if (jf) {
+				str s = { 0 };
+				str_puts(&s, "");
+				fprintf(jf, "%s\n  {\"k\": %u, \"namespace\": ", ki || q ? "," : "", k);
+				str_json(&s, nss[q]);
+				str_puts(&s, ", \"question\": ");
+				str_json(&s, qs[q]);
+				str_puts(&s, ", \"answer_injection\": ");
+				str_json(&s, x->text);
+				str_puts(&s, ", \"answer_full\": ");
+				str_json(&s, y->text);
+				fputs(s.p, jf);
+				free(s.p);
+				fprintf(jf, ", \"facts\": %zu, \"prompt_tokens\": %u, \"prefilled_tokens\": %u, "
+				            "\"injection_ms\": {\"ttft\": %.3f, \"embed\": %.3f, \"retrieve\": %.3f, \"inject\": %.3f, \"prefill\": %.3f}, "
+				            "\"full_ms\": {\"ttft\": %.3f, \"read_tokens\": %.3f, \"prefill\": %.3f}, "
+				            "\"kl\": %.6g, \"top1_agree\": %s, \"answer_agree\": %s}",
+				        x->n_facts, x->n_prompt, x->n_prefilled, x->ttft_ms, x->embed_ms, x->retrieve_ms,
+				        x->inject_ms, x->prefill_ms, full_ttft, y->inject_ms, y->prefill_ms, kl,
+				        t1 ? "true" : "false", eq ? "true" : "false");
+			}
+			infs_answer_free(x);
+			infs_answer_free(y);
+		}
+		if (rc)
+			break;
+		double n = (double)nq, mi = median(ti, nq), mf = median(tf, nq);
+		printf("%5u %7.0f | %9.1f %8.1f %8.2f %8.1f %8.1f | %9.1f %8.1f | %6.1fx | %8.4f %5.0f%% %5.0f%%\n", k,
+		       s_prompt / n, mi, s_emb / n, s_ret / n, s_inj / n, s_pre / n, mf, s_fpre / n, mi > 0 ? mf / mi : 0,
+		       s_kl / n, 100.0 * (double)top1 / n, 100.0 * (double)same / n);
+		if (s_facts < k * n)
+			printf("      (k %u: %.1f facts on average: the namespaces are smaller)\n", k, s_facts / n);
+	}
+	if (!rc)
+		printf("\nTTFT: medians in ms; components and KL (full || injection, first token, nats) are means;\n"
+		       "top1 / answer: share of questions whose first token / whole answer is the same.\n");
+	if (jf) {
+		fprintf(jf, "\n]}\n");
+		if (jf != stdout)
+			fclose(jf);
+	}
+	free(ti);
+	free(tf);
+	free(qs);
+	free(nss);
+	runtime_free(&r);
+	lines_free(&L);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	args a;
+	int rc = parse_args(&a, argc, argv);
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	if (!strcmp(a.cmd, "encode"))
+		return cmd_encode(&a);
+	if (!strcmp(a.cmd, "ask"))
+		return cmd_ask(&a);
+	return cmd_bench(&a);
+}
