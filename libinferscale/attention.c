@@ -1,7 +1,42 @@
 /* Grouped-query attention with a mask by position, on the CPU. */
 #include <math.h>
+#include <string.h>
 
 #include "forward.h"
+
+/* Head vectors in 4-float SIMD steps (vector extensions), tail scalar. */
+typedef float vf4 __attribute__((vector_size(16)));
+
+static float dot(const float *a, const float *b, uint32_t n)
+{
+	vf4 acc = { 0, 0, 0, 0 };
+	uint32_t e = 0;
+	for (; e + 4 <= n; e += 4) {
+		vf4 x, y;
+		memcpy(&x, a + e, sizeof x);
+		memcpy(&y, b + e, sizeof y);
+		acc += x * y;
+	}
+	float d = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+	for (; e < n; e++)
+		d += a[e] * b[e];
+	return d;
+}
+
+/* y += w * x */
+static void axpy(float *y, float w, const float *x, uint32_t n)
+{
+	uint32_t e = 0;
+	for (; e + 4 <= n; e += 4) {
+		vf4 a, b;
+		memcpy(&a, y + e, sizeof a);
+		memcpy(&b, x + e, sizeof b);
+		a += w * b;
+		memcpy(y + e, &a, sizeof a);
+	}
+	for (; e < n; e++)
+		y[e] += w * x[e];
+}
 
 /* Queries per task: enough work per task, enough tasks to balance. */
 #define QUERIES_PER_TASK 8
@@ -40,11 +75,7 @@ static void attn_task(void *arg, uint32_t task, uint32_t worker)
 				s[j] = -INFINITY;
 				continue;
 			}
-			const float *k = a->k + j * kv_stride + (size_t)g * hd;
-			float d = 0;
-			for (uint32_t e = 0; e < hd; e++)
-				d += q[e] * k[e];
-			s[j] = d * scale;
+			s[j] = dot(q, a->k + j * kv_stride + (size_t)g * hd, hd) * scale;
 			if (s[j] > mx)
 				mx = s[j];
 		}
@@ -58,9 +89,7 @@ static void attn_task(void *arg, uint32_t task, uint32_t worker)
 				continue;
 			float w = expf(s[j] - mx);
 			sum += w;
-			const float *v = a->v + j * kv_stride + (size_t)g * hd;
-			for (uint32_t e = 0; e < hd; e++)
-				o[e] += w * v[e];
+			axpy(o, w, a->v + j * kv_stride + (size_t)g * hd, hd);
 		}
 		float inv = 1.0f / sum;
 		for (uint32_t e = 0; e < hd; e++)

@@ -11,8 +11,10 @@
 #include "forward.h"
 #include "matmul.h"
 
-/* Bounds one call's scratch; longer inputs are fed in several calls. */
+/* Bound one call's scratch; longer inputs are fed in several calls over a
+ * paged cache. */
 #define MAX_TOKENS (1u << 20)
+#define MAX_CONTEXT (1u << 24)
 
 static void rmsnorm(float *out, const float *x, const float *w, uint32_t d, float eps)
 {
@@ -117,9 +119,14 @@ static int check_args(const infs_model *m, const infs__forward_args *a)
 		if (rc)
 			return rc;
 	}
-	if (pk->n_past)
-		if (check_block(pk, pk->n_past - 1, "cached"))
-			return INFS_ERANGE;
+	if (pk->n_past > MAX_CONTEXT - a->n_tokens)
+		return infs__error(INFS_ERANGE, "infs_model_forward: n_past %u + %u tokens is above %u", pk->n_past,
+		                   a->n_tokens, MAX_CONTEXT);
+	if (pk->n_past) {
+		int rc = check_block(pk, pk->n_past - 1, "cached");
+		if (rc)
+			return rc;
+	}
 	for (uint32_t i = 0; pk->write && i < a->n_tokens; i++) {
 		int rc = check_block(pk, a->positions ? (uint32_t)a->positions[i] : i, "new token");
 		if (rc)

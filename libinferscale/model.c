@@ -55,8 +55,8 @@ static uint64_t hash_bytes(uint64_t h, const void *data, size_t n)
 }
 
 /* Loads name as an f32 array of the given shape (cols 0: a vector of rows
- * elements). Absent tensors give NULL with INFS_OK when optional. */
-static int load(loader *ld, float **out, const char *name, uint64_t rows, uint64_t cols, int required)
+ * elements). */
+static int load(loader *ld, float **out, const char *name, uint64_t rows, uint64_t cols)
 {
 	src_tensor t;
 	*out = NULL;
@@ -64,7 +64,7 @@ static int load(loader *ld, float **out, const char *name, uint64_t rows, uint64
 	if (found < 0)
 		return found;
 	if (!found)
-		return required ? infs__error(INFS_EFORMAT, "%s: tensor \"%s\" is missing", ld->path, name) : INFS_OK;
+		return infs__error(INFS_EFORMAT, "%s: tensor \"%s\" is missing", ld->path, name);
 	int shape_ok = cols ? t.n_dims == 2 && t.shape[0] == rows && t.shape[1] == cols
 	                    : t.n_dims == 1 && t.shape[0] == rows;
 	if (!shape_ok) {
@@ -121,12 +121,12 @@ static const names gguf_names = {
 };
 
 static int load_layer_tensor(loader *ld, float **out, const char *fmt, uint32_t layer, const char *suffix,
-                             uint64_t rows, uint64_t cols, int required)
+                             uint64_t rows, uint64_t cols)
 {
 	char prefix[128], name[160];
 	snprintf(prefix, sizeof prefix, fmt, layer);
 	snprintf(name, sizeof name, "%s.%s", prefix, suffix);
-	return load(ld, out, name, rows, cols, required);
+	return load(ld, out, name, rows, cols);
 }
 
 static int load_weights(loader *ld, const names *nm)
@@ -135,10 +135,10 @@ static int load_weights(loader *ld, const names *nm)
 	const infs__model_config *c = &m->cfg;
 	uint32_t d = c->n_embd, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
 	int rc;
-	if ((rc = load(ld, &m->tok_embd, nm->embd, c->n_vocab, d, 1)) ||
-	    (rc = load(ld, &m->out_norm, nm->out_norm, d, 0, 1)))
+	if ((rc = load(ld, &m->tok_embd, nm->embd, c->n_vocab, d)) ||
+	    (rc = load(ld, &m->out_norm, nm->out_norm, d, 0)))
 		return rc;
-	if (!c->tied && (rc = load(ld, &m->output, nm->output, c->n_vocab, d, 1)))
+	if (!c->tied && (rc = load(ld, &m->output, nm->output, c->n_vocab, d)))
 		return rc;
 	m->layers = calloc(c->n_layers, sizeof *m->layers);
 	if (!m->layers)
@@ -146,26 +146,26 @@ static int load_weights(loader *ld, const names *nm)
 	const char *w = nm->weight, *b = nm->bias;
 	for (uint32_t l = 0; l < c->n_layers; l++) {
 		infs__layer *L = &m->layers[l];
-		if ((rc = load_layer_tensor(ld, &L->attn_norm, nm->attn_norm, l, w, d, 0, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->wq, nm->q, l, w, qd, d, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->wk, nm->k, l, w, kvd, d, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->wv, nm->v, l, w, kvd, d, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->wo, nm->o, l, w, d, qd, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->ffn_norm, nm->ffn_norm, l, w, d, 0, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->w_gate, nm->gate, l, w, c->n_ff, d, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->w_up, nm->up, l, w, c->n_ff, d, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->w_down, nm->down, l, w, d, c->n_ff, 1)))
+		if ((rc = load_layer_tensor(ld, &L->attn_norm, nm->attn_norm, l, w, d, 0)) ||
+		    (rc = load_layer_tensor(ld, &L->wq, nm->q, l, w, qd, d)) ||
+		    (rc = load_layer_tensor(ld, &L->wk, nm->k, l, w, kvd, d)) ||
+		    (rc = load_layer_tensor(ld, &L->wv, nm->v, l, w, kvd, d)) ||
+		    (rc = load_layer_tensor(ld, &L->wo, nm->o, l, w, d, qd)) ||
+		    (rc = load_layer_tensor(ld, &L->ffn_norm, nm->ffn_norm, l, w, d, 0)) ||
+		    (rc = load_layer_tensor(ld, &L->w_gate, nm->gate, l, w, c->n_ff, d)) ||
+		    (rc = load_layer_tensor(ld, &L->w_up, nm->up, l, w, c->n_ff, d)) ||
+		    (rc = load_layer_tensor(ld, &L->w_down, nm->down, l, w, d, c->n_ff)))
 			return rc;
 		if (c->bias_qkv &&
-		    ((rc = load_layer_tensor(ld, &L->bq, nm->q, l, b, qd, 0, 1)) ||
-		     (rc = load_layer_tensor(ld, &L->bk, nm->k, l, b, kvd, 0, 1)) ||
-		     (rc = load_layer_tensor(ld, &L->bv, nm->v, l, b, kvd, 0, 1))))
+		    ((rc = load_layer_tensor(ld, &L->bq, nm->q, l, b, qd, 0)) ||
+		     (rc = load_layer_tensor(ld, &L->bk, nm->k, l, b, kvd, 0)) ||
+		     (rc = load_layer_tensor(ld, &L->bv, nm->v, l, b, kvd, 0))))
 			return rc;
-		if (c->bias_o && (rc = load_layer_tensor(ld, &L->bo, nm->o, l, b, d, 0, 1)))
+		if (c->bias_o && (rc = load_layer_tensor(ld, &L->bo, nm->o, l, b, d, 0)))
 			return rc;
 		if (c->qk_norm &&
-		    ((rc = load_layer_tensor(ld, &L->q_norm, nm->q_norm, l, w, c->head_dim, 0, 1)) ||
-		     (rc = load_layer_tensor(ld, &L->k_norm, nm->k_norm, l, w, c->head_dim, 0, 1))))
+		    ((rc = load_layer_tensor(ld, &L->q_norm, nm->q_norm, l, w, c->head_dim, 0)) ||
+		     (rc = load_layer_tensor(ld, &L->k_norm, nm->k_norm, l, w, c->head_dim, 0))))
 			return rc;
 	}
 	/* A checkpoint with more layers than its configuration is inconsistent. */

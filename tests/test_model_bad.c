@@ -437,6 +437,82 @@ static void bad_gguf(void)
 	free(b);
 }
 
+static void run_once(infs_model *m)
+{
+	infs_model_info info;
+	memset(&info, 0, sizeof info);
+	info.version = INFS_MODEL_INFO_VERSION;
+	CHECK_OK(infs_model_info_get(&info, m));
+	float *logits = malloc(info.n_vocab * sizeof *logits);
+	int32_t tok = 3 % (int32_t)info.n_vocab;
+	CHECK_OK(infs_model_forward(logits, NULL, NULL, m, &tok, NULL, 1, NULL));
+	free(logits);
+	infs_model_free(m);
+}
+
+/* Random damage, many times over: loading returns a status (any) and never
+ * crashes; a model that still loads runs. Deterministic. */
+static void mutations(void)
+{
+	uint32_t seed = 12345;
+	char p[600];
+	size_t n;
+	snprintf(p, sizeof p, "%s/llama/model.safetensors", fixtures);
+	unsigned char *st = slurp(p, &n), *b = malloc(n);
+	size_t hlen = 8 + (size_t)st[0] + ((size_t)st[1] << 8); /* headers of the fixtures are < 64 KiB */
+	int loaded = 0;
+	for (int round = 0; round < 150; round++) {
+		memcpy(b, st, n);
+		size_t len = n;
+		for (int k = 0; k < 1 + round % 4; k++) {
+			seed = seed * 1103515245u + 12345u;
+			size_t at = (seed >> 8) % hlen;
+			seed = seed * 1103515245u + 12345u;
+			b[at] = (unsigned char)(seed >> 16);
+		}
+		if (round % 10 == 9)
+			len = (seed >> 4) % n;
+		make_dir(NULL, b, len);
+		infs_model *m = NULL;
+		if (infs_model_load(&m, tmp, NULL) == INFS_OK) {
+			run_once(m);
+			loaded++;
+		} else {
+			CHECK(infs_error_last()[0] != '\0');
+		}
+	}
+	free(st);
+	free(b);
+	unlink(tpath("config.json"));
+	unlink(tpath("model.safetensors"));
+
+	snprintf(p, sizeof p, "%s/gguf_llama.gguf", fixtures);
+	unsigned char *g = slurp(p, &n);
+	b = malloc(n);
+	size_t meta = find_in(g, n, "blk.1.ffn_down.weight") + 64; /* header, metadata and tensor infos */
+	for (int round = 0; round < 300; round++) {
+		memcpy(b, g, n);
+		for (int k = 0; k < 1 + round % 3; k++) {
+			seed = seed * 1103515245u + 12345u;
+			size_t at = (seed >> 8) % meta;
+			seed = seed * 1103515245u + 12345u;
+			b[at] = (unsigned char)(seed >> 16);
+		}
+		spit(tpath("x.gguf"), b, n);
+		infs_model *m = NULL;
+		if (infs_model_load(&m, tpath("x.gguf"), NULL) == INFS_OK) {
+			run_once(m);
+			loaded++;
+		} else {
+			CHECK(infs_error_last()[0] != '\0');
+		}
+	}
+	printf("mutations: %d of 450 damaged files still loaded (and ran)\n", loaded);
+	unlink(tpath("x.gguf"));
+	free(g);
+	free(b);
+}
+
 static void bad_arguments(void)
 {
 	char p[600];
@@ -535,6 +611,7 @@ int main(int argc, char **argv)
 	bad_checkpoints();
 	sharded();
 	bad_gguf();
+	mutations();
 	bad_arguments();
 	rmdir(tmp);
 	CHECK_DONE();

@@ -14,7 +14,7 @@
 
 /* Documented in docs/model-runtime.md: f32 arithmetic in another order
  * than torch's over 30 layers. */
-#define LOGIT_BOUND 2e-3f
+#define LOGIT_BOUND 4e-4f
 #define KV_BOUND 2e-4f
 
 int main(int argc, char **argv)

@@ -20,9 +20,10 @@ typedef struct infs_model infs_model;
 
 typedef struct infs_model_options {
 	unsigned version;
-	uint32_t n_threads; /* threads of the forward pass; 0 = the machine's cores. Matrix
-	                       products through OpenBLAS use its own thread count
-	                       (OPENBLAS_NUM_THREADS) and run while these threads wait. */
+	uint32_t n_threads; /* threads of the forward pass; 0 = the processors this process
+	                       may run on. Matrix products through OpenBLAS use its own
+	                       thread count (OPENBLAS_NUM_THREADS) and run while these
+	                       threads wait. */
 } infs_model_options;
 
 #define INFS_MODEL_OPTIONS_INIT { INFS_MODEL_OPTIONS_VERSION, 0 }
