@@ -389,6 +389,16 @@ static int json_pretok(const infs__json *pt, char *why, size_t why_len)
 	return -1;
 }
 
+/* NFC, alone or as the only member of a Sequence. */
+static int is_nfc(const infs__json *norm)
+{
+	const char *type = infs__json_str(infs__json_get(norm, "type"), "");
+	const infs__json *list = infs__json_get(norm, "normalizers");
+	if (strcmp(type, "Sequence") == 0 && list && list->type == INFS_JSON_ARRAY && list->len == 1)
+		return is_nfc(&list->items[0]);
+	return strcmp(type, "NFC") == 0;
+}
+
 static const char *token_content(const infs__json *v)
 {
 	if (v && v->type == INFS_JSON_STRING)
@@ -492,8 +502,9 @@ static int load_json(infs_tokenizer **out, const char *path, const char *config_
 		rc = infs__error(INFS_EFORMAT, "tokenizer: %s: model.vocab or model.merges is missing", path);
 		goto done;
 	}
-	if (norm && norm->type != INFS_JSON_NULL) {
-		rc = infs__error(INFS_EUNSUPPORTED, "tokenizer: %s: normalizer %s is not supported", path,
+	int nfc = 0;
+	if (norm && norm->type != INFS_JSON_NULL && !(nfc = is_nfc(norm))) {
+		rc = infs__error(INFS_EUNSUPPORTED, "tokenizer: %s: normalizer %s is not supported (only NFC)", path,
 		                 infs__json_str(infs__json_get(norm, "type"), "?"));
 		goto done;
 	}
@@ -522,6 +533,7 @@ static int load_json(infs_tokenizer **out, const char *path, const char *config_
 	if ((rc = new_tokenizer(&tok, (uint32_t)max_id + 1)) != INFS_OK)
 		goto done;
 	tok->pretok = (infs__pretok)kind;
+	tok->nfc = nfc;
 	const infs__json *im = infs__json_get(model, "ignore_merges");
 	tok->whole_first = im && im->type == INFS_JSON_BOOL && im->boolean;
 	alphabet a;
@@ -638,10 +650,56 @@ static int encode_piece(void *ctx, size_t start, size_t end)
 	                        missing_byte, (void *)e->tok, e->scratch, e->ids);
 }
 
+/* text[0..len) in NFC, as a malloc'd string, or NULL when it is ASCII
+ * (which NFC leaves alone). */
+static int nfc_text(const char *text, size_t len, char **out, size_t *out_len)
+{
+	*out = NULL;
+	size_t i = 0;
+	while (i < len && (uint8_t)text[i] < 0x80)
+		i++;
+	if (i == len)
+		return INFS_OK;
+	/* A code point decomposes into at most 4, and one takes at most 4 bytes. */
+	uint32_t *cps = malloc((len * (INFS_UC_MAX_DECOMP + 1) + 1) * sizeof *cps);
+	char *buf = malloc(4 * len + 1);
+	if (!cps || !buf) {
+		free(cps);
+		free(buf);
+		return INFS_ENOMEM;
+	}
+	uint32_t *in = cps + len * INFS_UC_MAX_DECOMP;
+	size_t n = 0;
+	for (i = 0; i < len;) {
+		int k = infs__utf8_decode((const uint8_t *)text + i, len - i, &in[n++]);
+		i += (size_t)(k < 0 ? -k : k);
+	}
+	size_t m = infs__uc_compose(cps, infs__uc_nfd(in, n, cps, len * INFS_UC_MAX_DECOMP));
+	size_t bytes = 0;
+	for (i = 0; i < m; i++)
+		bytes += infs__utf8_encode(cps[i], (uint8_t *)buf + bytes);
+	free(cps);
+	*out = buf;
+	*out_len = bytes;
+	return INFS_OK;
+}
+
 static int encode_plain(encoder *e, size_t start, size_t end)
 {
-	encoder sub = { e->tok, e->text + start, e->ids, e->scratch };
-	return infs__pretokenize(e->tok->pretok, e->text + start, end - start, encode_piece, &sub);
+	const char *text = e->text + start;
+	size_t len = end - start;
+	char *norm = NULL;
+	if (e->tok->nfc) {
+		int rc = nfc_text(text, len, &norm, &len);
+		if (rc != INFS_OK)
+			return rc;
+		if (norm)
+			text = norm;
+	}
+	encoder sub = { e->tok, text, e->ids, e->scratch };
+	int rc = infs__pretokenize(e->tok->pretok, text, len, encode_piece, &sub);
+	free(norm);
+	return rc;
 }
 
 /* Length of the whitespace character ending at text + end (> start), or 0. */

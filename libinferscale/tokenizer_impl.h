@@ -20,6 +20,7 @@ struct infs_tokenizer {
 	infs__bpe *bpe;
 	infs__pretok pretok;
 	int whole_first;           /* tokenizer.json ignore_merges */
+	int nfc;                   /* tokenizer.json NFC normalizer (Qwen2, Qwen3) */
 	uint8_t *special;          /* per id: 1 for special (control) tokens */
 	infs__added_token *added;  /* sorted by first byte, longest first */
 	size_t n_added;

@@ -121,8 +121,8 @@ static void test_bpe(void)
 	infs__bpe_free(NULL);
 }
 
-/* kind: llama3 (Split regex, ignore_merges, BOS post-processor), digits
- * (Digits + ByteLevel), gpt2 (ByteLevel). */
+/* kind: llama3 (Split regex, ignore_merges, BOS post-processor), qwen2 (NFC,
+ * Split regex), digits (Digits + ByteLevel), gpt2 (ByteLevel). */
 static void test_tiny(const char *dir, const char *kind)
 {
 	char path[4096], name[64];
@@ -314,7 +314,7 @@ static void test_bad_files(void)
 		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
 		  " \"pre_tokenizer\": {\"type\": \"Whitespace\"}}", INFS_EUNSUPPORTED, "Whitespace" },
 		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
-		  " \"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}", INFS_EUNSUPPORTED, "NFC" },
+		  " \"normalizer\": {\"type\": \"Lowercase\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}", INFS_EUNSUPPORTED, "Lowercase" },
 		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b\"]},"
 		  " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}", INFS_EFORMAT, "not in the vocabulary" },
 		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"ab\"]},"
@@ -531,6 +531,7 @@ int main(int argc, char **argv)
 	test_split_invalid();
 	test_bpe();
 	test_tiny(argv[1], "llama3");
+	test_tiny(argv[1], "qwen2");
 	test_tiny(argv[1], "digits");
 	test_tiny(argv[1], "gpt2");
 	test_api(argv[1]);
