@@ -174,7 +174,7 @@ static char *dup_n(const char *s, size_t n)
 
 enum { GGUF_TOKEN_NORMAL = 1, GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };
 
-static int load_gguf(infs_tokenizer **out, const infs__gguf *g, const char *path)
+int infs__tokenizer_from_gguf(infs_tokenizer **out, const infs__gguf *g, const char *path)
 {
 	infs__gguf_str model, pre = { "gpt2", 4 };
 	int rc = infs__gguf_get_str(g, "tokenizer.ggml.model", &model);
@@ -613,7 +613,7 @@ int infs_tokenizer_load(infs_tokenizer **out, const char *path)
 			infs__gguf *g;
 			rc = infs__gguf_open(&g, path);
 			if (rc == INFS_OK) {
-				rc = load_gguf(out, g, path);
+				rc = infs__tokenizer_from_gguf(out, g, path);
 				infs__gguf_close(g);
 			}
 		} else {

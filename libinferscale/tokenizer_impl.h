@@ -4,6 +4,7 @@
 #define INFS_TOKENIZER_IMPL_H
 
 #include "bpe.h"
+#include "gguf.h"
 #include "inferscale/tokenizer.h"
 #include "pretokenize.h"
 
@@ -28,5 +29,9 @@ struct infs_tokenizer {
 	int add_bos, add_eos;
 	char *chat_template;       /* NULL when the model has none */
 };
+
+/* The tokenizer of an open GGUF (for the model loader, which has the file
+ * mapped already); path labels messages. Errors as infs_tokenizer_load(). */
+int infs__tokenizer_from_gguf(infs_tokenizer **out, const infs__gguf *g, const char *path);
 
 #endif
