@@ -176,6 +176,11 @@ enum { GGUF_TOKEN_NORMAL = 1, GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 
 
 int infs__tokenizer_from_gguf(infs_tokenizer **out, const infs__gguf *g, const char *path)
 {
+	if (!out || !g)
+		return infs__error(INFS_EINVAL, "infs__tokenizer_from_gguf: %s is NULL", out ? "g" : "out");
+	*out = NULL;
+	if (!path)
+		path = "<gguf>";
 	infs__gguf_str model, pre = { "gpt2", 4 };
 	int rc = infs__gguf_get_str(g, "tokenizer.ggml.model", &model);
 	if (rc != INFS_OK)
