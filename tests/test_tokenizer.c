@@ -11,6 +11,7 @@
 #include "pretokenize.h"
 #include "unicode.h"
 #include "tok_fixture.h"
+#include "tokenizer_impl.h"
 
 typedef struct ranges {
 	size_t v[8192][2];
@@ -233,8 +234,9 @@ static void test_chat(const char *dir)
 		static const struct {
 			const char *key;
 			infs_chat_format f;
-		} fmts[] = { { "llama3", INFS_CHAT_LLAMA3 }, { "mistral", INFS_CHAT_MISTRAL } };
-		for (size_t k = 0; k < 2; k++) {
+		} fmts[] = { { "llama3", INFS_CHAT_LLAMA3 }, { "llama31", INFS_CHAT_LLAMA31 },
+			     { "mistral", INFS_CHAT_MISTRAL } };
+		for (size_t k = 0; k < 3; k++) {
 			const char *want = infs__json_str(infs__json_get(c, fmts[k].key), NULL);
 			if (!want)
 				continue;
@@ -256,6 +258,14 @@ static void test_chat(const char *dir)
 	CHECK_ERR(infs_chat_render(NULL, INFS_CHAT_MISTRAL, bad, 2, 0, out, sizeof out, &len), INFS_EINVAL);
 	CHECK_ERR(infs_chat_render(NULL, INFS_CHAT_AUTO, bad, 1, 0, out, sizeof out, &len), INFS_EINVAL);
 	CHECK_ERR(infs_chat_render(NULL, (infs_chat_format)9, bad, 1, 0, out, sizeof out, &len), INFS_EINVAL);
+	/* Llama 3.2/3.3 templates date the prompt with today's date. */
+	infs_tokenizer fake = { 0 };
+	fake.chat_template = "<|start_header_id|><|eot_id|> Cutting Knowledge Date strftime_now(\"%d %b %Y\")";
+	CHECK_OK(infs_chat_render(&fake, INFS_CHAT_AUTO, bad, 1, 0, out, sizeof out, &len));
+	const char *head = "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+	                   "December 2023\nToday Date: ";
+	CHECK(strncmp(out, head, strlen(head)) == 0 && strcmp(out + strlen(head) + 11, "\n\n<|eot_id|><|start_header_id|>"
+	      "user<|end_header_id|>\n\na<|eot_id|>") == 0);
 	CHECK_ERR(infs_chat_render(NULL, INFS_CHAT_CHATML, bad, 1, 1u << 4, out, sizeof out, &len), INFS_EINVAL);
 	infs_chat_message null_content = { "user", NULL };
 	CHECK_ERR(infs_chat_render(NULL, INFS_CHAT_CHATML, &null_content, 1, 0, out, sizeof out, &len), INFS_EINVAL);
@@ -481,7 +491,10 @@ static void test_chat_templates(void)
 		  "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nb<|eot_id|>"
 		  "<|start_header_id|>assistant<|end_header_id|>\n\n" },
 		{ "{\"chat_template\": \"<|start_header_id|><|eot_id|> Cutting Knowledge Date: December 2023\"}",
-		  INFS_EUNSUPPORTED, INFS_CHAT_AUTO, NULL },
+		  INFS_OK, INFS_CHAT_LLAMA31,
+		  "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+		  "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nb<|eot_id|>"
+		  "<|start_header_id|>assistant<|end_header_id|>\n\n" },
 		{ "{\"chat_template\": \"{{ bos_token }}{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}\"}",
 		  INFS_OK, INFS_CHAT_MISTRAL, "<s>[INST] b [/INST]" },
 		{ "{\"chat_template\": \"{% for m in messages %}<start_of_turn>{{ m['role'] }}{% endfor %}\"}",
