@@ -2,6 +2,7 @@
  * tokenizers' regex engine, BPE merging, a small Llama-3-style tokenizer.json
  * against its goldens, chat formats, and errors.
  * Usage: test_tokenizer FIXTURE_DIR (tests/fixtures/tokenizer). */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -459,6 +460,60 @@ static void test_random(const char *dir)
 	infs_tokenizer_free(tok);
 }
 
+typedef struct thread_job {
+	const infs_tokenizer *tok;
+	const char *text;
+	size_t len;
+	const infs_token *want;
+	size_t n_want;
+	int mismatches;
+} thread_job;
+
+static void *tokenize_loop(void *arg)
+{
+	thread_job *j = arg;
+	infs_token ids[4096];
+	for (int r = 0; r < 200; r++) {
+		size_t n = 0;
+		if (infs_tokenize(j->tok, j->text, j->len, INFS_TOKENIZE_PARSE_SPECIAL, ids, 4096, &n) != INFS_OK ||
+		    n != j->n_want || memcmp(ids, j->want, n * sizeof *ids) != 0)
+			j->mismatches++;
+	}
+	return NULL;
+}
+
+/* One tokenizer shared by four threads gives each the same tokens as a
+ * single-threaded call. */
+static void test_threads(const char *dir)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/tiny_qwen2.json", dir);
+	infs_tokenizer *tok;
+	CHECK_OK(infs_tokenizer_load(&tok, path));
+	if (!tok)
+		return;
+	static const char *const texts[4] = {
+		"the quick brown fox jumps over 12345 lazy dogs, it's raining",
+		"Cafe\xcc\x81 <|begin_of_text|> \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 \xff tail",
+		"   whitespace\n\n\t runs   and <think> tokens <mask>  ",
+		"we've been reading; they'll say I'm sure you're right",
+	};
+	thread_job jobs[4];
+	infs_token want[4][4096];
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) {
+		size_t n = 0;
+		CHECK_OK(infs_tokenize(tok, texts[i], strlen(texts[i]), INFS_TOKENIZE_PARSE_SPECIAL, want[i], 4096, &n));
+		jobs[i] = (thread_job){ tok, texts[i], strlen(texts[i]), want[i], n, 0 };
+		CHECK(pthread_create(&th[i], NULL, tokenize_loop, &jobs[i]) == 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		CHECK(jobs[i].mismatches == 0);
+	}
+	infs_tokenizer_free(tok);
+}
+
 /* Templates from tokenizer_config.json: detection, the default system
  * message of Qwen2.5-style ChatML, and clear refusals. */
 static void test_chat_templates(void)
@@ -552,5 +607,6 @@ int main(int argc, char **argv)
 	test_bad_files();
 	test_chat_templates();
 	test_random(argv[1]);
+	test_threads(argv[1]);
 	CHECK_DONE();
 }
