@@ -635,12 +635,64 @@ int infs_tokenizer_load(infs_tokenizer **out, const char *path)
 
 /* ---- encoding ---- */
 
+/* The pieces of one text already encoded, so that a repeated word is
+ * copied rather than merged again (Hugging Face keeps a similar cache). A
+ * slot names the piece by its place in the text and its tokens by their
+ * place in the output, which only grows. */
+typedef struct piece_slot {
+	size_t at;      /* piece offset in the text; SIZE_MAX when the slot is empty */
+	size_t ids_at;  /* first token in the output */
+	uint32_t len;   /* piece bytes */
+	uint32_t n_ids;
+} piece_slot;
+
+typedef struct piece_cache {
+	piece_slot *slots;
+	size_t cap, used; /* cap is a power of two */
+} piece_cache;
+
 typedef struct encoder {
 	const infs_tokenizer *tok;
 	const char *text;
 	infs__ids *ids;
 	infs__bpe_scratch *scratch;
+	piece_cache *cache;
 } encoder;
+
+static uint64_t hash_piece(const char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* The slot of piece text[at..at+len): its entry, or the empty slot for it. */
+static piece_slot *cache_slot(const piece_cache *c, const char *text, size_t at, size_t len)
+{
+	size_t mask = c->cap - 1;
+	for (size_t i = hash_piece(text + at, len) & mask;; i = (i + 1) & mask) {
+		piece_slot *s = &c->slots[i];
+		if (s->at == SIZE_MAX || (s->len == len && memcmp(text + s->at, text + at, len) == 0))
+			return s;
+	}
+}
+
+static int cache_grow(piece_cache *c, const char *text)
+{
+	piece_cache bigger = { NULL, c->cap ? c->cap * 2 : 1024, c->used };
+	bigger.slots = malloc(bigger.cap * sizeof *bigger.slots);
+	if (!bigger.slots)
+		return INFS_ENOMEM;
+	for (size_t i = 0; i < bigger.cap; i++)
+		bigger.slots[i].at = SIZE_MAX;
+	for (size_t i = 0; i < c->cap; i++)
+		if (c->slots[i].at != SIZE_MAX)
+			*cache_slot(&bigger, text, c->slots[i].at, c->slots[i].len) = c->slots[i];
+	free(c->slots);
+	*c = bigger;
+	return INFS_OK;
+}
 
 static int missing_byte(void *ctx, infs__ids *out, uint8_t byte)
 {
@@ -651,8 +703,30 @@ static int missing_byte(void *ctx, infs__ids *out, uint8_t byte)
 static int encode_piece(void *ctx, size_t start, size_t end)
 {
 	encoder *e = ctx;
-	return infs__bpe_encode(e->tok->bpe, (const uint8_t *)e->text + start, end - start, e->tok->whole_first,
-	                        missing_byte, (void *)e->tok, e->scratch, e->ids);
+	piece_cache *c = e->cache;
+	size_t len = end - start;
+	if (len > UINT32_MAX)
+		return INFS_ERANGE;
+	if ((c->used + 1) * 2 > c->cap) {
+		int rc = cache_grow(c, e->text);
+		if (rc != INFS_OK)
+			return rc;
+	}
+	piece_slot *slot = cache_slot(c, e->text, start, len);
+	if (slot->at != SIZE_MAX) {
+		int rc = INFS_OK;
+		for (uint32_t k = 0; k < slot->n_ids && rc == INFS_OK; k++)
+			rc = infs__ids_push(e->ids, e->ids->v[slot->ids_at + k]);
+		return rc;
+	}
+	size_t ids_at = e->ids->n;
+	int rc = infs__bpe_encode(e->tok->bpe, (const uint8_t *)e->text + start, len, e->tok->whole_first,
+	                          missing_byte, (void *)e->tok, e->scratch, e->ids);
+	if (rc == INFS_OK && e->ids->n - ids_at <= UINT32_MAX) {
+		*slot = (piece_slot){ start, ids_at, (uint32_t)len, (uint32_t)(e->ids->n - ids_at) };
+		c->used++;
+	}
+	return rc;
 }
 
 /* text[0..len) in NFC, as a malloc'd string, or NULL when it is ASCII
@@ -701,8 +775,11 @@ static int encode_plain(encoder *e, size_t start, size_t end)
 		if (norm)
 			text = norm;
 	}
-	encoder sub = { e->tok, text, e->ids, e->scratch };
+	/* The cache refers to this text, so it lives as long as the text. */
+	piece_cache cache = { 0 };
+	encoder sub = { e->tok, text, e->ids, e->scratch, &cache };
 	int rc = infs__pretokenize(e->tok->pretok, text, len, encode_piece, &sub);
+	free(cache.slots);
 	free(norm);
 	return rc;
 }
@@ -754,7 +831,7 @@ static int encode(const infs_tokenizer *tok, const char *text, size_t len, unsig
 	if ((flags & INFS_TOKENIZE_ADD_SPECIAL) && tok->add_bos && tok->bos >= 0)
 		rc = infs__ids_push(ids, tok->bos);
 	infs__bpe_scratch scratch = { 0 };
-	encoder e = { tok, text, ids, &scratch };
+	encoder e = { tok, text, ids, &scratch, NULL };
 	size_t seg = 0, i = 0;
 	int parse_special = (flags & INFS_TOKENIZE_PARSE_SPECIAL) != 0;
 	while (rc == INFS_OK && i < len) {
