@@ -323,9 +323,9 @@ static int parse_json_file(const char *path, infs__json **out)
 	return INFS_OK;
 }
 
-static const char *json_type_is(const infs__json *v, infs__json_type type)
+static int json_type_is(const infs__json *v, infs__json_type type)
 {
-	return v && v->type == type ? "" : NULL;
+	return v && v->type == type;
 }
 
 /* "A B" or ["A", "B"]. */
@@ -564,13 +564,15 @@ static int load_json(infs_tokenizer **out, const char *path, const char *config_
 		const infs__json *content = infs__json_get(t, "content"), *sp = infs__json_get(t, "special");
 		const infs__json *ls = infs__json_get(t, "lstrip"), *rs = infs__json_get(t, "rstrip");
 		double id = infs__json_number(infs__json_get(t, "id"), -1);
-		if (!json_type_is(content, INFS_JSON_STRING) || id < 0) {
+		if (!json_type_is(content, INFS_JSON_STRING) || id < 0 || id != (double)(int32_t)id) {
 			rc = infs__error(INFS_EFORMAT, "tokenizer: %s: added token %zu is malformed", path, i);
 			break;
 		}
 		rc = set_token(tok, &a, (uint32_t)id, content->string, content->len, 1, sp && sp->boolean);
-		tok->added[tok->n_added - 1].lstrip = ls && ls->type == INFS_JSON_BOOL && ls->boolean;
-		tok->added[tok->n_added - 1].rstrip = rs && rs->type == INFS_JSON_BOOL && rs->boolean;
+		if (rc == INFS_OK) {
+			tok->added[tok->n_added - 1].lstrip = ls && ls->type == INFS_JSON_BOOL && ls->boolean;
+			tok->added[tok->n_added - 1].rstrip = rs && rs->type == INFS_JSON_BOOL && rs->boolean;
+		}
 	}
 	if (rc == INFS_OK) {
 		finish_added(tok);
