@@ -301,6 +301,65 @@ static gbuf tokenizer_gguf(const char *model, const char *merge)
 	return b;
 }
 
+/* Every byte of a small tokenizer GGUF overwritten with a few values: the
+ * tokenizer either loads and encodes, or fails with a message; never more. */
+static void test_gguf_mutations(void)
+{
+	gbuf b = { 0 };
+	gb_put(&b, "GGUF", 4);
+	gb_u32(&b, 3); gb_u64(&b, 0); gb_u64(&b, 6);
+	gb_str(&b, "tokenizer.ggml.model"); gb_u32(&b, 8); gb_str(&b, "gpt2");
+	gb_str(&b, "tokenizer.ggml.pre"); gb_u32(&b, 8); gb_str(&b, "smollm");
+	gb_str(&b, "tokenizer.ggml.tokens"); gb_u32(&b, 9); gb_u32(&b, 8); gb_u64(&b, 6);
+	gb_str(&b, "a"); gb_str(&b, "b"); gb_str(&b, "ab"); gb_str(&b, "\xc4\xa0"); gb_str(&b, "<|x|>"); gb_str(&b, "1");
+	gb_str(&b, "tokenizer.ggml.token_type"); gb_u32(&b, 9); gb_u32(&b, 5); gb_u64(&b, 6);
+	for (int i = 0; i < 6; i++)
+		gb_u32(&b, i == 4 ? 3 : 1);
+	gb_str(&b, "tokenizer.ggml.merges"); gb_u32(&b, 9); gb_u32(&b, 8); gb_u64(&b, 1); gb_str(&b, "a b");
+	gb_str(&b, "tokenizer.ggml.bos_token_id"); gb_u32(&b, 4); gb_u32(&b, 4);
+
+	infs__gguf *g;
+	infs_tokenizer *tok;
+	CHECK_OK(infs__gguf_open_memory(&g, b.p, b.n, "tok.gguf"));
+	CHECK_OK(infs__tokenizer_from_gguf(&tok, g, "tok.gguf"));
+	infs_token ids[64];
+	size_t n = 0;
+	CHECK_OK(infs_tokenize(tok, "ab 1<|x|>ba", 11, INFS_TOKENIZE_PARSE_SPECIAL, ids, 64, &n));
+	CHECK(n == 6 && ids[0] == 2 && ids[1] == 3 && ids[2] == 5 && ids[3] == 4 && ids[4] == 1 && ids[5] == 0);
+	infs_tokenizer_free(tok);
+	infs__gguf_close(g);
+
+	static const uint8_t vals[] = { 0x00, 0x01, 0x03, 0x08, 0x20, 0x7f, 0xff };
+	int loaded = 0, refused = 0;
+	for (size_t i = 0; i < b.n; i++)
+		for (size_t k = 0; k < sizeof vals; k++) {
+			uint8_t *d = malloc(b.n);
+			memcpy(d, b.p, b.n);
+			d[i] = vals[k];
+			if (infs__gguf_open_memory(&g, d, b.n, "tok.gguf") == INFS_OK) {
+				int rc = infs__tokenizer_from_gguf(&tok, g, "tok.gguf");
+				if (rc == INFS_OK) {
+					loaded++;
+					rc = infs_tokenize(tok, "ab 1<|x|>ba\xff", 12, INFS_TOKENIZE_PARSE_SPECIAL, ids, 64, &n);
+					CHECK(rc == INFS_OK);
+					char out[256];
+					size_t m;
+					if (rc == INFS_OK)
+						CHECK_OK(infs_detokenize(tok, ids, n, 0, out, sizeof out, &m));
+					infs_tokenizer_free(tok);
+				} else {
+					refused++;
+					CHECK(tok == NULL && infs_error_last()[0] != '\0' &&
+					      (rc == INFS_EFORMAT || rc == INFS_EUNSUPPORTED));
+				}
+				infs__gguf_close(g);
+			}
+			free(d);
+		}
+	CHECK(loaded > 0 && refused > 0);
+	free(b.p);
+}
+
 /* Bad tokenizer files: each a clear error. */
 static void test_bad_files(void)
 {
@@ -605,6 +664,7 @@ int main(int argc, char **argv)
 	test_api(argv[1]);
 	test_chat(argv[1]);
 	test_bad_files();
+	test_gguf_mutations();
 	test_chat_templates();
 	test_random(argv[1]);
 	test_threads(argv[1]);
