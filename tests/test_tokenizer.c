@@ -2,6 +2,7 @@
  * tokenizers' regex engine, BPE merging, a small Llama-3-style tokenizer.json
  * against its goldens, chat formats, and errors.
  * Usage: test_tokenizer FIXTURE_DIR (tests/fixtures/tokenizer). */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "pretokenize.h"
 #include "unicode.h"
 #include "tok_fixture.h"
+#include "tokenizer_impl.h"
 
 typedef struct ranges {
 	size_t v[8192][2];
@@ -121,8 +123,8 @@ static void test_bpe(void)
 	infs__bpe_free(NULL);
 }
 
-/* kind: llama3 (Split regex, ignore_merges, BOS post-processor), digits
- * (Digits + ByteLevel), gpt2 (ByteLevel). */
+/* kind: llama3 (Split regex, ignore_merges, BOS post-processor), qwen2 (NFC,
+ * Split regex), digits (Digits + ByteLevel), gpt2 (ByteLevel). */
 static void test_tiny(const char *dir, const char *kind)
 {
 	char path[4096], name[64];
@@ -233,8 +235,9 @@ static void test_chat(const char *dir)
 		static const struct {
 			const char *key;
 			infs_chat_format f;
-		} fmts[] = { { "llama3", INFS_CHAT_LLAMA3 }, { "mistral", INFS_CHAT_MISTRAL } };
-		for (size_t k = 0; k < 2; k++) {
+		} fmts[] = { { "llama3", INFS_CHAT_LLAMA3 }, { "llama31", INFS_CHAT_LLAMA31 },
+			     { "mistral", INFS_CHAT_MISTRAL } };
+		for (size_t k = 0; k < 3; k++) {
 			const char *want = infs__json_str(infs__json_get(c, fmts[k].key), NULL);
 			if (!want)
 				continue;
@@ -256,6 +259,14 @@ static void test_chat(const char *dir)
 	CHECK_ERR(infs_chat_render(NULL, INFS_CHAT_MISTRAL, bad, 2, 0, out, sizeof out, &len), INFS_EINVAL);
 	CHECK_ERR(infs_chat_render(NULL, INFS_CHAT_AUTO, bad, 1, 0, out, sizeof out, &len), INFS_EINVAL);
 	CHECK_ERR(infs_chat_render(NULL, (infs_chat_format)9, bad, 1, 0, out, sizeof out, &len), INFS_EINVAL);
+	/* Llama 3.2/3.3 templates date the prompt with today's date. */
+	infs_tokenizer fake = { 0 };
+	fake.chat_template = "<|start_header_id|><|eot_id|> Cutting Knowledge Date strftime_now(\"%d %b %Y\")";
+	CHECK_OK(infs_chat_render(&fake, INFS_CHAT_AUTO, bad, 1, 0, out, sizeof out, &len));
+	const char *head = "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: "
+	                   "December 2023\nToday Date: ";
+	CHECK(strncmp(out, head, strlen(head)) == 0 && strcmp(out + strlen(head) + 11, "\n\n<|eot_id|><|start_header_id|>"
+	      "user<|end_header_id|>\n\na<|eot_id|>") == 0);
 	CHECK_ERR(infs_chat_render(NULL, INFS_CHAT_CHATML, bad, 1, 1u << 4, out, sizeof out, &len), INFS_EINVAL);
 	infs_chat_message null_content = { "user", NULL };
 	CHECK_ERR(infs_chat_render(NULL, INFS_CHAT_CHATML, &null_content, 1, 0, out, sizeof out, &len), INFS_EINVAL);
@@ -290,6 +301,65 @@ static gbuf tokenizer_gguf(const char *model, const char *merge)
 	return b;
 }
 
+/* Every byte of a small tokenizer GGUF overwritten with a few values: the
+ * tokenizer either loads and encodes, or fails with a message; never more. */
+static void test_gguf_mutations(void)
+{
+	gbuf b = { 0 };
+	gb_put(&b, "GGUF", 4);
+	gb_u32(&b, 3); gb_u64(&b, 0); gb_u64(&b, 6);
+	gb_str(&b, "tokenizer.ggml.model"); gb_u32(&b, 8); gb_str(&b, "gpt2");
+	gb_str(&b, "tokenizer.ggml.pre"); gb_u32(&b, 8); gb_str(&b, "smollm");
+	gb_str(&b, "tokenizer.ggml.tokens"); gb_u32(&b, 9); gb_u32(&b, 8); gb_u64(&b, 6);
+	gb_str(&b, "a"); gb_str(&b, "b"); gb_str(&b, "ab"); gb_str(&b, "\xc4\xa0"); gb_str(&b, "<|x|>"); gb_str(&b, "1");
+	gb_str(&b, "tokenizer.ggml.token_type"); gb_u32(&b, 9); gb_u32(&b, 5); gb_u64(&b, 6);
+	for (int i = 0; i < 6; i++)
+		gb_u32(&b, i == 4 ? 3 : 1);
+	gb_str(&b, "tokenizer.ggml.merges"); gb_u32(&b, 9); gb_u32(&b, 8); gb_u64(&b, 1); gb_str(&b, "a b");
+	gb_str(&b, "tokenizer.ggml.bos_token_id"); gb_u32(&b, 4); gb_u32(&b, 4);
+
+	infs__gguf *g;
+	infs_tokenizer *tok;
+	CHECK_OK(infs__gguf_open_memory(&g, b.p, b.n, "tok.gguf"));
+	CHECK_OK(infs__tokenizer_from_gguf(&tok, g, "tok.gguf"));
+	infs_token ids[64];
+	size_t n = 0;
+	CHECK_OK(infs_tokenize(tok, "ab 1<|x|>ba", 11, INFS_TOKENIZE_PARSE_SPECIAL, ids, 64, &n));
+	CHECK(n == 6 && ids[0] == 2 && ids[1] == 3 && ids[2] == 5 && ids[3] == 4 && ids[4] == 1 && ids[5] == 0);
+	infs_tokenizer_free(tok);
+	infs__gguf_close(g);
+
+	static const uint8_t vals[] = { 0x00, 0x01, 0x03, 0x08, 0x20, 0x7f, 0xff };
+	int loaded = 0, refused = 0;
+	for (size_t i = 0; i < b.n; i++)
+		for (size_t k = 0; k < sizeof vals; k++) {
+			uint8_t *d = malloc(b.n);
+			memcpy(d, b.p, b.n);
+			d[i] = vals[k];
+			if (infs__gguf_open_memory(&g, d, b.n, "tok.gguf") == INFS_OK) {
+				int rc = infs__tokenizer_from_gguf(&tok, g, "tok.gguf");
+				if (rc == INFS_OK) {
+					loaded++;
+					rc = infs_tokenize(tok, "ab 1<|x|>ba\xff", 12, INFS_TOKENIZE_PARSE_SPECIAL, ids, 64, &n);
+					CHECK(rc == INFS_OK);
+					char out[256];
+					size_t m;
+					if (rc == INFS_OK)
+						CHECK_OK(infs_detokenize(tok, ids, n, 0, out, sizeof out, &m));
+					infs_tokenizer_free(tok);
+				} else {
+					refused++;
+					CHECK(tok == NULL && infs_error_last()[0] != '\0' &&
+					      (rc == INFS_EFORMAT || rc == INFS_EUNSUPPORTED));
+				}
+				infs__gguf_close(g);
+			}
+			free(d);
+		}
+	CHECK(loaded > 0 && refused > 0);
+	free(b.p);
+}
+
 /* Bad tokenizer files: each a clear error. */
 static void test_bad_files(void)
 {
@@ -314,7 +384,7 @@ static void test_bad_files(void)
 		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
 		  " \"pre_tokenizer\": {\"type\": \"Whitespace\"}}", INFS_EUNSUPPORTED, "Whitespace" },
 		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
-		  " \"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}", INFS_EUNSUPPORTED, "NFC" },
+		  " \"normalizer\": {\"type\": \"Lowercase\"}, \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}", INFS_EUNSUPPORTED, "Lowercase" },
 		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b\"]},"
 		  " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}}", INFS_EFORMAT, "not in the vocabulary" },
 		{ "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"ab\"]},"
@@ -449,6 +519,60 @@ static void test_random(const char *dir)
 	infs_tokenizer_free(tok);
 }
 
+typedef struct thread_job {
+	const infs_tokenizer *tok;
+	const char *text;
+	size_t len;
+	const infs_token *want;
+	size_t n_want;
+	int mismatches;
+} thread_job;
+
+static void *tokenize_loop(void *arg)
+{
+	thread_job *j = arg;
+	infs_token ids[4096];
+	for (int r = 0; r < 200; r++) {
+		size_t n = 0;
+		if (infs_tokenize(j->tok, j->text, j->len, INFS_TOKENIZE_PARSE_SPECIAL, ids, 4096, &n) != INFS_OK ||
+		    n != j->n_want || memcmp(ids, j->want, n * sizeof *ids) != 0)
+			j->mismatches++;
+	}
+	return NULL;
+}
+
+/* One tokenizer shared by four threads gives each the same tokens as a
+ * single-threaded call. */
+static void test_threads(const char *dir)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/tiny_qwen2.json", dir);
+	infs_tokenizer *tok;
+	CHECK_OK(infs_tokenizer_load(&tok, path));
+	if (!tok)
+		return;
+	static const char *const texts[4] = {
+		"the quick brown fox jumps over 12345 lazy dogs, it's raining",
+		"Cafe\xcc\x81 <|begin_of_text|> \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x98\x80 \xff tail",
+		"   whitespace\n\n\t runs   and <think> tokens <mask>  ",
+		"we've been reading; they'll say I'm sure you're right",
+	};
+	thread_job jobs[4];
+	infs_token want[4][4096];
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) {
+		size_t n = 0;
+		CHECK_OK(infs_tokenize(tok, texts[i], strlen(texts[i]), INFS_TOKENIZE_PARSE_SPECIAL, want[i], 4096, &n));
+		jobs[i] = (thread_job){ tok, texts[i], strlen(texts[i]), want[i], n, 0 };
+		CHECK(pthread_create(&th[i], NULL, tokenize_loop, &jobs[i]) == 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		CHECK(jobs[i].mismatches == 0);
+	}
+	infs_tokenizer_free(tok);
+}
+
 /* Templates from tokenizer_config.json: detection, the default system
  * message of Qwen2.5-style ChatML, and clear refusals. */
 static void test_chat_templates(void)
@@ -481,7 +605,10 @@ static void test_chat_templates(void)
 		  "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nb<|eot_id|>"
 		  "<|start_header_id|>assistant<|end_header_id|>\n\n" },
 		{ "{\"chat_template\": \"<|start_header_id|><|eot_id|> Cutting Knowledge Date: December 2023\"}",
-		  INFS_EUNSUPPORTED, INFS_CHAT_AUTO, NULL },
+		  INFS_OK, INFS_CHAT_LLAMA31,
+		  "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+		  "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nb<|eot_id|>"
+		  "<|start_header_id|>assistant<|end_header_id|>\n\n" },
 		{ "{\"chat_template\": \"{{ bos_token }}{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}\"}",
 		  INFS_OK, INFS_CHAT_MISTRAL, "<s>[INST] b [/INST]" },
 		{ "{\"chat_template\": \"{% for m in messages %}<start_of_turn>{{ m['role'] }}{% endfor %}\"}",
@@ -531,12 +658,15 @@ int main(int argc, char **argv)
 	test_split_invalid();
 	test_bpe();
 	test_tiny(argv[1], "llama3");
+	test_tiny(argv[1], "qwen2");
 	test_tiny(argv[1], "digits");
 	test_tiny(argv[1], "gpt2");
 	test_api(argv[1]);
 	test_chat(argv[1]);
 	test_bad_files();
+	test_gguf_mutations();
 	test_chat_templates();
 	test_random(argv[1]);
+	test_threads(argv[1]);
 	CHECK_DONE();
 }

@@ -77,7 +77,8 @@ typedef enum infs_chat_format {
 	INFS_CHAT_AUTO = 0,    /* the tokenizer's template (see infs_chat_format_detect) */
 	INFS_CHAT_CHATML = 1,  /* <|im_start|>role\ncontent<|im_end|>\n */
 	INFS_CHAT_LLAMA3 = 2,  /* <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> */
-	INFS_CHAT_MISTRAL = 3  /* <s>[INST] user [/INST]assistant</s> */
+	INFS_CHAT_MISTRAL = 3, /* <s>[INST] user [/INST]assistant</s> */
+	INFS_CHAT_LLAMA31 = 4  /* Llama 3.1+: LLAMA3 after a dated system header */
 } infs_chat_format;
 
 typedef struct infs_chat_message {
