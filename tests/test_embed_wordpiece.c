@@ -82,6 +82,38 @@ int main(void)
 	CHECK(expect(wp, "hello unaffable", 3, 1, 5));
 	CHECK(expect(wp, "hello unaffable", 4, 2, 5, 11));        /* cut inside a word */
 	CHECK(expect(wp, "hello unaffablex", 4, 2, 5, 1));        /* the cut word fails whole */
+
+	/* Arbitrary bytes (mostly invalid UTF-8, specials, CJK and accents mixed
+	 * in): ids stay in the vocabulary and within max_len. */
+	static const char *const parts[] = {"\xe4\xb8\xad", "[MASK]", "\xcc\x81", "e", " ", "\xf0\x9f",
+	                                    "\xff", "un", "##", "!", "\xc3\xa9", "[SEP"};
+	uint64_t rng = 88172645463325252ull;
+	for (int iter = 0; iter < 2000; iter++) {
+		char buf[256];
+		size_t n = 0;
+		while (n < 200) {
+			rng ^= rng << 13;
+			rng ^= rng >> 7;
+			rng ^= rng << 17;
+			if (rng % 3 == 0) {
+				buf[n++] = (char)(rng >> 32);
+			} else {
+				const char *p = parts[(rng >> 8) % (sizeof parts / sizeof parts[0])];
+				size_t pl = strlen(p);
+				memcpy(buf + n, p, pl);
+				n += pl;
+			}
+		}
+		uint32_t max_len = 2 + (uint32_t)(rng % 60), got = 0;
+		int32_t ids[64];
+		CHECK_OK(infs__wordpiece_encode(wp, buf, n, max_len, ids, &got));
+		int ok = got >= 2 && got <= max_len && ids[0] == 2 && ids[got - 1] == 3;
+		for (uint32_t i = 0; i < got; i++)
+			ok &= ids[i] >= 0 && ids[i] < 26;
+		CHECK(ok);
+		if (!ok)
+			break;
+	}
 	infs__wordpiece_free(wp);
 
 	/* Switches: no lower-casing, no accent stripping, no CJK isolation, a
