@@ -131,16 +131,14 @@ int infs_fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fa
 	bool segment = f->flags & INFS_FACT_SEGMENT;
 	uint32_t embed_n = segment ? 0 : s->geom.embed_dim;
 	size_t ns_len = strlen(ns), kv = s->kv_token_bytes * f->n_tokens;
+	/* The fixed part of the body (docs/store-format.md); the id goes in
+	 * under the lock. */
 	unsigned char fixed[INFS__PUT_FIXED];
-	uint32_t u32[6] = { f->flags, f->n_tokens, 0, 0, 0, 0 };
-	memcpy(fixed + 8, u32, 8);
+	uint32_t counts[6] = { f->flags, f->n_tokens, (uint32_t)ns_len, embed_n, (uint32_t)text_len, (uint32_t)meta_len };
+	memcpy(fixed + 8, counts, 8);
 	memcpy(fixed + 16, &f->source_id, 8);
 	memcpy(fixed + 24, &f->timestamp, 8);
-	u32[0] = (uint32_t)ns_len;
-	u32[1] = embed_n;
-	u32[2] = (uint32_t)text_len;
-	u32[3] = (uint32_t)meta_len;
-	memcpy(fixed + 32, u32, 16);
+	memcpy(fixed + 32, counts + 2, 16);
 
 	struct iovec iov[16];
 	int n = 1;

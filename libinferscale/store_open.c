@@ -388,7 +388,7 @@ int infs_store_open(infs_store **out, const char *path, const infs_store_options
 	if (!s->readonly) {
 		/* A compaction that crashed before its rename left this behind. */
 		char *tmp;
-		if (asprintf(&tmp, "%s.compact", path) >= 0) {
+		if (asprintf(&tmp, "%s.compact", s->path) >= 0) {
 			unlink(tmp);
 			free(tmp);
 		}
