@@ -164,7 +164,24 @@ int infs_fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fa
 		rc = infs__error_wrap(rc, "infs_fact_put");
 		goto out;
 	}
+#ifdef INFS_HAVE_CUDA
+	/* The device copy goes first: when it refuses the fact (its budget),
+	 * nothing has been written. */
+	bool on_device = s->ext[INFS_EXT_DEVICE].data != NULL;
+	if (on_device) {
+		infs__record r = { id, f->flags, f->n_tokens, f->tokens, segment ? NULL : f->embedding, f->k, f->v,
+			           f->text ? f->text : "", f->metadata ? f->metadata : "", f->source_id, f->timestamp };
+		if ((rc = infs__device_on_put(s, ns, &r))) {
+			infs__index_prune(&s->ix, nsp);
+			goto out;
+		}
+	}
+#endif
 	if ((rc = infs__append(s, INFS__REC_PUT, iov, n, "infs_fact_put"))) {
+#ifdef INFS_HAVE_CUDA
+		if (on_device)
+			infs__device_on_delete(s, id);
+#endif
 		infs__index_prune(&s->ix, nsp);
 		goto out;
 	}
@@ -172,13 +189,6 @@ int infs_fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fa
 	if (row)
 		memcpy(row, f->embedding, (size_t)embed_n * sizeof *row);
 	s->next_id++;
-#ifdef INFS_HAVE_CUDA
-	if (s->ext[INFS_EXT_DEVICE].data) {
-		infs__record r;
-		infs__record_at(&r, s, off);
-		infs__device_on_put(s, &r);
-	}
-#endif
 	*out_id = id;
 out:
 	pthread_rwlock_unlock(&s->lock);
