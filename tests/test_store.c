@@ -90,6 +90,7 @@ static void round_trip(infs_dtype dtype)
 		gen_fact_free(&f);
 	}
 	check_all(s, &g, ids, live);
+	CHECK_OK(infs_store_sync(s));
 	CHECK_OK(infs_store_geometry(&got, s));
 	CHECK(infs__geometry_diff(&got, &g) == NULL);
 	CHECK(strcmp(infs_store_identity(s), TEST_IDENTITY) == 0);
