@@ -208,8 +208,10 @@ int main(void)
 {
 	scratch_init("store-crash");
 	pool_make();
-	uint64_t rng = (uint64_t)time(NULL);
-	fprintf(stderr, "random seed %llu\n", (unsigned long long)rng);
+	/* A new seed each run, printed; INFS_CRASH_SEED replays one. */
+	const char *env = getenv("INFS_CRASH_SEED");
+	uint64_t rng = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
+	fprintf(stderr, "random seed %llu (INFS_CRASH_SEED replays it)\n", (unsigned long long)rng);
 	rounds("puts.infs", 40, 0, &rng);
 	size_t puts = n_acks;
 	rounds("compact.infs", 25, 1, &rng);
