@@ -1,7 +1,6 @@
 /* The store file under damage: truncation at every offset, flipped bytes in
  * the header and in records, wrong magic, a future format version, junk
  * after the last record, and the checksum itself. */
-#include <fcntl.h>
 #include <sys/stat.h>
 
 #include "crc32c.h"
