@@ -506,11 +506,11 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 		a->scores[i] = o.fact_ids ? 0.0f : hits[i].score;
 	}
 	memcpy(a->first_logits, e->logits, (size_t)e->n_vocab * sizeof *a->first_logits);
-	a->embed_ms = t1 - t0;
-	a->retrieve_ms = t2 - t1;
+	a->embed_ms = o.fact_ids ? 0 : t1 - t0;
+	a->retrieve_ms = o.fact_ids ? 0 : t2 - t1;
 	a->inject_ms = t3 - t2;
 	a->prefill_ms = t4 - t3;
-	a->ttft_ms = t4 - t0;
+	a->ttft_ms = a->embed_ms + a->retrieve_ms + a->inject_ms + a->prefill_ms;
 	if ((rc = infs_engine_generate(&a->text, &a->n_tokens, e, &o.generate)))
 		goto fail;
 	a->decode_ms = now_ms() - t4;

@@ -391,6 +391,14 @@ static void runtime_free(runtime *r)
 static int runtime_open(runtime *r, const args *a, int create)
 {
 	memset(r, 0, sizeof *r);
+	/* An existing store is opened first: a wrong path fails before the
+	 * models load. */
+	infs_store_options so = INFS_STORE_OPTIONS_INIT;
+	if (!create) {
+		so.flags = INFS_OPEN_READONLY;
+		if (infs_store_open(&r->store, a->store, &so))
+			return lib_fail(a->store);
+	}
 	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
 	mo.n_threads = a->threads;
 	if (infs_model_load(&r->model, a->model, &mo))
@@ -399,10 +407,10 @@ static int runtime_open(runtime *r, const args *a, int create)
 	eo.n_threads = a->threads;
 	if (infs_embedder_load(&r->embedder, a->embedder, &eo))
 		return lib_fail(a->embedder);
-	infs_store_options so = INFS_STORE_OPTIONS_INIT;
 	infs_geometry g;
 	char *identity = NULL;
 	struct stat st;
+	int rc = INFS_OK;
 	if (create && stat(a->store, &st) != 0) {
 		if (infs_model_geometry(&g, r->model, a->kv_dtype) ||
 		    infs_model_identity(&identity, r->model, a->kv_dtype))
@@ -412,12 +420,11 @@ static int runtime_open(runtime *r, const args *a, int create)
 		so.geometry = &g;
 		so.identity = identity;
 		so.sync = INFS_SYNC_NORMAL;
-	} else if (!create) {
-		so.flags = INFS_OPEN_READONLY;
-	} else {
+	} else if (create) {
 		so.sync = INFS_SYNC_NORMAL;
 	}
-	int rc = infs_store_open(&r->store, a->store, &so);
+	if (create)
+		rc = infs_store_open(&r->store, a->store, &so);
 	infs_free(identity);
 	if (rc)
 		return lib_fail(a->store);
