@@ -190,7 +190,8 @@ int infs__encode_kv(void *k, void *v, const infs_model *model, const infs_geomet
 		}
 		return infs__error(INFS_ENOMEM, "infs_fact_encode: out of memory for %u tokens", m);
 	}
-	memcpy(tok, own_ctx, n_own * sizeof *tok);
+	if (n_own)
+		memcpy(tok, own_ctx, n_own * sizeof *tok);
 	memcpy(tok + n_own, tokens, n * sizeof *tok);
 	for (uint32_t i = 0; i < m; i++)
 		pos[i] = (int32_t)(n_ctx + i);

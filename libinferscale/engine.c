@@ -478,7 +478,8 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 		int32_t *p = all;
 		memcpy(p, e->prompt.header, e->prompt.n_header * sizeof *p);
 		p += e->prompt.n_header;
-		memcpy(p, ft, nf * sizeof *p);
+		if (nf)
+			memcpy(p, ft, nf * sizeof *p);
 		p += nf;
 		memcpy(p, e->prompt.footer, e->prompt.n_footer * sizeof *p);
 		p += e->prompt.n_footer;

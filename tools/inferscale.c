@@ -23,7 +23,8 @@ static const char usage[] =
 	"                       optional \"speaker\", \"date\", other string members and a\n"
 	"                       \"metadata\" object kept as metadata) into the store\n"
 	"  ask QUESTION         answer a question for --namespace; prints the answer, the\n"
-	"                       facts used and the time to first token\n"
+	"                       facts used and the time to first token (or questions\n"
+	"                       from --questions; --compare: both ways side by side)\n"
 	"  bench [QUESTION]     TTFT of injection vs full recompute for each k of --k, and\n"
 	"                       their divergence; questions from --questions JSONL\n"
 	"\n"
@@ -37,11 +38,12 @@ static const char usage[] =
 	"  -k N                 facts retrieved (ask; default 10)\n"
 	"  --k LIST             k values of bench, comma-separated (default 10,20,50)\n"
 	"  --full-recompute     ask: prefill the whole prompt instead of injecting\n"
+	"  --compare            ask: answer by injection and by full recompute\n"
 	"  --max-tokens N       answer budget (ask: 64; bench: 1, only the first token)\n"
 	"  --temperature T      sampling temperature (default 0: greedy)\n"
 	"  --top-p P            nucleus sampling (default 1)\n"
 	"  --seed S             sampler seed (default 0)\n"
-	"  --questions FILE     bench: questions, JSONL with \"question\" and \"namespace\"\n"
+	"  --questions FILE     questions, JSONL with \"question\" and \"namespace\"\n"
 	"  --json FILE          bench: also write the results as JSON (- for stdout)\n"
 	"  --quiet              no progress bar\n";
 
@@ -49,7 +51,7 @@ typedef struct args {
 	const char *cmd, *positional, *store, *ns, *model, *embedder, *questions, *json;
 	infs_dtype kv_dtype;
 	uint32_t threads, k, max_tokens;
-	int full, quiet, max_tokens_set;
+	int full, compare, quiet, max_tokens_set;
 	float temperature, top_p;
 	uint64_t seed;
 	uint32_t ks[32];
@@ -200,6 +202,8 @@ static int parse_args(args *a, int argc, char **argv)
 				rc = fail("--seed: \"%s\" is not a number", v);
 		} else if (!strcmp(o, "--full-recompute")) {
 			a->full = 1;
+		} else if (!strcmp(o, "--compare")) {
+			a->compare = 1;
 		} else if (!strcmp(o, "--quiet")) {
 			a->quiet = 1;
 		} else if (o[0] == '-' && o[1]) {
@@ -218,8 +222,10 @@ static int parse_args(args *a, int argc, char **argv)
 		return fail("%s needs --store PATH", a->cmd) + 1;
 	if (!strcmp(a->cmd, "encode") && !a->positional)
 		return fail("encode needs a FACTS.jsonl file") + 1;
-	if (!strcmp(a->cmd, "ask") && (!a->positional || !a->ns))
-		return fail("ask needs --namespace NS and a question") + 1;
+	if (!strcmp(a->cmd, "ask") && !a->questions && (!a->positional || !a->ns))
+		return fail("ask needs --namespace NS and a question, or --questions FILE") + 1;
+	if (a->positional && a->questions && strcmp(a->cmd, "encode"))
+		return fail("a question and --questions: give one of them") + 1;
 	if (!strcmp(a->cmd, "bench") && !a->positional && !a->questions)
 		return fail("bench needs a question or --questions FILE") + 1;
 	if (!strcmp(a->cmd, "bench") && a->positional && !a->ns)
@@ -590,41 +596,107 @@ static void ask_options(infs_ask_options *o, const args *a, uint32_t k, int full
 	o->generate.seed = a->seed;
 }
 
+/* The questions of --questions (or the one positional question) and their
+ * namespaces. */
+typedef struct questions {
+	lines L;
+	const char **q, **ns;
+	size_t n;
+} questions;
+
+static void questions_free(questions *Q)
+{
+	free(Q->q);
+	free(Q->ns);
+	lines_free(&Q->L);
+}
+
+static int questions_load(questions *Q, const args *a)
+{
+	memset(Q, 0, sizeof *Q);
+	if (a->questions && read_jsonl(&Q->L, a->questions))
+		return 1;
+	Q->n = a->questions ? Q->L.n : 1;
+	Q->q = calloc(Q->n ? Q->n : 1, sizeof *Q->q);
+	Q->ns = calloc(Q->n ? Q->n : 1, sizeof *Q->ns);
+	if (!Q->q || !Q->ns)
+		return fail("out of memory");
+	for (size_t i = 0; i < Q->n; i++) {
+		if (!a->questions) {
+			Q->q[i] = a->positional;
+			Q->ns[i] = a->ns;
+			continue;
+		}
+		Q->q[i] = infs__json_str(infs__json_get(Q->L.v[i], "question"), NULL);
+		Q->ns[i] = a->ns ? a->ns : infs__json_str(infs__json_get(Q->L.v[i], "namespace"), NULL);
+		if (!Q->q[i] || !Q->ns[i])
+			return fail("%s: line %zu lacks \"question\" or \"namespace\"", a->questions, i + 1);
+	}
+	return 0;
+}
+
+static void print_timing(const infs_answer *x, int full)
+{
+	printf("TTFT %7.1f ms = embed %.1f + retrieve %.2f + %s %.1f + prefill %.1f (%u of %u prompt tokens prefilled)",
+	       x->ttft_ms, x->embed_ms, x->retrieve_ms, full ? "read tokens" : "inject", x->inject_ms,
+	       x->prefill_ms, x->n_prefilled, x->n_prompt);
+}
+
 static int cmd_ask(const args *a)
 {
+	questions Q;
 	runtime r;
-	if (runtime_open(&r, a, 0)) {
-		runtime_free(&r);
-		return 1;
-	}
-	infs_ask_options o;
-	ask_options(&o, a, a->k, a->full);
-	infs_answer *ans = NULL;
-	int rc = 0;
-	if (infs_engine_ask(&ans, r.engine, r.store, r.embedder, a->ns, a->positional, &o)) {
-		rc = lib_fail("ask");
-	} else {
-		printf("%s\n\nfacts used (best first):\n", ans->text);
-		for (size_t i = 0; i < ans->n_facts; i++) {
-			infs_fact_record *rec = NULL;
-			if (infs_fact_get(&rec, r.store, a->ns, ans->fact_ids[i])) {
-				rc = lib_fail("reading a fact");
+	int rc = questions_load(&Q, a);
+	if (!rc)
+		rc = runtime_open(&r, a, 0);
+	else
+		memset(&r, 0, sizeof r);
+	int modes = a->compare ? 2 : 1;
+	double sum[2] = { 0, 0 };
+	for (size_t q = 0; !rc && q < Q.n; q++) {
+		if (Q.n > 1 || a->compare)
+			printf("%sQ: %s\n", q ? "\n" : "", Q.q[q]);
+		for (int mode = 0; !rc && mode < modes; mode++) {
+			int full = a->compare ? mode : a->full;
+			infs_ask_options o;
+			ask_options(&o, a, a->k, full);
+			infs_answer *x = NULL;
+			if (infs_engine_ask(&x, r.engine, r.store, r.embedder, Q.ns[q], Q.q[q], &o)) {
+				rc = lib_fail("ask");
 				break;
 			}
-			size_t len = strlen(rec->text);
-			while (len && rec->text[len - 1] == '\n')
-				len--;
-			printf("  %2zu. %.3f  %.*s\n", i + 1, (double)ans->scores[i], (int)len, rec->text);
-			infs_fact_record_free(rec);
+			sum[mode] += x->ttft_ms;
+			if (a->compare) {
+				printf("  %-15s %s\n  %15s ", full ? "full recompute:" : "injection:", x->text, "");
+				print_timing(x, full);
+				printf("\n");
+				infs_answer_free(x);
+				continue;
+			}
+			printf("%s\n\nfacts used (best first):\n", x->text);
+			for (size_t i = 0; i < x->n_facts; i++) {
+				infs_fact_record *rec = NULL;
+				if (infs_fact_get(&rec, r.store, Q.ns[q], x->fact_ids[i])) {
+					rc = lib_fail("reading a fact");
+					break;
+				}
+				size_t len = strlen(rec->text);
+				while (len && rec->text[len - 1] == '\n')
+					len--;
+				printf("  %2zu. %.3f  %.*s\n", i + 1, (double)x->scores[i], (int)len, rec->text);
+				infs_fact_record_free(rec);
+			}
+			printf("\n%s: ", full ? "full recompute" : "injection");
+			print_timing(x, full);
+			printf("; %u tokens decoded in %.1f ms\n", x->n_tokens, x->decode_ms);
+			infs_answer_free(x);
 		}
-		printf("\n%s: TTFT %.1f ms = embed %.1f + retrieve %.1f + %s %.1f + prefill %.1f "
-		       "(%u of %u prompt tokens prefilled); %u tokens decoded in %.1f ms\n",
-		       a->full ? "full recompute" : "injection", ans->ttft_ms, ans->embed_ms, ans->retrieve_ms,
-		       a->full ? "read tokens" : "inject", ans->inject_ms, ans->prefill_ms, ans->n_prefilled,
-		       ans->n_prompt, ans->n_tokens, ans->decode_ms);
 	}
-	infs_answer_free(ans);
+	if (!rc && a->compare && Q.n)
+		printf("\nmean TTFT over %zu questions (k %u): injection %.1f ms, full recompute %.1f ms (%.1fx)\n", Q.n,
+		       a->k, sum[0] / (double)Q.n, sum[1] / (double)Q.n, sum[0] > 0 ? sum[1] / sum[0] : 0);
 	runtime_free(&r);
+	questions_free(&Q);
 	return rc;
 }
 
@@ -690,30 +762,13 @@ static void cpu_name(char *out, size_t n)
 
 static int cmd_bench(const args *a)
 {
-	lines L = { 0 };
-	if (a->questions && read_jsonl(&L, a->questions))
+	questions Q;
+	if (questions_load(&Q, a)) {
+		questions_free(&Q);
 		return 1;
-	size_t nq = a->questions ? L.n : 1;
-	const char **qs = calloc(nq ? nq : 1, sizeof *qs), **nss = calloc(nq ? nq : 1, sizeof *nss);
-	if (!qs || !nss) {
-		lines_free(&L);
-		return fail("out of memory");
 	}
-	for (size_t i = 0; i < nq; i++) {
-		if (!a->questions) {
-			qs[i] = a->positional;
-			nss[i] = a->ns;
-			continue;
-		}
-		qs[i] = infs__json_str(infs__json_get(L.v[i], "question"), NULL);
-		nss[i] = a->ns ? a->ns : infs__json_str(infs__json_get(L.v[i], "namespace"), NULL);
-		if (!qs[i] || !nss[i]) {
-			free(qs);
-			free(nss);
-			lines_free(&L);
-			return fail("%s: line %zu lacks \"question\" or \"namespace\"", a->questions, i + 1);
-		}
-	}
+	size_t nq = Q.n;
+	const char **qs = Q.q, **nss = Q.ns;
 	runtime r;
 	int rc = runtime_open(&r, a, 0);
 	FILE *jf = NULL;
@@ -786,17 +841,12 @@ static int cmd_bench(const args *a)
 			top1 += (size_t)t1;
 			same += (size_t)eq;
 			if (jf) {
+				/* Questions by their line number, not their text: the JSON
+				 * may be published where the data set's text may not. */
 				str s = { 0 };
-				str_puts(&s, "");
-				fprintf(jf, "%s\n  {\"k\": %u, \"namespace\": ", ki || q ? "," : "", k);
 				str_json(&s, nss[q]);
-				str_puts(&s, ", \"question\": ");
-				str_json(&s, qs[q]);
-				str_puts(&s, ", \"answer_injection\": ");
-				str_json(&s, x->text);
-				str_puts(&s, ", \"answer_full\": ");
-				str_json(&s, y->text);
-				fputs(s.p, jf);
+				fprintf(jf, "%s\n  {\"k\": %u, \"namespace\": %s, \"question\": %zu", ki || q ? "," : "",
+				        k, s.p, q + 1);
 				free(s.p);
 				fprintf(jf, ", \"facts\": %zu, \"prompt_tokens\": %u, \"prefilled_tokens\": %u, "
 				            "\"injection_ms\": {\"ttft\": %.3f, \"embed\": %.3f, \"retrieve\": %.3f, \"inject\": %.3f, \"prefill\": %.3f}, "
@@ -828,10 +878,8 @@ static int cmd_bench(const args *a)
 	}
 	free(ti);
 	free(tf);
-	free(qs);
-	free(nss);
 	runtime_free(&r);
-	lines_free(&L);
+	questions_free(&Q);
 	return rc;
 }
 
