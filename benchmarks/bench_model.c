@@ -14,6 +14,10 @@
 
 #include "inferscale/inferscale.h"
 
+#ifdef BENCH_OPENBLAS
+#include <cblas.h>
+#endif
+
 static double clock_s(clockid_t id)
 {
 	struct timespec ts;
@@ -100,6 +104,11 @@ int main(int argc, char **argv)
 	printf("  \"cpu\": \"%s\",\n  \"cores\": %ld,\n  \"n_threads\": %u,\n  \"blas\": %s,\n", cpu,
 	       sysconf(_SC_NPROCESSORS_ONLN), mo.n_threads,
 	       infs_features() & INFS_FEATURE_BLAS ? "true" : "false");
+#ifdef BENCH_OPENBLAS
+	/* The kernel OpenBLAS picked: virtual CPUs are often misdetected as an
+	 * old core (OPENBLAS_CORETYPE overrides). */
+	printf("  \"openblas_core\": \"%s\",\n", openblas_get_corename());
+#endif
 	printf("  \"load_s\": %.3f,\n  \"rss_after_load_mib\": %.1f,\n", load_s, rss_loaded - rss0);
 
 	float *logits = malloc((size_t)info.n_vocab * sizeof *logits);

@@ -47,4 +47,8 @@ typedef struct infs__attn_args {
 
 void infs__attention(const infs__attn_args *a, infs__pool *pool);
 
+/* The same, query by query in plain C: what infs__attention runs without
+ * BLAS, and for a single query. */
+void infs__attention_rows(const infs__attn_args *a, infs__pool *pool);
+
 #endif
