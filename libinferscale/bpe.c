@@ -278,8 +278,15 @@ static cand heap_pop(cand *h, size_t *n)
 	return top;
 }
 
+void infs__bpe_scratch_free(infs__bpe_scratch *s)
+{
+	free(s->mem);
+	s->mem = NULL;
+	s->cap = 0;
+}
+
 int infs__bpe_encode(const infs__bpe *b, const uint8_t *piece, size_t len, int whole_first,
-                     infs__bpe_missing_fn missing, void *ctx, infs__ids *out)
+                     infs__bpe_missing_fn missing, void *ctx, infs__bpe_scratch *scratch, infs__ids *out)
 {
 	if (len == 0)
 		return INFS_OK;
@@ -293,15 +300,18 @@ int infs__bpe_encode(const infs__bpe *b, const uint8_t *piece, size_t len, int w
 	/* Symbols: token id and neighbours; a merged-away symbol gets id -1.
 	 * Each merge removes a symbol and adds at most two candidates, so the
 	 * heap never holds more than 3 * len of them. */
-	int32_t *id = malloc(len * sizeof *id);
-	int32_t *prev = malloc(len * sizeof *prev);
-	int32_t *next = malloc(len * sizeof *next);
-	cand *heap = malloc(3 * len * sizeof *heap);
-	int rc = INFS_OK;
-	if (!id || !prev || !next || !heap) {
-		rc = INFS_ENOMEM;
-		goto done;
+	size_t need = 3 * len * sizeof(int32_t) + 3 * len * sizeof(cand);
+	if (need > scratch->cap) {
+		void *mem = realloc(scratch->mem, need);
+		if (!mem)
+			return INFS_ENOMEM;
+		scratch->mem = mem;
+		scratch->cap = need;
 	}
+	cand *heap = scratch->mem;
+	int32_t *id = (int32_t *)(heap + 3 * len);
+	int32_t *prev = id + len;
+	int32_t *next = prev + len;
 	for (size_t i = 0; i < len; i++) {
 		id[i] = b->byte_token[piece[i]];
 		prev[i] = (int32_t)i - 1;
@@ -331,16 +341,12 @@ int infs__bpe_encode(const infs__bpe *b, const uint8_t *piece, size_t len, int w
 		if (q >= 0 && n2.right >= 0 && find_merge(b, n2.left, n2.right, &n2.rank, &n2.result))
 			heap_push(heap, &nh, n2);
 	}
+	int rc = INFS_OK;
 	for (int32_t i = 0; i >= 0 && rc == INFS_OK; i = next[i]) {
 		if (id[i] >= 0)
 			rc = infs__ids_push(out, id[i]);
 		else if (missing)
 			rc = missing(ctx, out, piece[i]);
 	}
-done:
-	free(id);
-	free(prev);
-	free(next);
-	free(heap);
 	return rc;
 }

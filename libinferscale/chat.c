@@ -5,6 +5,7 @@
  * has none. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "tokenizer_impl.h"
@@ -93,13 +94,8 @@ static int detect(const char *tmpl, infs_chat_format *out)
 		return INFS_OK;
 	}
 	if (strstr(tmpl, "<|start_header_id|>") && strstr(tmpl, "<|eot_id|>")) {
-		/* Llama 3.1 and later write a dated system header and tool
-		 * prompts of their own: a different template. */
-		if (strstr(tmpl, "Cutting Knowledge Date"))
-			return infs__error(INFS_EUNSUPPORTED,
-			                   "chat template: the Llama 3.1+ template (with its dated system header) is not "
-			                   "supported; pass INFS_CHAT_LLAMA3 for the Llama 3 format");
-		*out = INFS_CHAT_LLAMA3;
+		/* Llama 3.1 and later open with a dated system header. */
+		*out = strstr(tmpl, "Cutting Knowledge Date") ? INFS_CHAT_LLAMA31 : INFS_CHAT_LLAMA3;
 		return INFS_OK;
 	}
 	if (strstr(tmpl, "[INST]") && strstr(tmpl, "[/INST]")) {
@@ -181,6 +177,40 @@ static void render_llama3(sbuf *b, const infs_chat_message *m, size_t n, int gen
 		puts_(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
+/* Llama 3.1+: the system turn always comes first, holding the knowledge
+ * cutoff, the date and the system message (if any, trimmed). The date is
+ * Llama 3.1's fixed "26 Jul 2024", or today's, as transformers' strftime_now
+ * gives it, for the templates that ask for it (Llama 3.2, 3.3). */
+static void render_llama31(sbuf *b, const char *tmpl, const infs_chat_message *m, size_t n, int gen)
+{
+	char date[32] = "26 Jul 2024";
+	if (tmpl && strstr(tmpl, "strftime_now")) {
+		time_t now = time(NULL);
+		struct tm tm;
+		if (localtime_r(&now, &tm))
+			strftime(date, sizeof date, "%d %b %Y", &tm);
+	}
+	size_t first = 0;
+	puts_(b, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+	         "Cutting Knowledge Date: December 2023\nToday Date: ");
+	puts_(b, date);
+	puts_(b, "\n\n");
+	if (n > 0 && strcmp(m[0].role, "system") == 0) {
+		put_trimmed(b, m[0].content);
+		first = 1;
+	}
+	puts_(b, "<|eot_id|>");
+	for (size_t i = first; i < n; i++) {
+		puts_(b, "<|start_header_id|>");
+		puts_(b, m[i].role);
+		puts_(b, "<|end_header_id|>\n\n");
+		put_trimmed(b, m[i].content);
+		puts_(b, "<|eot_id|>");
+	}
+	if (gen)
+		puts_(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
 static int render_mistral(sbuf *b, const infs_chat_message *m, size_t n)
 {
 	size_t first = 0;
@@ -219,7 +249,7 @@ int infs_chat_render(const infs_tokenizer *tok, infs_chat_format format, const i
 	if (!n_out || (!messages && n_messages) || (!out && cap) || (!tok && format == INFS_CHAT_AUTO))
 		return infs__error(INFS_EINVAL, "infs_chat_render: %s is NULL",
 		                   !n_out ? "n_out" : !out && cap ? "out" : !tok ? "tok" : "messages");
-	if ((unsigned)format > INFS_CHAT_MISTRAL)
+	if ((unsigned)format > INFS_CHAT_LLAMA31)
 		return infs__error(INFS_EINVAL, "infs_chat_render: unknown format %d", (int)format);
 	if (flags & ~(unsigned)INFS_CHAT_ADD_GENERATION_PROMPT)
 		return infs__error(INFS_EINVAL, "infs_chat_render: unknown flags 0x%x", flags);
@@ -239,6 +269,7 @@ int infs_chat_render(const infs_tokenizer *tok, infs_chat_format format, const i
 	char *system = NULL;
 	switch (format) {
 	case INFS_CHAT_LLAMA3: render_llama3(&b, messages, n_messages, gen); break;
+	case INFS_CHAT_LLAMA31: render_llama31(&b, tmpl, messages, n_messages, gen); break;
 	case INFS_CHAT_MISTRAL: rc = render_mistral(&b, messages, n_messages); break;
 	default:
 		system = tmpl ? default_system(tmpl) : NULL;
@@ -265,4 +296,23 @@ int infs_chat_render(const infs_tokenizer *tok, infs_chat_format format, const i
 	out[b.n] = '\0';
 	free(b.p);
 	return INFS_OK;
+}
+
+int infs_chat_tokenize(const infs_tokenizer *tok, infs_chat_format format, const infs_chat_message *messages,
+                       size_t n_messages, unsigned flags, infs_token *out, size_t cap, size_t *n_out)
+{
+	if (!tok || !n_out || (!out && cap))
+		return infs__error(INFS_EINVAL, "infs_chat_tokenize: %s is NULL", !tok ? "tok" : !n_out ? "n_out" : "out");
+	size_t len = 0;
+	int rc = infs_chat_render(tok, format, messages, n_messages, flags, NULL, 0, &len);
+	if (rc != INFS_OK)
+		return rc;
+	char *text = malloc(len + 1);
+	if (!text)
+		return infs__error(INFS_ENOMEM, "infs_chat_tokenize: no memory");
+	rc = infs_chat_render(tok, format, messages, n_messages, flags, text, len + 1, &len);
+	if (rc == INFS_OK)
+		rc = infs_tokenize(tok, text, len, INFS_TOKENIZE_PARSE_SPECIAL, out, cap, n_out);
+	free(text);
+	return rc;
 }

@@ -31,11 +31,12 @@ static int decode(chars *c, const char *text, size_t len)
 		int k = infs__utf8_decode(s + i, len - i, &cp);
 		uint8_t cls = 0;
 		if (k > 0) {
+			infs__uc_cat cat = infs__uc_category(cp);
 			if (infs__uc_is_space(cp))
 				cls = C_S | (cp == '\r' || cp == '\n' ? C_NL : 0);
-			else if (infs__uc_is_letter(cp))
+			else if (cat >= INFS_UC_LU && cat <= INFS_UC_LO)
 				cls = C_L;
-			else if (infs__uc_is_number(cp))
+			else if (cat >= INFS_UC_ND && cat <= INFS_UC_NO)
 				cls = C_N;
 		} else {
 			k = -k;
@@ -166,7 +167,7 @@ int infs__pretokenize(infs__pretok kind, const char *text, size_t len, infs__pre
 		return INFS_OK;
 	chars c = { 0 };
 	int rc = decode(&c, text, len);
-	size_t i = 0;
+	size_t i = 0, span = 0;
 	while (rc == INFS_OK && i < c.n) {
 		size_t end;
 		switch (kind) {
@@ -176,9 +177,9 @@ int infs__pretokenize(infs__pretok kind, const char *text, size_t len, infs__pre
 			} else {
 				/* GPT-2 within the span up to the next digit, which
 				 * ends the text as far as its lookahead sees. */
-				size_t span = i;
-				while (span < c.n && !(c.cls[span] & C_N))
-					span++;
+				if (span <= i)
+					for (span = i; span < c.n && !(c.cls[span] & C_N);)
+						span++;
 				end = next_gpt2(&c, i, span);
 			}
 			break;

@@ -11,9 +11,9 @@
  *           | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  *   QWEN2:  LLAMA3 with \p{N} instead of \p{N}{1,3}
  *
- * \s is Unicode White_Space. Bytes that are not well-formed UTF-8 count as
- * one character of none of the classes (like punctuation), so they are kept,
- * never dropped, and byte-level BPE encodes them as their byte tokens. */
+ * \s is Unicode White_Space. An ill-formed UTF-8 sequence counts as one
+ * character of none of the classes, like U+FFFD (the tokenizer replaces such
+ * sequences before splitting; here they are only kept safe). */
 #ifndef INFS_PRETOKENIZE_H
 #define INFS_PRETOKENIZE_H
 

@@ -174,8 +174,13 @@ static char *dup_n(const char *s, size_t n)
 
 enum { GGUF_TOKEN_NORMAL = 1, GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };
 
-static int load_gguf(infs_tokenizer **out, const infs__gguf *g, const char *path)
+int infs__tokenizer_from_gguf(infs_tokenizer **out, const infs__gguf *g, const char *path)
 {
+	if (!out || !g)
+		return infs__error(INFS_EINVAL, "infs__tokenizer_from_gguf: %s is NULL", out ? "g" : "out");
+	*out = NULL;
+	if (!path)
+		path = "<gguf>";
 	infs__gguf_str model, pre = { "gpt2", 4 };
 	int rc = infs__gguf_get_str(g, "tokenizer.ggml.model", &model);
 	if (rc != INFS_OK)
@@ -318,9 +323,9 @@ static int parse_json_file(const char *path, infs__json **out)
 	return INFS_OK;
 }
 
-static const char *json_type_is(const infs__json *v, infs__json_type type)
+static int json_type_is(const infs__json *v, infs__json_type type)
 {
-	return v && v->type == type ? "" : NULL;
+	return v && v->type == type;
 }
 
 /* "A B" or ["A", "B"]. */
@@ -387,6 +392,16 @@ static int json_pretok(const infs__json *pt, char *why, size_t why_len)
 	}
 	snprintf(why, why_len, "pre_tokenizer of type %s", type);
 	return -1;
+}
+
+/* NFC, alone or as the only member of a Sequence. */
+static int is_nfc(const infs__json *norm)
+{
+	const char *type = infs__json_str(infs__json_get(norm, "type"), "");
+	const infs__json *list = infs__json_get(norm, "normalizers");
+	if (strcmp(type, "Sequence") == 0 && list && list->type == INFS_JSON_ARRAY && list->len == 1)
+		return is_nfc(&list->items[0]);
+	return strcmp(type, "NFC") == 0;
 }
 
 static const char *token_content(const infs__json *v)
@@ -492,8 +507,9 @@ static int load_json(infs_tokenizer **out, const char *path, const char *config_
 		rc = infs__error(INFS_EFORMAT, "tokenizer: %s: model.vocab or model.merges is missing", path);
 		goto done;
 	}
-	if (norm && norm->type != INFS_JSON_NULL) {
-		rc = infs__error(INFS_EUNSUPPORTED, "tokenizer: %s: normalizer %s is not supported", path,
+	int nfc = 0;
+	if (norm && norm->type != INFS_JSON_NULL && !(nfc = is_nfc(norm))) {
+		rc = infs__error(INFS_EUNSUPPORTED, "tokenizer: %s: normalizer %s is not supported (only NFC)", path,
 		                 infs__json_str(infs__json_get(norm, "type"), "?"));
 		goto done;
 	}
@@ -522,6 +538,7 @@ static int load_json(infs_tokenizer **out, const char *path, const char *config_
 	if ((rc = new_tokenizer(&tok, (uint32_t)max_id + 1)) != INFS_OK)
 		goto done;
 	tok->pretok = (infs__pretok)kind;
+	tok->nfc = nfc;
 	const infs__json *im = infs__json_get(model, "ignore_merges");
 	tok->whole_first = im && im->type == INFS_JSON_BOOL && im->boolean;
 	alphabet a;
@@ -547,13 +564,15 @@ static int load_json(infs_tokenizer **out, const char *path, const char *config_
 		const infs__json *content = infs__json_get(t, "content"), *sp = infs__json_get(t, "special");
 		const infs__json *ls = infs__json_get(t, "lstrip"), *rs = infs__json_get(t, "rstrip");
 		double id = infs__json_number(infs__json_get(t, "id"), -1);
-		if (!json_type_is(content, INFS_JSON_STRING) || id < 0) {
+		if (!json_type_is(content, INFS_JSON_STRING) || id < 0 || id != (double)(int32_t)id) {
 			rc = infs__error(INFS_EFORMAT, "tokenizer: %s: added token %zu is malformed", path, i);
 			break;
 		}
 		rc = set_token(tok, &a, (uint32_t)id, content->string, content->len, 1, sp && sp->boolean);
-		tok->added[tok->n_added - 1].lstrip = ls && ls->type == INFS_JSON_BOOL && ls->boolean;
-		tok->added[tok->n_added - 1].rstrip = rs && rs->type == INFS_JSON_BOOL && rs->boolean;
+		if (rc == INFS_OK) {
+			tok->added[tok->n_added - 1].lstrip = ls && ls->type == INFS_JSON_BOOL && ls->boolean;
+			tok->added[tok->n_added - 1].rstrip = rs && rs->type == INFS_JSON_BOOL && rs->boolean;
+		}
 	}
 	if (rc == INFS_OK) {
 		finish_added(tok);
@@ -601,7 +620,7 @@ int infs_tokenizer_load(infs_tokenizer **out, const char *path)
 			infs__gguf *g;
 			rc = infs__gguf_open(&g, path);
 			if (rc == INFS_OK) {
-				rc = load_gguf(out, g, path);
+				rc = infs__tokenizer_from_gguf(out, g, path);
 				infs__gguf_close(g);
 			}
 		} else {
@@ -618,11 +637,64 @@ int infs_tokenizer_load(infs_tokenizer **out, const char *path)
 
 /* ---- encoding ---- */
 
+/* The pieces of one text already encoded, so that a repeated word is
+ * copied rather than merged again (Hugging Face keeps a similar cache). A
+ * slot names the piece by its place in the text and its tokens by their
+ * place in the output, which only grows. */
+typedef struct piece_slot {
+	size_t at;      /* piece offset in the text; SIZE_MAX when the slot is empty */
+	size_t ids_at;  /* first token in the output */
+	uint32_t len;   /* piece bytes */
+	uint32_t n_ids;
+} piece_slot;
+
+typedef struct piece_cache {
+	piece_slot *slots;
+	size_t cap, used; /* cap is a power of two */
+} piece_cache;
+
 typedef struct encoder {
 	const infs_tokenizer *tok;
 	const char *text;
 	infs__ids *ids;
+	infs__bpe_scratch *scratch;
+	piece_cache *cache;
 } encoder;
+
+static uint64_t hash_piece(const char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* The slot of piece text[at..at+len): its entry, or the empty slot for it. */
+static piece_slot *cache_slot(const piece_cache *c, const char *text, size_t at, size_t len)
+{
+	size_t mask = c->cap - 1;
+	for (size_t i = hash_piece(text + at, len) & mask;; i = (i + 1) & mask) {
+		piece_slot *s = &c->slots[i];
+		if (s->at == SIZE_MAX || (s->len == len && memcmp(text + s->at, text + at, len) == 0))
+			return s;
+	}
+}
+
+static int cache_grow(piece_cache *c, const char *text)
+{
+	piece_cache bigger = { NULL, c->cap ? c->cap * 2 : 1024, c->used };
+	bigger.slots = malloc(bigger.cap * sizeof *bigger.slots);
+	if (!bigger.slots)
+		return INFS_ENOMEM;
+	for (size_t i = 0; i < bigger.cap; i++)
+		bigger.slots[i].at = SIZE_MAX;
+	for (size_t i = 0; i < c->cap; i++)
+		if (c->slots[i].at != SIZE_MAX)
+			*cache_slot(&bigger, text, c->slots[i].at, c->slots[i].len) = c->slots[i];
+	free(c->slots);
+	*c = bigger;
+	return INFS_OK;
+}
 
 static int missing_byte(void *ctx, infs__ids *out, uint8_t byte)
 {
@@ -633,19 +705,104 @@ static int missing_byte(void *ctx, infs__ids *out, uint8_t byte)
 static int encode_piece(void *ctx, size_t start, size_t end)
 {
 	encoder *e = ctx;
-	return infs__bpe_encode(e->tok->bpe, (const uint8_t *)e->text + start, end - start, e->tok->whole_first,
-	                        missing_byte, (void *)e->tok, e->ids);
+	piece_cache *c = e->cache;
+	size_t len = end - start;
+	if (len > UINT32_MAX)
+		return INFS_ERANGE;
+	if ((c->used + 1) * 2 > c->cap) {
+		int rc = cache_grow(c, e->text);
+		if (rc != INFS_OK)
+			return rc;
+	}
+	piece_slot *slot = cache_slot(c, e->text, start, len);
+	if (slot->at != SIZE_MAX) {
+		int rc = INFS_OK;
+		for (uint32_t k = 0; k < slot->n_ids && rc == INFS_OK; k++)
+			rc = infs__ids_push(e->ids, e->ids->v[slot->ids_at + k]);
+		return rc;
+	}
+	size_t ids_at = e->ids->n;
+	int rc = infs__bpe_encode(e->tok->bpe, (const uint8_t *)e->text + start, len, e->tok->whole_first,
+	                          missing_byte, (void *)e->tok, e->scratch, e->ids);
+	if (rc == INFS_OK && e->ids->n - ids_at <= UINT32_MAX) {
+		*slot = (piece_slot){ start, ids_at, (uint32_t)len, (uint32_t)(e->ids->n - ids_at) };
+		c->used++;
+	}
+	return rc;
+}
+
+/* text[0..len) in NFC, as a malloc'd string, or NULL when it is ASCII
+ * (which NFC leaves alone). */
+static int nfc_text(const char *text, size_t len, char **out, size_t *out_len)
+{
+	*out = NULL;
+	size_t i = 0;
+	while (i < len && (uint8_t)text[i] < 0x80)
+		i++;
+	if (i == len)
+		return INFS_OK;
+	/* A code point decomposes into at most 4, and one takes at most 4 bytes. */
+	uint32_t *cps = malloc((len * (INFS_UC_MAX_DECOMP + 1) + 1) * sizeof *cps);
+	char *buf = malloc(4 * len + 1);
+	if (!cps || !buf) {
+		free(cps);
+		free(buf);
+		return INFS_ENOMEM;
+	}
+	uint32_t *in = cps + len * INFS_UC_MAX_DECOMP;
+	size_t n = 0;
+	for (i = 0; i < len;) {
+		int k = infs__utf8_decode((const uint8_t *)text + i, len - i, &in[n++]);
+		i += (size_t)(k < 0 ? -k : k);
+	}
+	size_t m = infs__uc_compose(cps, infs__uc_nfd(in, n, cps, len * INFS_UC_MAX_DECOMP));
+	size_t bytes = 0;
+	for (i = 0; i < m; i++)
+		bytes += infs__utf8_encode(cps[i], (uint8_t *)buf + bytes);
+	free(cps);
+	*out = buf;
+	*out_len = bytes;
+	return INFS_OK;
 }
 
 static int encode_plain(encoder *e, size_t start, size_t end)
 {
-	encoder sub = { e->tok, e->text + start, e->ids };
-	return infs__pretokenize(e->tok->pretok, e->text + start, end - start, encode_piece, &sub);
+	const char *text = e->text + start;
+	size_t len = end - start;
+	char *norm = NULL;
+	if (e->tok->nfc) {
+		int rc = nfc_text(text, len, &norm, &len);
+		if (rc != INFS_OK)
+			return rc;
+		if (norm)
+			text = norm;
+	}
+	/* The cache refers to this text, so it lives as long as the text. */
+	piece_cache cache = { 0 };
+	encoder sub = { e->tok, text, e->ids, e->scratch, &cache };
+	int rc = infs__pretokenize(e->tok->pretok, text, len, encode_piece, &sub);
+	free(cache.slots);
+	free(norm);
+	return rc;
 }
 
-static int is_ascii_space(char c)
+/* Length of the whitespace character ending at text + end (> start), or 0. */
+static size_t space_before(const char *text, size_t start, size_t end)
 {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+	size_t b = end - 1;
+	while (b > start && end - b < 4 && ((uint8_t)text[b] & 0xc0) == 0x80)
+		b--;
+	uint32_t cp;
+	int k = infs__utf8_decode((const uint8_t *)text + b, end - b, &cp);
+	return k > 0 && b + (size_t)k == end && infs__uc_is_space(cp) ? (size_t)k : 0;
+}
+
+/* Length of the whitespace character at text + i (< len), or 0. */
+static size_t space_at(const char *text, size_t len, size_t i)
+{
+	uint32_t cp;
+	int k = infs__utf8_decode((const uint8_t *)text + i, len - i, &cp);
+	return k > 0 && infs__uc_is_space(cp) ? (size_t)k : 0;
 }
 
 /* The longest added token at text + i, or NULL. */
@@ -675,7 +832,8 @@ static int encode(const infs_tokenizer *tok, const char *text, size_t len, unsig
 	int rc = INFS_OK;
 	if ((flags & INFS_TOKENIZE_ADD_SPECIAL) && tok->add_bos && tok->bos >= 0)
 		rc = infs__ids_push(ids, tok->bos);
-	encoder e = { tok, text, ids };
+	infs__bpe_scratch scratch = { 0 };
+	encoder e = { tok, text, ids, &scratch, NULL };
 	size_t seg = 0, i = 0;
 	int parse_special = (flags & INFS_TOKENIZE_PARSE_SPECIAL) != 0;
 	while (rc == INFS_OK && i < len) {
@@ -684,24 +842,63 @@ static int encode(const infs_tokenizer *tok, const char *text, size_t len, unsig
 			i++;
 			continue;
 		}
-		size_t end = i;
+		size_t end = i, k;
 		if (t->lstrip)
-			while (end > seg && is_ascii_space(text[end - 1]))
-				end--;
+			while (end > seg && (k = space_before(text, seg, end)) > 0)
+				end -= k;
 		rc = encode_plain(&e, seg, end);
 		if (rc == INFS_OK)
 			rc = infs__ids_push(ids, t->id);
 		i += t->len;
 		if (t->rstrip)
-			while (i < len && is_ascii_space(text[i]))
-				i++;
+			while (i < len && (k = space_at(text, len, i)) > 0)
+				i += k;
 		seg = i;
 	}
 	if (rc == INFS_OK)
 		rc = encode_plain(&e, seg, len);
 	if (rc == INFS_OK && (flags & INFS_TOKENIZE_ADD_SPECIAL) && tok->add_eos && tok->eos >= 0)
 		rc = infs__ids_push(ids, tok->eos);
+	infs__bpe_scratch_free(&scratch);
 	return rc;
+}
+
+/* When text is not well-formed UTF-8, a copy with each maximal ill-formed
+ * subpart replaced by U+FFFD (Python's errors="replace", so that the tokens
+ * are those transformers gives for the text Python decodes); else NULL. */
+static int replace_invalid(const char *text, size_t len, char **out, size_t *out_len)
+{
+	const uint8_t *s = (const uint8_t *)text;
+	size_t i = 0, bad = 0;
+	uint32_t cp;
+	while (i < len) {
+		int k = infs__utf8_decode(s + i, len - i, &cp);
+		bad += k < 0;
+		i += (size_t)(k < 0 ? -k : k);
+	}
+	*out = NULL;
+	if (!bad)
+		return INFS_OK;
+	/* Each replacement (3 bytes) stands for at least one byte. */
+	char *buf = malloc(len + 2 * bad + 1);
+	if (!buf)
+		return INFS_ENOMEM;
+	size_t n = 0;
+	for (i = 0; i < len;) {
+		int k = infs__utf8_decode(s + i, len - i, &cp);
+		if (k > 0) {
+			memcpy(buf + n, s + i, (size_t)k);
+			n += (size_t)k;
+			i += (size_t)k;
+		} else {
+			memcpy(buf + n, "\xef\xbf\xbd", 3);
+			n += 3;
+			i += (size_t)-k;
+		}
+	}
+	*out = buf;
+	*out_len = n;
+	return INFS_OK;
 }
 
 int infs_tokenize(const infs_tokenizer *tok, const char *text, size_t len, unsigned flags, infs_token *out,
@@ -713,7 +910,11 @@ int infs_tokenize(const infs_tokenizer *tok, const char *text, size_t len, unsig
 	if (flags & ~(unsigned)(INFS_TOKENIZE_ADD_SPECIAL | INFS_TOKENIZE_PARSE_SPECIAL))
 		return infs__error(INFS_EINVAL, "infs_tokenize: unknown flags 0x%x", flags);
 	infs__ids ids = { 0 };
-	int rc = encode(tok, text ? text : "", len, flags, &ids);
+	char *valid = NULL;
+	int rc = replace_invalid(text ? text : "", len, &valid, &len);
+	if (rc == INFS_OK)
+		rc = encode(tok, valid ? valid : text ? text : "", len, flags, &ids);
+	free(valid);
 	if (rc != INFS_OK) {
 		free(ids.v);
 		return infs__error(rc, "infs_tokenize: %s", rc == INFS_ENOMEM ? "no memory" : "cannot encode the text");

@@ -4,6 +4,7 @@
 #define INFS_TOKENIZER_IMPL_H
 
 #include "bpe.h"
+#include "gguf.h"
 #include "inferscale/tokenizer.h"
 #include "pretokenize.h"
 
@@ -20,6 +21,7 @@ struct infs_tokenizer {
 	infs__bpe *bpe;
 	infs__pretok pretok;
 	int whole_first;           /* tokenizer.json ignore_merges */
+	int nfc;                   /* tokenizer.json NFC normalizer (Qwen2, Qwen3) */
 	uint8_t *special;          /* per id: 1 for special (control) tokens */
 	infs__added_token *added;  /* sorted by first byte, longest first */
 	size_t n_added;
@@ -27,5 +29,9 @@ struct infs_tokenizer {
 	int add_bos, add_eos;
 	char *chat_template;       /* NULL when the model has none */
 };
+
+/* The tokenizer of an open GGUF (for the model loader, which has the file
+ * mapped already); path labels messages. Errors as infs_tokenizer_load(). */
+int infs__tokenizer_from_gguf(infs_tokenizer **out, const infs__gguf *g, const char *path);
 
 #endif

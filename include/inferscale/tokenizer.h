@@ -38,8 +38,9 @@ INFS_API void infs_tokenizer_free(infs_tokenizer *tok);
  * always recognised, as in Hugging Face tokenizers. */
 #define INFS_TOKENIZE_PARSE_SPECIAL (1u << 1)
 
-/* Tokenizes text[0..len) (UTF-8; bytes that are not well-formed UTF-8 are
- * kept and encoded as their byte tokens). Writes the tokens to out when they
+/* Tokenizes text[0..len) (UTF-8; each ill-formed sequence is read as U+FFFD,
+ * as Python's bytes.decode("utf-8", errors="replace") does, so the tokens
+ * are those transformers gives for that string). Writes the tokens to out when they
  * fit in cap and sets *n_out to their count in any case. With out NULL and
  * cap 0 it only counts. Returns INFS_ERANGE (out untouched) when cap is too
  * small. */
@@ -76,7 +77,8 @@ typedef enum infs_chat_format {
 	INFS_CHAT_AUTO = 0,    /* the tokenizer's template (see infs_chat_format_detect) */
 	INFS_CHAT_CHATML = 1,  /* <|im_start|>role\ncontent<|im_end|>\n */
 	INFS_CHAT_LLAMA3 = 2,  /* <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> */
-	INFS_CHAT_MISTRAL = 3  /* <s>[INST] user [/INST]assistant</s> */
+	INFS_CHAT_MISTRAL = 3, /* <s>[INST] user [/INST]assistant</s> */
+	INFS_CHAT_LLAMA31 = 4  /* Llama 3.1+: LLAMA3 after a dated system header */
 } infs_chat_format;
 
 typedef struct infs_chat_message {
@@ -103,6 +105,14 @@ INFS_API int infs_chat_format_detect(const infs_tokenizer *tok, infs_chat_format
 INFS_API int infs_chat_render(const infs_tokenizer *tok, infs_chat_format format,
                               const infs_chat_message *messages, size_t n_messages, unsigned flags,
                               char *out, size_t cap, size_t *n_out);
+
+/* infs_chat_render() followed by infs_tokenize() of the text with special
+ * tokens parsed (and no BOS added beyond what the template writes): the
+ * prompt's tokens, with the size query and INFS_ERANGE of infs_tokenize().
+ * tok is required. */
+INFS_API int infs_chat_tokenize(const infs_tokenizer *tok, infs_chat_format format,
+                                const infs_chat_message *messages, size_t n_messages, unsigned flags,
+                                infs_token *out, size_t cap, size_t *n_out);
 
 #ifdef __cplusplus
 }
