@@ -144,7 +144,9 @@ static void softmax_task(void *arg, uint32_t r, uint32_t worker)
 static int attention_gemm(const infs__attn_args *a, infs__pool *pool)
 {
 	uint32_t n_past = a->n_ctx - a->n, hd = a->head_dim;
-	uint32_t bq = a->n_ctx > (1u << 16) ? 16 : 256;
+	/* Query blocks of up to 256 rows, the score block kept within 64 MiB. */
+	uint32_t bq = (1u << 24) / a->n_ctx;
+	bq = bq < 1 ? 1 : bq > 256 ? 256 : bq;
 	if (bq > a->n)
 		bq = a->n;
 	float *s = malloc((size_t)bq * a->n_ctx * sizeof *s);
