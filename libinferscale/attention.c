@@ -53,13 +53,16 @@ typedef struct attn_job {
 	uint32_t n_qblocks;
 } attn_job;
 
-static int visible(const infs__attn_args *a, uint32_t j, int32_t p)
+/* Whether key j (of n_ctx) is visible to new token i. */
+static int visible(const infs__attn_args *a, uint32_t j, uint32_t i)
 {
 	uint32_t n_past = a->n_ctx - a->n;
-	int64_t pj = j < n_past ? (int64_t)j : (int64_t)a->pos[j - n_past];
+	int64_t p = a->pos[i], pj = j < n_past ? (int64_t)j : (int64_t)a->pos[j - n_past];
 	if (pj > p)
 		return 0;
-	return a->sliding_window == 0 || (int64_t)p - pj < (int64_t)a->sliding_window;
+	if (a->seq && j >= n_past && a->seq[j - n_past] != a->seq[i])
+		return 0;
+	return a->sliding_window == 0 || p - pj < (int64_t)a->sliding_window;
 }
 
 static void attn_task(void *arg, uint32_t task, uint32_t worker)
@@ -75,10 +78,9 @@ static void attn_task(void *arg, uint32_t task, uint32_t worker)
 	for (uint32_t i = qb * QUERIES_PER_TASK; i < i_end; i++) {
 		const float *q = a->q + i * q_stride + (size_t)h * hd;
 		float *o = a->out + i * q_stride + (size_t)h * hd;
-		int32_t p = a->pos[i];
 		float mx = -INFINITY;
 		for (uint32_t j = 0; j < a->n_ctx; j++) {
-			if (!visible(a, j, p)) {
+			if (!visible(a, j, i)) {
 				s[j] = -INFINITY;
 				continue;
 			}
@@ -123,10 +125,10 @@ static void softmax_task(void *arg, uint32_t r, uint32_t worker)
 {
 	const softmax_job *j = arg;
 	float *row = j->s + (size_t)r * j->n_keys;
-	int32_t p = j->a->pos[j->i0 + r];
+	uint32_t i = j->i0 + r;
 	float scale = 1.0f / sqrtf((float)j->a->head_dim), mx = -INFINITY;
 	for (uint32_t k = 0; k < j->n_keys; k++) {
-		row[k] = visible(j->a, k, p) ? row[k] * scale : -INFINITY;
+		row[k] = visible(j->a, k, i) ? row[k] * scale : -INFINITY;
 		mx = row[k] > mx ? row[k] : mx;
 	}
 	float sum = 0;

@@ -1,6 +1,7 @@
 /* Attention, both paths (matrix products with BLAS, rows in plain C),
  * against a double-precision reference: grouped heads, earlier tokens,
- * positions out of order and repeated, a sliding window; 1 and 3 threads. */
+ * positions out of order and repeated, a sliding window, independent
+ * sequences interleaved; 1 and 3 threads. */
 #include <math.h>
 
 #include "check.h"
@@ -22,7 +23,8 @@ static void reference(float *out, const infs__attn_args *a)
 			double mx = -INFINITY, sum = 0;
 			for (uint32_t j = 0; j < a->n_ctx; j++) {
 				int64_t pj = j < n_past ? (int64_t)j : (int64_t)a->pos[j - n_past], p = a->pos[i];
-				int vis = pj <= p && (a->sliding_window == 0 || p - pj < (int64_t)a->sliding_window);
+				int vis = pj <= p && (a->sliding_window == 0 || p - pj < (int64_t)a->sliding_window) &&
+				          !(a->seq && j >= n_past && a->seq[j - n_past] != a->seq[i]);
 				double d = 0;
 				for (uint32_t e = 0; e < hd; e++)
 					d += (double)a->q[i * qs + h * hd + e] * a->k[j * ks + g * hd + e];
@@ -44,14 +46,14 @@ static void reference(float *out, const infs__attn_args *a)
 }
 
 static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv, uint32_t hd, uint32_t window,
-                       int shuffled, infs__pool *pool)
+                       int shuffled, int seqs, infs__pool *pool)
 {
 	uint32_t seed = n * 977 + n_past * 31 + heads + window, n_ctx = n + n_past;
 	size_t qn = (size_t)n * heads * hd, kn = (size_t)n_ctx * kv * hd;
 	float *q = malloc(qn * 4), *k = malloc(kn * 4), *v = malloc(kn * 4);
 	float *o1 = malloc(qn * 4), *o2 = malloc(qn * 4), *want = malloc(qn * 4);
 	float *rows = malloc((size_t)infs__pool_size(pool) * n_ctx * 4);
-	int32_t *pos = malloc(n * sizeof *pos);
+	int32_t *pos = malloc(n * sizeof *pos), *seq = malloc(n * sizeof *seq);
 	for (size_t i = 0; i < qn; i++)
 		q[i] = 2 * rnd(&seed);
 	for (size_t i = 0; i < kn; i++) {
@@ -60,7 +62,12 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 	}
 	for (uint32_t i = 0; i < n; i++) /* shuffled: out of order, with repeats */
 		pos[i] = (int32_t)(n_past + (shuffled ? (i * 7) % (n - n / 4 > 0 ? n - n / 4 : 1) : i));
-	infs__attn_args a = { o1, q, k, v, pos, n, n_ctx, heads, kv, hd, window, rows };
+	for (uint32_t i = 0; i < n; i++) /* seqs: interleaved sequences, positions from 0 in each */
+		seq[i] = seqs ? (int32_t)(i % 3) : 0;
+	if (seqs)
+		for (uint32_t i = 0; i < n; i++)
+			pos[i] = (int32_t)(i / 3);
+	infs__attn_args a = { o1, q, k, v, pos, n, n_ctx, heads, kv, hd, window, seqs ? seq : NULL, rows };
 	infs__attention(&a, pool);
 	a.out = o2;
 	infs__attention_rows(&a, pool);
@@ -83,6 +90,7 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 	free(want);
 	free(rows);
 	free(pos);
+	free(seq);
 }
 
 int main(void)
@@ -92,12 +100,14 @@ int main(void)
 		CHECK_OK(infs__pool_create(&pool, threads));
 		if (!pool)
 			break;
-		check_case(1, 0, 2, 1, 8, 0, 0, pool);
-		check_case(1, 9, 4, 2, 16, 0, 0, pool);
-		check_case(17, 0, 4, 2, 16, 0, 0, pool);
-		check_case(17, 5, 6, 3, 18, 0, 1, pool);
-		check_case(30, 4, 4, 1, 8, 6, 0, pool);
-		check_case(300, 10, 2, 2, 4, 0, 1, pool);
+		check_case(1, 0, 2, 1, 8, 0, 0, 0, pool);
+		check_case(1, 9, 4, 2, 16, 0, 0, 0, pool);
+		check_case(17, 0, 4, 2, 16, 0, 0, 0, pool);
+		check_case(17, 5, 6, 3, 18, 0, 1, 0, pool);
+		check_case(30, 4, 4, 1, 8, 6, 0, 0, pool);
+		check_case(300, 10, 2, 2, 4, 0, 1, 0, pool);
+		check_case(31, 0, 4, 2, 16, 0, 0, 1, pool);
+		check_case(40, 0, 4, 2, 8, 5, 0, 1, pool);
 		infs__pool_free(pool);
 	}
 	CHECK_DONE();
