@@ -102,11 +102,14 @@ select_kernel(const infs_k_topk_params p, plan pl, workspace w)
 	uint32_t n = from_list ? n_cand : p.n_rows;
 	for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
 		uint64_t key = from_list ? list(i) : row(i);
-		if (key && key >= t)
-			best[atomicAdd(&n_best, 1u)] = key;
+		if (key && key >= t) {
+			uint32_t slot = atomicAdd(&n_best, 1u);
+			if (slot < INFS_K_TOPK_MAX) /* min(k, live) by construction */
+				best[slot] = key;
+		}
 	}
 	__syncthreads();
-	const uint32_t found = n_best;
+	const uint32_t found = min(n_best, p.k);
 	sort_desc(best, found, INFS_K_TOPK_MAX);
 	for (uint32_t j = threadIdx.x; j < found; j += blockDim.x) {
 		uint64_t key = best[j];
