@@ -129,9 +129,9 @@ int main(int argc, char **argv)
 		double bw = 2.0 * bytes / (us * 1e-6);
 		double copy_bw = copy_bandwidth(bytes, stream, &copy_us);
 		fprintf(out, "    {\"k\": %d, \"tokens\": %u, \"bytes_read\": %zu, \"bytes_written\": %zu, "
-		             "\"vectorized\": %d, \"inject_us\": %.2f, \"inject_gbps\": %.1f, \"memcpy_us\": %.2f, "
+		             "\"path\": %d, \"inject_us\": %.2f, \"inject_gbps\": %.1f, \"memcpy_us\": %.2f, "
 		             "\"memcpy_gbps\": %.1f, \"ratio_vs_memcpy\": %.3f}%s\n",
-		        k, T, bytes, bytes, infs_k_inject_vectorized(&c.p[0]), us, bw / 1e9, copy_us, copy_bw / 1e9,
+		        k, T, bytes, bytes, infs_k_inject_path(&c.p[0]), us, bw / 1e9, copy_us, copy_bw / 1e9,
 		        bw / copy_bw, ki < 2 ? "," : "");
 		fprintf(stderr, "inject k=%d: %.1f us, %.0f GB/s; memcpy %.1f us, %.0f GB/s; ratio %.2f\n", k, us,
 		        bw / 1e9, copy_us, copy_bw / 1e9, bw / copy_bw);

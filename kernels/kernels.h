@@ -49,8 +49,9 @@ typedef struct infs_k_inject_params {
 	uintptr_t ptr_bits;
 } infs_k_inject_params;
 
-/* Whether the 16-byte vector path is taken for p (else scalar accesses). */
-int infs_k_inject_vectorized(const infs_k_inject_params *p);
+/* The path p takes: 0 scalar accesses (any strides), 1 16-byte vectors
+ * through registers, 2 16-byte vectors staged through shared memory. */
+int infs_k_inject_path(const infs_k_inject_params *p);
 
 cudaError_t infs_k_inject(const infs_k_inject_params *p, cudaStream_t stream);
 

@@ -34,7 +34,7 @@ if [[ $skip != *sanitizer* ]]; then
 	echo "== compute-sanitizer"
 	: >"$OUT/sanitizer.log"
 	for t in "$BUILD"/tests/gpu/test_gpu_*; do
-		[ -x "$t" ] || continue
+		[ -f "$t" ] && [ -x "$t" ] || continue
 		for tool in memcheck racecheck; do
 			echo "-- $tool $(basename "$t")" | tee -a "$OUT/sanitizer.log"
 			if INFS_TEST_SMALL=1 compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" >>"$OUT/sanitizer.log" 2>&1; then
