@@ -42,7 +42,9 @@ template <typename S, typename D> struct inject_width {
 };
 
 /* Shared memory a staged block may use for its layers' K and V. */
+#ifndef INFS_K_STAGE_BYTES
 #define INFS_K_STAGE_BYTES (32u << 10)
+#endif
 
 /* cos and sin of pos * inv_freq rounded to float and scaled, as the CPU
  * computes them. Not inlined: the double-precision reduction of large
