@@ -15,8 +15,11 @@
 INFS__DEVICE_HOOK int infs__device_attach(infs_store *s);
 
 /* Called under the store's write lock after a record is added or removed,
- * while the INFS_EXT_DEVICE slot is set. */
-INFS__DEVICE_HOOK void infs__device_on_put(infs_store *s, const infs__record *r);
+ * while the INFS_EXT_DEVICE slot is set. When on_put fails (the device
+ * budget is exceeded: INFS_EBUDGET, or a CUDA error) it has set the error
+ * message and left the device copy as it was, and the store withdraws the
+ * put, so that the store and its device copy never disagree. */
+INFS__DEVICE_HOOK int infs__device_on_put(infs_store *s, const char *ns, const infs__record *r);
 INFS__DEVICE_HOOK void infs__device_on_delete(infs_store *s, uint64_t id);
 
 /* Device memory held for the store, for infs_store_stats (under the store's

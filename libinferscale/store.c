@@ -116,6 +116,19 @@ static int iov_pad(struct iovec *iov, const void *p, size_t len)
 	return 2;
 }
 
+/* Appends a delete record of id in namespace ns. Under the write lock. */
+static int append_delete(infs_store *s, const char *ns, uint64_t id, const char *fn)
+{
+	size_t ns_len = strlen(ns);
+	unsigned char fixed[16] = { 0 };
+	uint32_t len32 = (uint32_t)ns_len;
+	memcpy(fixed, &id, 8);
+	memcpy(fixed + 8, &len32, 4);
+	struct iovec iov[4] = { { 0 }, { fixed, sizeof fixed } };
+	iov_str(iov + 2, ns, ns_len);
+	return infs__append(s, INFS__REC_DELETE, iov, 4, fn);
+}
+
 int infs_fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fact *f)
 {
 	if (!out_id)
@@ -174,7 +187,18 @@ int infs_fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fa
 	if (s->ext[INFS_EXT_DEVICE].data) {
 		infs__record r;
 		infs__record_at(&r, s, off);
-		infs__device_on_put(s, &r);
+		if ((rc = infs__device_on_put(s, ns, &r))) {
+			/* The device copy cannot take it (its budget): withdraw the
+			 * put with a delete record, so that it is not live after a
+			 * reopen either. */
+			int drc = append_delete(s, ns, id, "infs_fact_put");
+			if (drc == INFS_OK)
+				infs__index_remove(&s->ix, id);
+			else
+				rc = infs__error_wrap(drc, "infs_fact_put: withdrawing fact %llu that the device copy refused",
+				                      (unsigned long long)id);
+			goto out;
+		}
 	}
 #endif
 	*out_id = id;
@@ -245,19 +269,11 @@ int infs_fact_delete(infs_store *s, const char *ns, uint64_t id)
 	CHECK_STORE("infs_fact_delete", s);
 	CHECK_NS("infs_fact_delete", ns);
 	CHECK_WRITABLE("infs_fact_delete", s);
-	size_t ns_len = strlen(ns);
-	unsigned char fixed[16] = { 0 };
-	uint32_t len32 = (uint32_t)ns_len;
-	memcpy(fixed, &id, 8);
-	memcpy(fixed + 8, &len32, 4);
-	struct iovec iov[4] = { { 0 }, { fixed, sizeof fixed } };
-	iov_str(iov + 2, ns, ns_len);
-
 	pthread_rwlock_wrlock(&s->lock);
 	int rc;
 	if (!entry_in(s, ns, id))
 		rc = infs__error_wrap(not_found(ns, id), "infs_fact_delete");
-	else if (!(rc = infs__append(s, INFS__REC_DELETE, iov, 4, "infs_fact_delete"))) {
+	else if (!(rc = append_delete(s, ns, id, "infs_fact_delete"))) {
 		infs__index_remove(&s->ix, id);
 #ifdef INFS_HAVE_CUDA
 		if (s->ext[INFS_EXT_DEVICE].data)
