@@ -4,9 +4,15 @@
  * blocks scattered over the cache. Reports the kernel's effective bandwidth
  * (bytes read + written) against cudaMemcpy device to device of the same
  * byte count. Each timed call injects other facts into other blocks than the
- * last, so the L2 cache holds none of its data.
+ * last, so the L2 cache holds none of its data. Then the same through the
+ * public API, infs_inject_into_blocks on a store with a device copy: the
+ * host-side checks, the table upload and the launch included.
  * Usage: bench_inject [out.json] */
 #include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "inferscale/inferscale.h"
 
 #include "bench_common.h"
 #include "kernels.h"
@@ -17,7 +23,27 @@ enum { LAYERS = 32, HEADS = 8, DIM = 128, TOKENS = 24, FACTS = 800, BLOCKS = 409
 typedef struct call {
 	infs_k_inject_params p[SETS];
 	cudaStream_t stream;
+	/* the API path */
+	infs_store *store;
+	uint64_t *ids;
+	int k;
+	int32_t *table[SETS];
+	infs_kv_layout *layout;
 } call;
+
+static void api_run(void *arg, int rep)
+{
+	call *c = arg;
+	uint32_t next;
+	infs_inject_options o = INFS_INJECT_OPTIONS_INIT;
+	o.stream = c->stream;
+	int s = rep % SETS;
+	if (infs_inject_into_blocks(&next, c->store, "user", c->ids + s * 7, (size_t)c->k, 37, c->table[s], BLOCKS,
+	                            c->layout, &o)) {
+		fprintf(stderr, "infs_inject_into_blocks: %s\n", infs_error_last());
+		exit(1);
+	}
+}
 
 static void inject_run(void *arg, int rep)
 {
@@ -136,7 +162,64 @@ int main(int argc, char **argv)
 		fprintf(stderr, "inject k=%d: %.1f us, %.0f GB/s; memcpy %.1f us, %.0f GB/s; ratio %.2f\n", k, us,
 		        bw / 1e9, copy_us, copy_bw / 1e9, bw / copy_bw);
 	}
+	fprintf(out, "  ],\n");
+
+	/* The public API on a store with a device copy of API_FACTS facts. */
+	enum { API_FACTS = 260 };
+	char dir[] = "/tmp/infs-bench-XXXXXX", path[64];
+	if (!mkdtemp(dir))
+		return 1;
+	snprintf(path, sizeof path, "%s/store.infs", dir);
+	g.embed_dim = 4;
+	infs_store_options so = INFS_STORE_OPTIONS_INIT;
+	so.flags = INFS_OPEN_CREATE, so.geometry = &g, so.identity = "bench", so.sync = INFS_SYNC_OFF, so.device = 0;
+	infs_store *st;
+	if (infs_store_open(&st, path, &so)) {
+		fprintf(stderr, "infs_store_open: %s\n", infs_error_last());
+		return 1;
+	}
+	const size_t half_bytes = fact_elems; /* K (or V) bytes of a fact: half the elements, 2 bytes each */
+	uint16_t *hkv = malloc(half_bytes);
+	memset(hkv, 0x3c, half_bytes);
+	uint64_t ids[API_FACTS];
+	int32_t tokens[TOKENS] = {0};
+	float emb[4] = {1, 0, 0, 0};
+	for (int i = 0; i < API_FACTS; i++) {
+		infs_fact f = INFS_FACT_INIT;
+		f.n_tokens = TOKENS, f.tokens = tokens, f.embedding = emb, f.k = hkv, f.v = hkv;
+		if (infs_fact_put(&ids[i], st, "user", &f)) {
+			fprintf(stderr, "infs_fact_put: %s\n", infs_error_last());
+			return 1;
+		}
+	}
+	free(hkv);
+	infs_kv_layout layout = INFS_KV_LAYOUT_INIT;
+	layout.device = 0, layout.dtype = INFS_DTYPE_BF16, layout.n_layers = LAYERS, layout.n_kv_heads = HEADS;
+	layout.head_dim = DIM, layout.n_blocks = BLOCKS, layout.block_size = BS;
+	layout.k_layers = lk, layout.v_layers = lv;
+	layout.stride_block = BS * HEADS * DIM, layout.stride_slot = HEADS * DIM, layout.stride_head = DIM;
+	layout.stride_dim = 1;
+	call api;
+	memset(&api, 0, sizeof api);
+	api.stream = stream, api.store = st, api.ids = ids, api.layout = &layout;
+	for (int s = 0; s < SETS; s++) {
+		api.table[s] = malloc(BLOCKS * sizeof(int32_t));
+		for (int b = 0; b < BLOCKS; b++)
+			api.table[s][b] = (int32_t)((s * 509 + b * 13 + rng_next(&rng) % 13) % BLOCKS);
+	}
+	fprintf(out, "  \"api\": [\n");
+	for (int ki = 0; ki < 3; ki++) {
+		api.k = ks[ki];
+		float us = time_us(api_run, &api, 5, 100, stream);
+		const size_t bytes = (size_t)ks[ki] * TOKENS * LAYERS * HEADS * DIM * 2 * 2;
+		fprintf(out, "    {\"k\": %d, \"inject_us\": %.2f, \"inject_gbps\": %.1f}%s\n", ks[ki], us,
+		        2.0 * bytes / (us * 1e-6) / 1e9, ki < 2 ? "," : "");
+		fprintf(stderr, "infs_inject_into_blocks k=%d: %.1f us\n", ks[ki], us);
+	}
 	fprintf(out, "  ]\n}\n");
+	infs_store_close(st);
+	unlink(path);
+	rmdir(dir);
 	if (out != stdout)
 		fclose(out);
 	return 0;

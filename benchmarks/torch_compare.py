@@ -120,12 +120,15 @@ def main():
     json.dump(out, open(sys.argv[3], "w"), indent=2)
 
     lines = [f"GPU: {inj['gpu']} (driver {inj['driver']}, runtime {inj['runtime']}), torch {torch.__version__}", "",
-             "| inject k | tokens | MB read+written | inject us | GB/s | memcpy GB/s | vs memcpy | torch us | vs torch |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| inject k | tokens | MB read+written | kernel us | GB/s | memcpy GB/s | vs memcpy | torch us | vs torch "
+             "| API us |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    api = {r["k"]: r for r in inj.get("api", [])}
     for r in inj["results"]:
+        a = api.get(r["k"], {}).get("inject_us", float("nan"))
         lines.append(f"| {r['k']} | {r['tokens']} | {(r['bytes_read'] + r['bytes_written']) / 1e6:.0f} | "
                      f"{r['inject_us']:.1f} | {r['inject_gbps']:.0f} | {r['memcpy_gbps']:.0f} | "
-                     f"{r['ratio_vs_memcpy']:.2f}x | {r['torch_us']:.1f} | {r['speedup_vs_torch']:.1f}x |")
+                     f"{r['ratio_vs_memcpy']:.2f}x | {r['torch_us']:.1f} | {r['speedup_vs_torch']:.1f}x | {a:.1f} |")
     lines += ["", f"copy bandwidth {ret['copy_gbps']:.0f} GB/s (read + written), k = {ret['k']}", "",
               "| retrieve facts | queries | latency us | GEMM us | memory bound us | vs bound | torch us | vs torch |",
               "|---|---|---|---|---|---|---|---|"]
@@ -133,6 +136,10 @@ def main():
         lines.append(f"| {r['n']} | {r['queries']} | {r['latency_us']:.1f} | {r['gemm_us']:.1f} | "
                      f"{r['memory_bound_us']:.1f} | {r['ratio_vs_bound']:.2f}x | {r['torch_us']:.1f} | "
                      f"{r['speedup_vs_torch']:.2f}x |")
+    if ret.get("api"):
+        lines += ["", "| infs_retrieve (CUDA backend) facts | queries | latency us (host clock) |", "|---|---|---|"]
+        for r in ret["api"]:
+            lines.append(f"| {r['n']} | {r['queries']} | {r['latency_us']:.1f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if len(sys.argv) > 4:

@@ -98,10 +98,9 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 	const size_t need = q_bytes + s_bytes + ws_bytes + id_bytes + sc_bytes + n_bytes;
 	uint16_t *q16 = malloc(qc * dim * 2);
 	uint64_t *h_id = malloc(qc * kk * 8);
-	float *h_sc = malloc(qc * kk * 4);
 	uint32_t *h_n = malloc(qc * 4);
 	infs_hit *hits = malloc(kk * sizeof *hits);
-	if (!q16 || !h_id || !h_sc || !h_n || !hits) {
+	if (!q16 || !h_id || !h_n || !hits) {
 		rc = infs__error(INFS_ENOMEM, "%s: out of memory", fn);
 		goto done;
 	}
@@ -202,6 +201,6 @@ restore:
 unlock:
 	pthread_mutex_unlock(&d->scratch_lock);
 done:
-	free(q16), free(h_id), free(h_sc), free(h_n), free(hits);
+	free(q16), free(h_id), free(h_n), free(hits);
 	return rc;
 }
