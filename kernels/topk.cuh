@@ -56,14 +56,16 @@ struct list_keys {
 };
 
 /* The smallest key T such that exactly min(k, live keys) of the n keys are
- * >= T (1 when all live keys qualify). All threads of the block call it. */
-template <typename Src> __device__ uint64_t select_threshold(const Src &src, uint32_t n, uint32_t k)
+ * >= T (1 when all live keys qualify). With fewer than 8 passes, T only
+ * resolves the top 8 * passes bits: at least min(k, live keys) keys are
+ * >= T, the others sharing T's bucket. All threads of the block call it. */
+template <typename Src> __device__ uint64_t select_threshold(const Src &src, uint32_t n, uint32_t k, int passes = 8)
 {
 	__shared__ uint32_t hist[INFS_K_RADIX];
 	__shared__ uint32_t result[4];
 	uint64_t prefix = 0, mask = 0;
 	uint32_t need = k;
-	for (int shift = 56; shift >= 0; shift -= 8) {
+	for (int shift = 56; shift >= 64 - 8 * passes; shift -= 8) {
 		for (uint32_t b = threadIdx.x; b < INFS_K_RADIX; b += blockDim.x)
 			hist[b] = 0;
 		__syncthreads();
