@@ -53,19 +53,18 @@ static size_t row_of(const uint64_t *ids, size_t n, uint64_t id)
 	return lo < n && ids[lo] == id ? lo : n;
 }
 
-/* The CPU's score of row r (infs__topk and infs__hits_rescore). */
+/* The CPU's score of row x: the same sums in the same order as
+ * infs__hits_rescore and infs__ns_cache_norms, so the same bits; the two
+ * sums share one loop, as independent chains. */
 static float exact_score(const float *q, const float *x, size_t dim, infs_metric metric)
 {
-	double s = 0;
-	for (size_t d = 0; d < dim; d++)
+	double s = 0, ss = 0;
+	for (size_t d = 0; d < dim; d++) {
 		s += (double)q[d] * x[d];
-	if (metric == INFS_METRIC_COSINE) {
-		double ss = 0;
-		for (size_t d = 0; d < dim; d++)
-			ss += (double)x[d] * x[d];
-		float inv = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
-		s *= inv;
+		ss += (double)x[d] * x[d];
 	}
+	if (metric == INFS_METRIC_COSINE)
+		s *= ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
 	return (float)s;
 }
 
