@@ -83,23 +83,6 @@ size_t infs_k_topk_workspace_bytes(uint32_t n_rows, uint32_t n_queries, uint32_t
 
 cudaError_t infs_k_topk(const infs_k_topk_params *p, cudaStream_t stream);
 
-/* The same selection on scores the caller computes in slices of rows, so
- * that a large batch's scores never exist whole (p->scores unused):
- *   stride = infs_k_topk_sample_stride(n_rows, k), 0 when n_rows is too
- *     small to cut down (use infs_k_topk);
- *   infs_k_topk_sample: samples is [n_queries][n_rows / stride], the
- *     scores of rows 0, stride, 2 stride, ...;
- *   infs_k_topk_filter, for slices covering every row once: scores + q * ld
- *     holds query q's scores of rows row0 .. row0 + rows;
- *   infs_k_topk_select: out_n[q] = INFS_K_TOPK_RETRY for a query whose
- *     sample misjudged its rows; search that one again with infs_k_topk. */
-#define INFS_K_TOPK_RETRY UINT32_MAX
-uint32_t infs_k_topk_sample_stride(uint32_t n_rows, uint32_t k);
-cudaError_t infs_k_topk_sample(const infs_k_topk_params *p, const float *samples, cudaStream_t stream);
-cudaError_t infs_k_topk_filter(const infs_k_topk_params *p, const float *scores, size_t ld, uint32_t row0,
-                               uint32_t rows, cudaStream_t stream);
-cudaError_t infs_k_topk_select(const infs_k_topk_params *p, cudaStream_t stream);
-
 #ifdef __cplusplus
 }
 #endif

@@ -45,14 +45,11 @@ workspace carve(void *ws, uint32_t n_queries)
 	return w;
 }
 
-/* Scores of the sampled rows 0, stride, 2 stride, ...: every stride-th
- * element of the score rows (scores_stride = stride), or packed
- * (scores_stride = 1, ld = samples). */
 __global__ void __launch_bounds__(INFS_K_TOPK_THREADS)
-sample_kernel(const infs_k_topk_params p, plan pl, workspace w, const float *scores, size_t ld, uint32_t score_stride)
+sample_kernel(const infs_k_topk_params p, plan pl, workspace w)
 {
 	const uint32_t q = blockIdx.x;
-	row_keys src = {scores + q * ld, p.row_scale, p.dead, score_stride, pl.stride, 0};
+	row_keys src = {p.scores + q * p.ld, p.row_scale, p.dead, pl.stride};
 	/* The top 24 bits of the keys (sign, exponent, 15 bits of mantissa)
 	 * are threshold enough: the bucket adds few rows. */
 	uint64_t t = select_threshold(src, p.n_rows / pl.stride, pl.rank, 3);
@@ -64,21 +61,18 @@ sample_kernel(const infs_k_topk_params p, plan pl, workspace w, const float *sco
 
 #define FILTER_ROWS 4
 
-/* Rows row0 .. row0 + n of every query, their scores at scores + q * ld. */
-__global__ void __launch_bounds__(256)
-filter_kernel(const infs_k_topk_params p, plan pl, workspace w, const float *scores, size_t ld, uint32_t row0,
-              uint32_t n)
+__global__ void __launch_bounds__(256) filter_kernel(const infs_k_topk_params p, plan pl, workspace w)
 {
 	const uint32_t q = blockIdx.y;
 	const uint64_t t = w.thresholds[q];
-	row_keys src = {scores + q * ld, p.row_scale, p.dead, 1, 1, row0};
+	row_keys src = {p.scores + q * p.ld, p.row_scale, p.dead, 1};
 	uint64_t *out = w.cand + (size_t)q * pl.cap;
 	const uint32_t lane = threadIdx.x % 32;
 	const uint32_t first = blockIdx.x * 256 * FILTER_ROWS + threadIdx.x;
 #pragma unroll
 	for (int r = 0; r < FILTER_ROWS; r++) {
 		uint32_t i = first + r * 256;
-		uint64_t key = i < n ? src(i) : 0;
+		uint64_t key = i < p.n_rows ? src(i) : 0;
 		bool take = key && key >= t;
 		uint32_t m = __ballot_sync(0xffffffffu, take);
 		if (!m)
@@ -92,22 +86,15 @@ filter_kernel(const infs_k_topk_params p, plan pl, workspace w, const float *sco
 	}
 }
 
-/* chunked: the score rows do not exist whole; a query whose candidates
- * cannot give its top k gets out_n = INFS_K_TOPK_RETRY. */
 __global__ void __launch_bounds__(INFS_K_TOPK_THREADS)
-select_kernel(const infs_k_topk_params p, plan pl, workspace w, int chunked)
+select_kernel(const infs_k_topk_params p, plan pl, workspace w)
 {
 	__shared__ uint64_t best[INFS_K_TOPK_MAX];
 	__shared__ uint32_t n_best;
 	const uint32_t q = blockIdx.x;
-	row_keys row = {p.scores + q * p.ld, p.row_scale, p.dead, 1, 1, 0};
+	row_keys row = {p.scores + q * p.ld, p.row_scale, p.dead, 1};
 	uint32_t n_cand = pl.cap ? w.counts[q] : 0;
 	bool from_list = pl.cap && n_cand >= p.k && n_cand <= pl.cap;
-	if (chunked && !from_list) {
-		if (threadIdx.x == 0)
-			p.out_n[q] = INFS_K_TOPK_RETRY;
-		return;
-	}
 	list_keys list = {w.cand + (size_t)q * pl.cap};
 
 	uint64_t t = from_list ? select_threshold(list, n_cand, p.k) : select_threshold(row, p.n_rows, p.k);
@@ -156,49 +143,10 @@ extern "C" cudaError_t infs_k_topk(const infs_k_topk_params *p, cudaStream_t str
 	workspace w = {nullptr, nullptr, nullptr};
 	if (pl.cap) {
 		w = carve(p->workspace, p->n_queries);
-		sample_kernel<<<p->n_queries, INFS_K_TOPK_THREADS, 0, stream>>>(*p, pl, w, p->scores, p->ld, pl.stride);
+		sample_kernel<<<p->n_queries, INFS_K_TOPK_THREADS, 0, stream>>>(*p, pl, w);
 		dim3 grid(div_up(p->n_rows, 256 * FILTER_ROWS), p->n_queries);
-		filter_kernel<<<grid, 256, 0, stream>>>(*p, pl, w, p->scores, p->ld, 0, p->n_rows);
+		filter_kernel<<<grid, 256, 0, stream>>>(*p, pl, w);
 	}
-	select_kernel<<<p->n_queries, INFS_K_TOPK_THREADS, 0, stream>>>(*p, pl, w, 0);
-	return cudaGetLastError();
-}
-
-extern "C" uint32_t infs_k_topk_sample_stride(uint32_t n_rows, uint32_t k)
-{
-	return make_plan(n_rows, k).stride;
-}
-
-extern "C" cudaError_t infs_k_topk_sample(const infs_k_topk_params *p, const float *samples, cudaStream_t stream)
-{
-	plan pl = make_plan(p->n_rows, p->k);
-	if (!pl.cap || p->k == 0 || p->k > INFS_K_TOPK_MAX)
-		return cudaErrorInvalidValue;
-	workspace w = carve(p->workspace, p->n_queries);
-	sample_kernel<<<p->n_queries, INFS_K_TOPK_THREADS, 0, stream>>>(*p, pl, w, samples, p->n_rows / pl.stride, 1);
-	return cudaGetLastError();
-}
-
-extern "C" cudaError_t infs_k_topk_filter(const infs_k_topk_params *p, const float *scores, size_t ld,
-                                          uint32_t row0, uint32_t rows, cudaStream_t stream)
-{
-	plan pl = make_plan(p->n_rows, p->k);
-	if (!pl.cap || row0 > p->n_rows || rows > p->n_rows - row0)
-		return cudaErrorInvalidValue;
-	if (!rows)
-		return cudaSuccess;
-	workspace w = carve(p->workspace, p->n_queries);
-	dim3 grid(div_up(rows, 256 * FILTER_ROWS), p->n_queries);
-	filter_kernel<<<grid, 256, 0, stream>>>(*p, pl, w, scores, ld, row0, rows);
-	return cudaGetLastError();
-}
-
-extern "C" cudaError_t infs_k_topk_select(const infs_k_topk_params *p, cudaStream_t stream)
-{
-	plan pl = make_plan(p->n_rows, p->k);
-	if (!pl.cap)
-		return cudaErrorInvalidValue;
-	workspace w = carve(p->workspace, p->n_queries);
-	select_kernel<<<p->n_queries, INFS_K_TOPK_THREADS, 0, stream>>>(*p, pl, w, 1);
+	select_kernel<<<p->n_queries, INFS_K_TOPK_THREADS, 0, stream>>>(*p, pl, w);
 	return cudaGetLastError();
 }

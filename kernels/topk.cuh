@@ -12,12 +12,7 @@
  * from a strided sample, and a wide filter pass keeps the keys at or above
  * it, so the per-query block only reads a few thousand candidates. When the
  * sample misjudged (too few or too many candidates) that block falls back
- * to the whole row, so the result is exact in every case.
- *
- * The same three steps also run on scores that the caller produces in
- * slices of rows (the sample's rows first), so that a large batch's scores
- * need never exist whole: then a query the sample misjudged is reported
- * (INFS_K_TOPK_RETRY) for the caller to search again whole. */
+ * to the whole row, so the result is exact in every case. */
 #ifndef INFS_KERNELS_TOPK_CUH
 #define INFS_KERNELS_TOPK_CUH
 
@@ -39,20 +34,18 @@ __device__ __forceinline__ float order_float(uint32_t o)
 	return __uint_as_float(o ^ ((o >> 31) ? 0x80000000u : 0xffffffffu));
 }
 
-/* The keys of rows row0, row0 + row_stride, ... of one query, whose scores
- * are scores[0], scores[score_stride], ... */
+/* The keys of one query's score row, every stride-th row. */
 struct row_keys {
 	const float *scores;
 	const float *scale;
 	const uint32_t *dead;
-	uint32_t score_stride, row_stride, row0;
+	uint32_t stride;
 	__device__ uint64_t operator()(uint32_t j) const
 	{
-		uint32_t i = row0 + j * row_stride;
+		uint32_t i = j * stride;
 		if (dead && (dead[i / 32] >> (i % 32) & 1))
 			return 0;
-		float v = scores[(size_t)j * score_stride];
-		float s = scale ? v * scale[i] : v;
+		float s = scale ? scores[i] * scale[i] : scores[i];
 		return (uint64_t)order_bits(s) << 32 | (uint32_t)~i;
 	}
 };

@@ -394,9 +394,10 @@ static void device_destroy(void *data)
 			ns_unlink(d, d->ns);
 		for (size_t i = 0; i < d->n_chunks; i++)
 			cudaFree(d->chunks[i].base);
-		infs__device_search_free(d);
+		cudaFree(d->scratch);
 		if (d->stream)
 			cudaStreamDestroy(d->stream);
+		infs__device_blas_destroy(d);
 		infs__device_restore(prev);
 	}
 	pthread_mutex_destroy(&d->scratch_lock);

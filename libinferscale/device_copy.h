@@ -77,43 +77,12 @@ typedef struct infs__device {
 	pthread_mutex_t scratch_lock;
 	void *blas;                 /* cublasHandle_t, created at the first search */
 	cudaStream_t stream;
-	void *scratch;              /* scores and selection workspace */
+	void *scratch;
 	size_t scratch_bytes;
-	void *io;                   /* queries and results */
-	size_t io_bytes;
 } infs__device;
 
-/* One exact search on the device: scores of f16 rows emb ([rows][dim])
- * against f16 queries ([n_queries][dim]) by a cuBLAS GEMM with f32
- * accumulation, times row_scale (NULL: 1), deleted rows (bit i of dead)
- * left out, the k best of each query into out_* ([n_queries][k], device),
- * ties by row. All pointers are device pointers; *scratch is grown as
- * needed (cudaMalloc). */
-typedef struct infs__search {
-	void *blas;                 /* cublasHandle_t, set to stream */
-	cudaStream_t stream;
-	const uint16_t *emb;
-	const float *row_scale;
-	const uint64_t *ids;
-	const uint32_t *dead;
-	uint32_t rows, dim;
-	const uint16_t *queries;
-	uint32_t n_queries, k;
-	uint64_t *out_id;
-	float *out_score;
-	uint32_t *out_n;
-	void **scratch;
-	size_t *scratch_bytes;
-} infs__search;
-
-/* Queues s on its stream. Large batches are scored in slices of rows that
- * stay in the L2 cache, each filtered as it is made (this waits for the
- * device once); a query whose sampled threshold misjudged is searched again
- * over its whole score row. fn names the entry point in messages. */
-int infs__search_run(const infs__search *s, const char *fn);
-
-/* Releases d's cuBLAS handle and search buffers (device_retrieve.c). */
-void infs__device_search_free(infs__device *d);
+/* Releases d's cuBLAS handle, if it has one (device_retrieve.c). */
+void infs__device_blas_destroy(infs__device *d);
 
 /* The store's device copy, or NULL when it has none. */
 infs__device *infs__device_of(infs_store *s);
