@@ -297,3 +297,22 @@ int infs_chat_render(const infs_tokenizer *tok, infs_chat_format format, const i
 	free(b.p);
 	return INFS_OK;
 }
+
+int infs_chat_tokenize(const infs_tokenizer *tok, infs_chat_format format, const infs_chat_message *messages,
+                       size_t n_messages, unsigned flags, infs_token *out, size_t cap, size_t *n_out)
+{
+	if (!tok || !n_out || (!out && cap))
+		return infs__error(INFS_EINVAL, "infs_chat_tokenize: %s is NULL", !tok ? "tok" : !n_out ? "n_out" : "out");
+	size_t len = 0;
+	int rc = infs_chat_render(tok, format, messages, n_messages, flags, NULL, 0, &len);
+	if (rc != INFS_OK)
+		return rc;
+	char *text = malloc(len + 1);
+	if (!text)
+		return infs__error(INFS_ENOMEM, "infs_chat_tokenize: no memory");
+	rc = infs_chat_render(tok, format, messages, n_messages, flags, text, len + 1, &len);
+	if (rc == INFS_OK)
+		rc = infs_tokenize(tok, text, len, INFS_TOKENIZE_PARSE_SPECIAL, out, cap, n_out);
+	free(text);
+	return rc;
+}

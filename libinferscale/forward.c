@@ -87,6 +87,8 @@ static int check_args(const infs_model *m, const infs__forward_args *a)
 	if ((a->k_out || a->v_out) && infs_dtype_size(a->kv_dtype) == 0)
 		return infs__error(INFS_EINVAL, "infs_model_forward: unknown kv_dtype %d", (int)a->kv_dtype);
 	const infs__paged_kv *pk = a->past;
+	if (a->seq && pk && (pk->cache || pk->n_past))
+		return infs__error(INFS_EINVAL, "infs_model_forward: seq_ids (independent sequences) cannot be combined with a cache");
 	if (!pk || !pk->cache) {
 		if (pk && (pk->n_past || pk->write))
 			return infs__error(INFS_EINVAL, "infs_model_forward: n_past or write_cache without a cache");
@@ -262,7 +264,7 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 				}
 		}
 		infs__attn_args aa = { s.att, s.q, s.k, s.v, s.pos, n, n_ctx, c->n_heads, c->n_kv_heads, hd,
-		                       c->sliding_window, s.attn_rows };
+		                       c->sliding_window, a->seq, s.attn_rows };
 		infs__attention(&aa, pool);
 		infs__matmul(s.xb, s.att, L->wo, L->bo, n, (uint32_t)qd, d, pool);
 		for (size_t i = 0; i < (size_t)n * d; i++)
@@ -317,6 +319,6 @@ int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model
 	}
 	infs__paged_kv pk = { o.cache, o.block_table, o.block_table_len, o.n_past, o.write_cache };
 	infs__forward_args a = { tokens, positions, n_tokens, logits, o.all_logits, k_out, v_out,
-	                         o.kv_dtype, &pk, NULL };
+	                         o.kv_dtype, o.seq_ids, &pk, NULL };
 	return infs__forward(model, &a);
 }

@@ -11,6 +11,7 @@
 #include "model.h"
 #include "quant.h"
 #include "safetensors.h"
+#include "tokenizer_impl.h"
 
 /* One tensor as a checkpoint stores it, whatever the container. */
 typedef struct src_tensor {
@@ -258,11 +259,12 @@ static uint64_t hash_gguf_value(uint64_t h, const infs__gguf_value *v)
 	return h;
 }
 
-/* The tokenizer must cover no more ids than the embedding has rows (models
- * often pad the embedding, never the reverse). */
-static int load_tokenizer(infs_model *m, const char *path)
+/* The tokenizer, from the open GGUF g or from path. It must cover no more
+ * ids than the embedding has rows (models often pad the embedding, never the
+ * reverse). */
+static int load_tokenizer(infs_model *m, const infs__gguf *g, const char *path)
 {
-	int rc = infs_tokenizer_load(&m->tok, path);
+	int rc = g ? infs__tokenizer_from_gguf(&m->tok, g, path) : infs_tokenizer_load(&m->tok, path);
 	if (rc)
 		return infs__error_wrap(rc, "%s: tokenizer", path);
 	size_t nv = infs_tokenizer_vocab_size(m->tok);
@@ -303,10 +305,9 @@ static int load_gguf(infs_model *m, const char *path)
 		any = 1;
 	}
 	m->tokenizer_hash = any ? h : 0;
-	int has_tok = infs__gguf_find(g, "tokenizer.ggml.model") != NULL;
+	if (!rc && infs__gguf_find(g, "tokenizer.ggml.model"))
+		rc = load_tokenizer(m, g, path);
 	infs__gguf_close(g);
-	if (!rc && has_tok)
-		rc = load_tokenizer(m, path);
 	return rc;
 }
 
@@ -418,7 +419,7 @@ static int load_hf_dir(infs_model *m, const char *dir)
 	struct stat sb;
 	int has_tok = stat(tj, &sb) == 0;
 	free(tj);
-	return has_tok ? load_tokenizer(m, dir) : INFS_OK;
+	return has_tok ? load_tokenizer(m, NULL, dir) : INFS_OK;
 }
 
 int infs_model_options_init(infs_model_options *opts, unsigned version)

@@ -549,6 +549,12 @@ static void bad_arguments(void)
 	fo.n_past = 3; /* a past without a cache */
 	CHECK_ERR(infs_model_forward(logits, NULL, NULL, m, tok, NULL, 2, &fo), INFS_EINVAL);
 	fo.n_past = 0;
+	int32_t seq[2] = { 0, 1 };
+	fo.seq_ids = seq;
+	fo.n_past = 1; /* independent sequences and a past */
+	CHECK_ERR(infs_model_forward(logits, NULL, NULL, m, tok, NULL, 2, &fo), INFS_EINVAL);
+	fo.seq_ids = NULL;
+	fo.n_past = 0;
 	fo.version = 5;
 	CHECK_ERR(infs_model_forward(logits, NULL, NULL, m, tok, NULL, 2, &fo), INFS_EINVAL);
 	CHECK_ERR(infs_forward_options_init(&fo, 5), INFS_EINVAL);

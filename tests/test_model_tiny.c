@@ -200,6 +200,40 @@ static void check_variant(const char *dir, const char *name)
 	}
 	CHECK(worst <= 1e-3f * (1 + max_abs(k, kv_n)));
 
+	/* Three sequences in one call (seq_ids) give what each gives alone. */
+	{
+		const uint32_t seq_len[3] = { 5, 4, 3 };
+		int32_t seq[12], spos[12];
+		for (uint32_t s = 0, i = 0; s < 3; s++)
+			for (uint32_t t = 0; t < seq_len[s]; t++, i++) {
+				seq[i] = (int32_t)s;
+				spos[i] = (int32_t)t;
+			}
+		size_t row = (size_t)g.n_kv_heads * g.head_dim;
+		float *bl = malloc((size_t)n * info.n_vocab * sizeof *bl), *bk = malloc(kv_n * sizeof *bk);
+		float *al = malloc((size_t)n * info.n_vocab * sizeof *al), *ak = malloc(kv_n * sizeof *ak);
+		infs_forward_options so = INFS_FORWARD_OPTIONS_INIT;
+		so.all_logits = 1;
+		so.seq_ids = seq;
+		CHECK(n == 12);
+		CHECK_OK(infs_model_forward(bl, bk, NULL, model, tokens, spos, 12, &so));
+		so.seq_ids = NULL;
+		float sworst = 0;
+		for (uint32_t s = 0, first = 0; s < 3; first += seq_len[s], s++) {
+			CHECK_OK(infs_model_forward(al, ak, NULL, model, tokens + first, NULL, seq_len[s], &so));
+			sworst = fmaxf(sworst, max_diff(al, bl + (size_t)first * info.n_vocab, (size_t)seq_len[s] * info.n_vocab));
+			for (uint32_t l = 0; l < g.n_layers; l++)
+				sworst = fmaxf(sworst, max_diff(ak + (size_t)l * seq_len[s] * row,
+				                              bk + ((size_t)l * n + first) * row, seq_len[s] * row));
+		}
+		printf("  3 sequences in one call vs alone: max diff %.3g\n", sworst);
+		CHECK(sworst < 1e-4f * (1 + max_abs(want, nl)));
+		free(bl);
+		free(bk);
+		free(al);
+		free(ak);
+	}
+
 	/* Plain positions 0.. for the paged check, then the paged check. */
 	fo.all_logits = 1;
 	fo.kv_dtype = INFS_DTYPE_F32;

@@ -276,6 +276,8 @@ static void test_chat(const char *dir)
 	CHECK_OK(infs_chat_render(NULL, INFS_CHAT_CHATML, NULL, 0, 0, out, sizeof out, &len));
 	CHECK(len == 0 && out[0] == '\0');
 	CHECK_ERR(infs_chat_format_detect(NULL, NULL), INFS_EINVAL);
+	infs_token ids[4];
+	CHECK_ERR(infs_chat_tokenize(NULL, INFS_CHAT_CHATML, bad, 1, 0, ids, 4, &len), INFS_EINVAL);
 }
 
 static void write_file(const char *path, const void *data, size_t len)

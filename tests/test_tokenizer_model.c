@@ -74,7 +74,15 @@ static void test_chat(const infs_tokenizer *tok, const char *dir)
 			        want);
 			check_failures++;
 		}
-		check_tokens(tok, out, len, INFS_TOKENIZE_PARSE_SPECIAL, infs__json_get(c, "chatml_ids"), "chat ids");
+		const infs__json *want_ids = infs__json_get(c, "chatml_ids");
+		check_tokens(tok, out, len, INFS_TOKENIZE_PARSE_SPECIAL, want_ids, "chat ids");
+		infs_token ids[512];
+		size_t n_ids = 0;
+		CHECK_OK(infs_chat_tokenize(tok, INFS_CHAT_AUTO, m, n, flags, NULL, 0, &n_ids));
+		CHECK(n_ids == want_ids->len);
+		CHECK_ERR(infs_chat_tokenize(tok, INFS_CHAT_AUTO, m, n, flags, ids, n_ids - 1, &n_ids), INFS_ERANGE);
+		CHECK_OK(infs_chat_tokenize(tok, INFS_CHAT_AUTO, m, n, flags, ids, 512, &n_ids));
+		CHECK(ids_equal(ids, n_ids, want_ids));
 	}
 	infs__json_free(j);
 }

@@ -93,17 +93,22 @@ typedef struct infs_forward_options {
 	uint32_t n_past;              /* cache positions [0, n_past) are attended to */
 	int write_cache;              /* also store the new tokens' K (rotated) and V in the
 	                                 cache at their positions */
+	/* Optional: a sequence id per token, to run several independent
+	 * sequences (facts to encode, say) in one call: a token attends only to
+	 * tokens of its own sequence. Each sequence has its own positions. Not
+	 * combined with a cache. */
+	const int32_t *seq_ids;
 } infs_forward_options;
 
-#define INFS_FORWARD_OPTIONS_INIT { INFS_FORWARD_OPTIONS_VERSION, 0, INFS_DTYPE_F32, NULL, NULL, 0, 0, 0 }
+#define INFS_FORWARD_OPTIONS_INIT { INFS_FORWARD_OPTIONS_VERSION, 0, INFS_DTYPE_F32, NULL, NULL, 0, 0, 0, NULL }
 
 INFS_API int infs_forward_options_init(infs_forward_options *opts, unsigned version);
 
 /* Runs the model over tokens[0..n_tokens) at positions[0..n_tokens)
  * (NULL: 0, 1, ...). Token i attends to the cache positions below n_past
  * that are <= positions[i] and to the new tokens j with
- * positions[j] <= positions[i] (and, for a sliding-window model, within the
- * window). Outputs, each optional (NULL):
+ * positions[j] <= positions[i] (of its own sequence with seq_ids, and, for
+ * a sliding-window model, within the window). Outputs, each optional (NULL):
  *   logits  n_vocab floats (all_logits: n_tokens * n_vocab, token-major);
  *   k_out, v_out  the pre-RoPE K and V of the new tokens,
  *           [n_layers][n_tokens][n_kv_heads][head_dim] in opts->kv_dtype,

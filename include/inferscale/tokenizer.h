@@ -106,6 +106,14 @@ INFS_API int infs_chat_render(const infs_tokenizer *tok, infs_chat_format format
                               const infs_chat_message *messages, size_t n_messages, unsigned flags,
                               char *out, size_t cap, size_t *n_out);
 
+/* infs_chat_render() followed by infs_tokenize() of the text with special
+ * tokens parsed (and no BOS added beyond what the template writes): the
+ * prompt's tokens, with the size query and INFS_ERANGE of infs_tokenize().
+ * tok is required. */
+INFS_API int infs_chat_tokenize(const infs_tokenizer *tok, infs_chat_format format,
+                                const infs_chat_message *messages, size_t n_messages, unsigned flags,
+                                infs_token *out, size_t cap, size_t *n_out);
+
 #ifdef __cplusplus
 }
 #endif
