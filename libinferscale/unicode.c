@@ -4,6 +4,7 @@
 extern const uint32_t infs__uc_cat_first[];
 extern const uint8_t infs__uc_cat_value[];
 extern const size_t infs__uc_cat_n;
+extern const uint8_t infs__uc_cat_latin1[256];
 extern const uint32_t infs__uc_ccc_first[];
 extern const uint8_t infs__uc_ccc_value[];
 extern const size_t infs__uc_ccc_n;
@@ -11,6 +12,9 @@ extern const uint32_t infs__uc_decomp_cp[];
 extern const uint32_t infs__uc_decomp_at[];
 extern const size_t infs__uc_decomp_n;
 extern const uint32_t infs__uc_decomp_pool[];
+extern const uint64_t infs__uc_comp_pair[];
+extern const uint32_t infs__uc_comp_result[];
+extern const size_t infs__uc_comp_n;
 extern const uint32_t infs__uc_lower_from[];
 extern const uint32_t infs__uc_lower_to[];
 extern const size_t infs__uc_lower_n;
@@ -47,6 +51,8 @@ static size_t find(const uint32_t *v, size_t n, uint32_t cp)
 
 infs__uc_cat infs__uc_category(uint32_t cp)
 {
+	if (cp < 256)
+		return (infs__uc_cat)infs__uc_cat_latin1[cp];
 	if (cp > 0x10ffff)
 		return INFS_UC_CN;
 	return (infs__uc_cat)infs__uc_cat_value[run_of(infs__uc_cat_first, infs__uc_cat_n, cp)];
@@ -174,6 +180,56 @@ size_t infs__uc_nfd(const uint32_t *in, size_t n, uint32_t *out, size_t cap)
 		}
 	}
 	return len;
+}
+
+/* The primary composite of a and b, or 0. */
+static uint32_t compose_pair(uint32_t a, uint32_t b)
+{
+	if (a >= L_BASE && a < L_BASE + 19 && b >= V_BASE && b < V_BASE + V_COUNT)
+		return S_BASE + ((a - L_BASE) * V_COUNT + (b - V_BASE)) * T_COUNT;
+	if (a >= S_BASE && a < S_BASE + S_COUNT && (a - S_BASE) % T_COUNT == 0 && b > T_BASE &&
+	    b < T_BASE + T_COUNT)
+		return a + (b - T_BASE);
+	if (a > 0x10ffff || b > 0x10ffff)
+		return 0;
+	uint64_t key = (uint64_t)a << 21 | b;
+	size_t lo = 0, hi = infs__uc_comp_n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (infs__uc_comp_pair[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < infs__uc_comp_n && infs__uc_comp_pair[lo] == key ? infs__uc_comp_result[lo] : 0;
+}
+
+size_t infs__uc_compose(uint32_t *s, size_t n)
+{
+	if (n == 0)
+		return 0;
+	/* UAX #15: a character combines with the last starter unless a
+	 * character of class 0 or of a class >= its own stands between them.
+	 * A leading non-starter has no starter (class 256 blocks all). */
+	size_t starter = 0, out = 1;
+	int last = infs__uc_ccc(s[0]) ? 256 : 0;
+	int have_starter = last == 0;
+	for (size_t i = 1; i < n; i++) {
+		uint32_t ch = s[i];
+		int cls = infs__uc_ccc(ch);
+		uint32_t c = have_starter ? compose_pair(s[starter], ch) : 0;
+		if (c && (last < cls || last == 0)) {
+			s[starter] = c;
+			continue;
+		}
+		if (cls == 0) {
+			starter = out;
+			have_starter = 1;
+		}
+		last = cls;
+		s[out++] = ch;
+	}
+	return out;
 }
 
 int infs__utf8_decode(const uint8_t *s, size_t n, uint32_t *cp)

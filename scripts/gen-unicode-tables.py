@@ -5,8 +5,8 @@
 
 The tables: general category as runs of code points, canonical combining
 class as runs, the full canonical decomposition of every code point that has
-one (Hangul syllables excepted: unicode.c computes those), and the lowercase
-mapping of str.lower(). The Unicode version is that of the Python running
+one and the primary composites (Hangul syllables excepted: unicode.c computes
+those), and the lowercase mapping of str.lower(). The Unicode version is that of the Python running
 this script; it is recorded in the output.
 """
 import sys
@@ -57,6 +57,21 @@ def main():
             pool.extend(ord(c) for c in d)
     assert len(pool) < 1 << 16 and max(n for _, _, n in decomp) <= 4
 
+    # Primary composites: a two-code-point canonical decomposition that NFC
+    # keeps composed (which leaves out composition exclusions, singletons and
+    # non-starter decompositions).
+    comp = []
+    for cp in range(MAX):
+        if HANGUL_FIRST <= cp <= HANGUL_LAST:
+            continue
+        d = unicodedata.decomposition(chr(cp))
+        if not d or d.startswith("<"):
+            continue
+        parts = [int(x, 16) for x in d.split()]
+        if len(parts) == 2 and unicodedata.normalize("NFC", chr(cp)) == chr(cp):
+            comp.append((parts[0], parts[1], cp))
+    comp.sort()
+
     lower1, lower_multi = [], []
     for cp in range(MAX):
         lo = chr(cp).lower()
@@ -78,7 +93,10 @@ def main():
     w("\n".join(rows(cat, 10, lambda r: "0x%x," % r[0])) + "\n};\n")
     w("const uint8_t infs__uc_cat_value[%d] = {\n" % len(cat))
     w("\n".join(rows(cat, 20, lambda r: "%d," % r[1])) + "\n};\n")
-    w("const size_t infs__uc_cat_n = %d;\n\n" % len(cat))
+    w("const size_t infs__uc_cat_n = %d;\n" % len(cat))
+    w("/* The same for U+0000..U+00FF, looked up directly (most text). */\n")
+    w("const uint8_t infs__uc_cat_latin1[256] = {\n")
+    w("\n".join(rows(range(256), 20, lambda cp: "%d," % index[unicodedata.category(chr(cp))])) + "\n};\n\n")
 
     w("/* Canonical combining class, as runs like the category. */\n")
     w("const uint32_t infs__uc_ccc_first[%d] = {\n" % len(ccc))
@@ -96,6 +114,13 @@ def main():
     w("const size_t infs__uc_decomp_n = %d;\n" % len(decomp))
     w("const uint32_t infs__uc_decomp_pool[%d] = {\n" % len(pool))
     w("\n".join(rows(pool, 10, lambda c: "0x%x," % c)) + "\n};\n\n")
+
+    w("/* Canonical composition: (first << 21 | second) -> composite, sorted. */\n")
+    w("const uint64_t infs__uc_comp_pair[%d] = {\n" % len(comp))
+    w("\n".join(rows(comp, 6, lambda r: "0x%xull," % (r[0] << 21 | r[1]))) + "\n};\n")
+    w("const uint32_t infs__uc_comp_result[%d] = {\n" % len(comp))
+    w("\n".join(rows(comp, 10, lambda r: "0x%x," % r[2])) + "\n};\n")
+    w("const size_t infs__uc_comp_n = %d;\n\n" % len(comp))
 
     w("/* Lowercase mappings to one code point, sorted. */\n")
     w("const uint32_t infs__uc_lower_from[%d] = {\n" % len(lower1))

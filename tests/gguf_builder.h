@@ -12,7 +12,7 @@ typedef struct gbuf {
 	size_t n, cap;
 } gbuf;
 
-static void gb_put(gbuf *b, const void *src, size_t n)
+static inline void gb_put(gbuf *b, const void *src, size_t n)
 {
 	if (b->n + n > b->cap) {
 		b->cap = (b->n + n) * 2 + 64;
@@ -24,7 +24,7 @@ static void gb_put(gbuf *b, const void *src, size_t n)
 	b->n += n;
 }
 
-static void gb_le(gbuf *b, uint64_t v, size_t n)
+static inline void gb_le(gbuf *b, uint64_t v, size_t n)
 {
 	uint8_t tmp[8];
 	for (size_t i = 0; i < n; i++)
@@ -32,23 +32,23 @@ static void gb_le(gbuf *b, uint64_t v, size_t n)
 	gb_put(b, tmp, n);
 }
 
-static void gb_u32(gbuf *b, uint32_t v) { gb_le(b, v, 4); }
-static void gb_u64(gbuf *b, uint64_t v) { gb_le(b, v, 8); }
+static inline void gb_u32(gbuf *b, uint32_t v) { gb_le(b, v, 4); }
+static inline void gb_u64(gbuf *b, uint64_t v) { gb_le(b, v, 8); }
 
-static void gb_str(gbuf *b, const char *s)
+static inline void gb_str(gbuf *b, const char *s)
 {
 	gb_u64(b, strlen(s));
 	gb_put(b, s, strlen(s));
 }
 
-static void gb_f32(gbuf *b, float f)
+static inline void gb_f32(gbuf *b, float f)
 {
 	uint32_t u;
 	memcpy(&u, &f, 4);
 	gb_u32(b, u);
 }
 
-static void gb_pad(gbuf *b, size_t align)
+static inline void gb_pad(gbuf *b, size_t align)
 {
 	while (b->n % align)
 		gb_le(b, 0, 1);
@@ -57,7 +57,7 @@ static void gb_pad(gbuf *b, size_t align)
 /* Sample: version 3, alignment 64, metadata of every type (including an
  * array of arrays), and three tensors: F32 [4, 3], Q4_1 [64, 2] and Q8_0
  * [32]. Where each tensor's data lands is written to data_off[3]. */
-static gbuf sample_gguf(size_t data_off[3])
+static inline gbuf sample_gguf(size_t data_off[3])
 {
 	gbuf b = { 0 };
 	gb_put(&b, "GGUF", 4);

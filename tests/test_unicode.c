@@ -1,4 +1,4 @@
-/* Unicode properties, case mapping, NFD and UTF-8 against values from the
+/* Unicode properties, case mapping, NFD, NFC and UTF-8 against values from the
  * Unicode Character Database (as Python's unicodedata reports them). */
 #include <string.h>
 
@@ -70,6 +70,22 @@ int main(void)
 	CHECK(nfd_is(in3, 2, want3, 4));
 	uint32_t small[2];
 	CHECK(infs__uc_nfd(in3, 2, small, 2) == 4 && small[0] == 's' && small[1] == 0x0323);
+
+	/* NFC = NFD then canonical composition. */
+	uint32_t c1[] = { 'e', 0x0301, 'a', 0x0323, 0x0302, 0x1100, 0x1161, 0x11a8, 0x0301, 'x' };
+	CHECK(infs__uc_compose(c1, 10) == 5 && c1[0] == 0x00e9 && c1[1] == 0x1ead && c1[2] == 0xac01 &&
+	      c1[3] == 0x0301 && c1[4] == 'x');
+	uint32_t c2[] = { 'a', 0x0301, 0x0301 }; /* the second acute is blocked by the first */
+	CHECK(infs__uc_compose(c2, 3) == 2 && c2[0] == 0x00e1 && c2[1] == 0x0301);
+	uint32_t c3[] = { 0x0301, 'e', 0x0301 };  /* a leading mark stays */
+	CHECK(infs__uc_compose(c3, 3) == 2 && c3[0] == 0x0301 && c3[1] == 0x00e9);
+	uint32_t c4[] = { 0x0915, 0x093c };       /* a composition exclusion: stays decomposed */
+	CHECK(infs__uc_compose(c4, 2) == 2);
+	uint32_t c5[4];
+	const uint32_t ang = 0x212b; /* Angstrom sign: NFC is U+00C5 */
+	size_t nc = infs__uc_nfd(&ang, 1, c5, 4);
+	CHECK(infs__uc_compose(c5, nc) == 1 && c5[0] == 0x00c5);
+	CHECK(infs__uc_compose(c5, 0) == 0);
 
 	uint32_t cp;
 	const uint8_t ok[] = { 0xf0, 0x9f, 0x98, 0x80 };
