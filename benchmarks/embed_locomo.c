@@ -73,6 +73,25 @@ static double cpu_now(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The CPU's model name, for the report. */
+static void cpu_name(char *buf, size_t size)
+{
+	snprintf(buf, size, "unknown");
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	if (!f)
+		return;
+	char line[512];
+	while (fgets(line, sizeof line, f)) {
+		char *colon = strchr(line, ':');
+		if (strncmp(line, "model name", 10) == 0 && colon) {
+			snprintf(buf, size, "%s", colon + 2);
+			buf[strcspn(buf, "\n\"\\")] = '\0';
+			break;
+		}
+	}
+	fclose(f);
+}
+
 static int by_name(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -298,8 +317,14 @@ int main(int argc, char **argv)
 	}
 
 	printf("{\n  \"benchmark\": \"embed_locomo\",\n  \"model\": \"%s\",\n", model);
-	printf("  \"conversations\": %zu,\n  \"features\": {\"blas\": %s},\n", nn,
-	       infs_features() & INFS_FEATURE_BLAS ? "true" : "false");
+	char cpu[256];
+	cpu_name(cpu, sizeof cpu);
+	const char *coretype = getenv("OPENBLAS_CORETYPE");
+	printf("  \"hardware\": {\"cpu\": \"%s\", \"cores_online\": %ld},\n", cpu,
+	       sysconf(_SC_NPROCESSORS_ONLN));
+	printf("  \"conversations\": %zu,\n  \"features\": {\"blas\": %s, "
+	       "\"OPENBLAS_CORETYPE\": \"%s\"},\n", nn,
+	       infs_features() & INFS_FEATURE_BLAS ? "true" : "false", coretype ? coretype : "");
 	printf("  \"questions\": {\"all\": %zu, \"1\": %zu, \"2\": %zu, \"3\": %zu, \"4\": %zu},\n",
 	       asked[0], asked[1], asked[2], asked[3], asked[4]);
 	printf("  \"recall\": {\n");

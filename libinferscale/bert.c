@@ -58,6 +58,25 @@ static void embed_seq(void *arg, uint32_t s, uint32_t worker)
 	}
 }
 
+/* Independent partial sums, so that the compiler can vectorise the loop
+ * without reassociating float additions. */
+#define LANES 8
+
+static float dot(const float *a, const float *b, size_t n)
+{
+	float acc[LANES] = {0};
+	size_t i = 0;
+	for (; i + LANES <= n; i += LANES)
+		for (size_t l = 0; l < LANES; l++)
+			acc[l] += a[i + l] * b[i + l];
+	float s = 0;
+	for (size_t l = 0; l < LANES; l++)
+		s += acc[l];
+	for (; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
 /* One (sequence, head) pair: softmax(q k^T / sqrt(d)) v, one query row at a
  * time, keys limited to the query's own sequence. */
 static void attend(void *arg, uint32_t item, uint32_t worker)
@@ -72,11 +91,7 @@ static void attend(void *arg, uint32_t item, uint32_t worker)
 		const float *q = j->q + (first + qi) * dim + col;
 		float max = -INFINITY;
 		for (size_t ki = 0; ki < len; ki++) {
-			const float *k = j->k + (first + ki) * dim + col;
-			float a = 0;
-			for (size_t d = 0; d < hd; d++)
-				a += q[d] * k[d];
-			p[ki] = a * scale;
+			p[ki] = dot(q, j->k + (first + ki) * dim + col, hd) * scale;
 			if (p[ki] > max)
 				max = p[ki];
 		}

@@ -625,6 +625,9 @@ int infs_embed(float *out, const infs_embedder *e, const char *const *texts, siz
 	for (size_t i = 0; !rc && i < n_texts; i++) {
 		uint32_t n;
 		rc = tokenize(e, prompt, texts[i], one, &n);
+		if (!rc && (uint64_t)offsets[i] + n > UINT32_MAX)
+			rc = infs__error(INFS_EINVAL, "infs_embed: above %u tokens in one call",
+			                 UINT32_MAX);
 		if (!rc && offsets[i] + (size_t)n > cap) {
 			size_t ncap = cap ? 2 * cap : 4096;
 			while (ncap < offsets[i] + (size_t)n)

@@ -285,7 +285,7 @@ static void word_pieces(const infs__wordpiece *wp, const uint32_t *cps, size_t n
 }
 
 /* Normalises, splits and appends the pieces of text[0..len). */
-static int encode_span(const infs__wordpiece *wp, const char *text, size_t len, struct sink *s)
+static int encode_chunk(const infs__wordpiece *wp, const char *text, size_t len, struct sink *s)
 {
 	uint32_t *cps;
 	size_t n;
@@ -316,6 +316,26 @@ static int encode_span(const infs__wordpiece *wp, const char *text, size_t len, 
 	free(buf);
 	free(pos);
 	free(cps);
+	return INFS_OK;
+}
+
+/* Bytes normalised at a time: a long text is cut at ASCII whitespace, which
+ * ends a word and cannot be inside a UTF-8 sequence, so the result is the
+ * same while memory stays bounded and the work stops once the pieces have
+ * reached max_len. */
+#define CHUNK 4096
+
+static int encode_span(const infs__wordpiece *wp, const char *text, size_t len, struct sink *s)
+{
+	for (size_t at = 0; at < len && s->n < s->limit;) {
+		size_t end = len - at > CHUNK ? at + CHUNK : len;
+		while (end < len && text[end] != ' ' && text[end] != '\n' && text[end] != '\t' &&
+		       text[end] != '\r')
+			end++;
+		if (encode_chunk(wp, text + at, end - at, s) != INFS_OK)
+			return INFS_ENOMEM;
+		at = end;
+	}
 	return INFS_OK;
 }
 

@@ -8,6 +8,7 @@
  *
  * usage: test_embed_model FIXTURE-DIR LOCOMO-DIR */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +247,47 @@ static float max_abs_diff(const float *a, const float *b, size_t n)
 	return m;
 }
 
+/* infs_embed on one embedder from several threads at once. */
+struct concurrent {
+	const infs_embedder *e;
+	const char *const *texts;
+	size_t n;
+	float *out;
+	int rc;
+};
+
+static void *embed_thread(void *arg)
+{
+	struct concurrent *c = arg;
+	c->rc = infs_embed(c->out, c->e, c->texts, c->n, NULL);
+	return NULL;
+}
+
+static void check_concurrent(const infs_embedder *e)
+{
+	static const char *const texts[] = {
+		"Caroline went to a pride parade.", "Melanie paints sunsets.",
+		"What did Caroline research?", "Melanie ran a charity race for mental health.",
+		"When did Melanie sign up for a pottery class?", "Caroline is a transgender woman.",
+	};
+	size_t n = sizeof texts / sizeof texts[0], dim = infs_embedder_dim(e);
+	float *ref = malloc(n * dim * sizeof *ref);
+	CHECK_OK(infs_embed(ref, e, texts, n, NULL));
+	struct concurrent c[3];
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++) {
+		c[i] = (struct concurrent){e, texts, n, malloc(n * dim * sizeof(float)), -1};
+		CHECK(pthread_create(&t[i], NULL, embed_thread, &c[i]) == 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(c[i].rc == INFS_OK);
+		CHECK(max_abs_diff(c[i].out, ref, n * dim) < 1e-6f);
+		free(c[i].out);
+	}
+	free(ref);
+}
+
 static void check_api(const char *dir, const infs_embedder *e)
 {
 	infs_embedder *x = NULL;
@@ -364,6 +406,7 @@ int main(int argc, char **argv)
 	CHECK(infs_embedder_max_seq_length(e) == 256);
 
 	check_api(dir, e);
+	check_concurrent(e);
 
 	struct stats cases = {0}, conv = {0};
 	check_cases(e, fixtures, &cases);

@@ -83,6 +83,21 @@ int main(void)
 	CHECK(expect(wp, "hello unaffable", 4, 2, 5, 11));        /* cut inside a word */
 	CHECK(expect(wp, "hello unaffablex", 4, 2, 5, 1));        /* the cut word fails whole */
 
+	/* Long texts are normalised in pieces cut at whitespace: a word across
+	 * the 4 KiB mark stays whole, and a NUL (removed, not a separator) does
+	 * not split a word. */
+	{
+		static char text[10000];
+		memset(text, ' ', sizeof text - 1);
+		memcpy(text + 4090, "unaffable", 9);
+		CHECK(expect(wp, text, 64, 2, 11, 12));
+		int32_t ids[8];
+		uint32_t got = 0;
+		char nul[] = "un\0affable hello";
+		CHECK_OK(infs__wordpiece_encode(wp, nul, sizeof nul - 1, 8, ids, &got));
+		CHECK(got == 5 && ids[1] == 11 && ids[2] == 12 && ids[3] == 5);
+	}
+
 	/* Arbitrary bytes (mostly invalid UTF-8, specials, CJK and accents mixed
 	 * in): ids stay in the vocabulary and within max_len. */
 	static const char *const parts[] = {"\xe4\xb8\xad", "[MASK]", "\xcc\x81", "e", " ", "\xf0\x9f",
