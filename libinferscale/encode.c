@@ -197,7 +197,8 @@ int infs__encode_kv(void *k, void *v, const infs_model *model, const infs_geomet
 		pos[i] = (int32_t)(n_ctx + i);
 	infs__paged_kv past = { ctx ? &ctx->layout : NULL, ctx ? ctx->table : NULL,
 	                        ctx ? ctx->layout.n_blocks : 0, ctx ? n_ctx : 0, 0 };
-	infs__forward_args a = { tok, pos, m, NULL, 0, kall, vall, g->kv_dtype, &past, pool };
+	infs__forward_args a = { .tokens = tok, .positions = pos, .n_tokens = m, .k_out = kall, .v_out = vall,
+	                         .kv_dtype = g->kv_dtype, .past = &past, .pool = pool };
 	int rc = infs__forward(model, &a);
 	if (!rc && n_own)
 		for (uint32_t l = 0; l < g->n_layers; l++) {
@@ -220,7 +221,7 @@ int infs__encode_context(infs__kvcache *c, const infs_model *model, const infs_g
 	if (rc)
 		return rc;
 	infs__paged_kv past = { &c->layout, c->table, c->layout.n_blocks, 0, 1 };
-	infs__forward_args a = { tokens, NULL, n, NULL, 0, NULL, NULL, INFS_DTYPE_F32, &past, pool };
+	infs__forward_args a = { .tokens = tokens, .n_tokens = n, .kv_dtype = INFS_DTYPE_F32, .past = &past, .pool = pool };
 	if ((rc = infs__forward(model, &a)))
 		infs__kvcache_free(c);
 	return rc;

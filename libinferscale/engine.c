@@ -266,7 +266,8 @@ int infs_engine_prefill(infs_engine *e, const int32_t *tokens, uint32_t n)
 	for (uint32_t i = 0; i < n; i++)
 		pos[i] = (int32_t)(e->n_past + i);
 	infs__paged_kv past = { &e->cache.layout, e->cache.table, e->cache.layout.n_blocks, e->n_past, 1 };
-	infs__forward_args a = { tokens, pos, n, e->logits, 0, NULL, NULL, INFS_DTYPE_F32, &past, e->pool };
+	infs__forward_args a = { .tokens = tokens, .positions = pos, .n_tokens = n, .logits = e->logits,
+	                         .kv_dtype = INFS_DTYPE_F32, .past = &past, .pool = e->pool };
 	int rc = infs__forward(e->model, &a);
 	free(pos);
 	if (rc)
