@@ -243,10 +243,13 @@ func TestBadInputs(t *testing.T) {
 	wantCode(t, put("u", func(f *Fact) { f.V = append(f.V[:len(f.V):len(f.V)], 0, 0, 0, 0) }), ErrInvalid)
 	wantCode(t, put("u", func(f *Fact) { f.Embedding = f.Embedding[:3] }), ErrInvalid)
 	wantCode(t, put("u", func(f *Fact) { f.Embedding = nil }), ErrInvalid)
-	wantCode(t, put("u", func(f *Fact) { f.Tokens, f.K, f.V = nil, nil, nil }), ErrInvalid)
+	wantCode(t, put("u", func(f *Fact) { f.Tokens, f.K, f.V = nil, nil, nil }), ErrRange)
+	wantCode(t, put("u", func(f *Fact) { f.Tokens = []int32{1, -2, 3, 4} }), ErrInvalid)
+	wantCode(t, put("u", func(f *Fact) { f.Segment = true }), ErrInvalid) // a segment has no embedding
 	wantCode(t, put("u", func(f *Fact) { f.Text = "a\x00b" }), ErrInvalid)
-	wantCode(t, put("u", func(f *Fact) { f.Metadata = strings.Repeat("m", MetadataMax+1) }), ErrInvalid)
-	wantCode(t, put("u", func(f *Fact) { f.Tokens = make([]int32, FactTokensMax+1) }), ErrInvalid)
+	wantCode(t, put("u", func(f *Fact) { f.Metadata = strings.Repeat("m", MetadataMax+1) }), ErrRange)
+	wantCode(t, put("u", func(f *Fact) { f.Text = strings.Repeat("t", TextMax) }), ErrRange)
+	wantCode(t, put("u", func(f *Fact) { f.Tokens = make([]int32, FactTokensMax+1) }), ErrRange)
 	if n, _ := s.Count("u"); n != 1 {
 		t.Fatalf("rejected puts changed the store: %d records", n)
 	}
