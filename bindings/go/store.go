@@ -195,14 +195,21 @@ func (s *Store) release() {
 	runtime.KeepAlive(s)
 }
 
-// Geometry is the geometry the store is bound to (still valid after Close).
+// Geometry is the geometry the store is bound to (still valid after Close;
+// the zero Geometry for a nil store).
 func (s *Store) Geometry() Geometry {
+	if s == nil {
+		return Geometry{}
+	}
 	return s.geom
 }
 
 // Identity is the store's identity string: model, tokenizer, chat template,
 // anything that changes the KV (still valid after Close).
 func (s *Store) Identity() string {
+	if s == nil {
+		return ""
+	}
 	return s.identity
 }
 
