@@ -273,9 +273,10 @@ func TestBadInputs(t *testing.T) {
 	wantCode(t, err, ErrNotFound)
 	other := g
 	other.HeadDim, other.RotaryDim = 16, 16
-	_, err = Open(path, &Options{Geometry: &other})
+	// (read-only: the store is open for writing here already)
+	_, err = Open(path, &Options{ReadOnly: true, Geometry: &other})
 	wantCode(t, err, ErrMismatch)
-	_, err = Open(path, &Options{Identity: "another-model"})
+	_, err = Open(path, &Options{ReadOnly: true, Identity: "another-model"})
 	wantCode(t, err, ErrMismatch)
 	_, err = Open(path, nil)
 	wantCode(t, err, ErrBusy)
