@@ -129,17 +129,17 @@ func (s *Store) retrieve(op string, hits []Hit, counts []C.size_t, ns string, qu
 		return newError(ErrInvalid, fmt.Sprintf("%s: query holds %d floats, the store's embed_dim is %d",
 			op, len(queries)/max(nq, 1), d))
 	}
-	co := C.infs_retrieve_options{version: C.INFS_RETRIEVE_OPTIONS_VERSION}
+	var co *C.infs_retrieve_options // NULL: the defaults, and no allocation
 	if opts != nil {
-		co.metric = C.infs_metric(opts.Metric)
-		co.backend = C.infs_backend(opts.Backend)
+		co = &C.infs_retrieve_options{version: C.INFS_RETRIEVE_OPTIONS_VERSION,
+			metric: C.infs_metric(opts.Metric), backend: C.infs_backend(opts.Backend)}
 	}
 	// hits, counts and queries are Go memory without pointers, passed in
 	// place for the duration of the call.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	rc := C.infs_retrieve((*C.infs_hit)(unsafe.Pointer(unsafe.SliceData(hits))), unsafe.SliceData(counts),
-		c, charp(cns), (*C.float)(unsafe.Pointer(unsafe.SliceData(queries))), C.size_t(nq), C.size_t(k), &co)
+		c, charp(cns), (*C.float)(unsafe.Pointer(unsafe.SliceData(queries))), C.size_t(nq), C.size_t(k), co)
 	if rc != 0 {
 		return lastError(rc)
 	}
