@@ -138,3 +138,43 @@ func TestRetrieveTiesByID(t *testing.T) {
 		t.Fatalf("equal scores in order %v, want increasing ids %v", got, ids)
 	}
 }
+
+// The FAISS backend through the binding: a Flat index returns exactly what
+// the exact search returns; without an index (or without FAISS in the
+// build) it is ErrUnsupported.
+func TestRetrieveFAISS(t *testing.T) {
+	g := testGeometry()
+	g.EmbedDim = 8
+	s, path := createStore(t, g)
+	rng := rand.New(rand.NewSource(12))
+	for i := 0; i < 40; i++ {
+		if _, err := s.Put("u", randomFact(rng, g, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := randomFact(rng, g, 1).Embedding
+	_, err := s.Retrieve("u", q, 5, &RetrieveOptions{Backend: BackendFAISS})
+	wantCode(t, err, ErrUnsupported)
+	s.Close()
+
+	s, err = Open(path, &Options{FaissIndex: "Flat", FaissMinFacts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, metric := range []Metric{Cosine, InnerProduct} {
+		exact, err := s.Retrieve("u", q, 10, &RetrieveOptions{Metric: metric, Backend: BackendExact})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Retrieve("u", q, 10, &RetrieveOptions{Metric: metric, Backend: BackendFAISS})
+		if !LibraryFeatures().FAISS {
+			wantCode(t, err, ErrUnsupported)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameHits(t, "FAISS Flat", got, exact)
+	}
+}

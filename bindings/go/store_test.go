@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"path/filepath"
 	"reflect"
@@ -266,6 +267,12 @@ func TestBadInputs(t *testing.T) {
 	_, err = s.RetrieveBatch("u", make([]float32, 7), 1, nil)
 	wantCode(t, err, ErrInvalid)
 	_, err = s.Retrieve("u", q, 1, &RetrieveOptions{Metric: Metric(9)})
+	wantCode(t, err, ErrInvalid)
+	_, err = s.Retrieve("u", q, 1, &RetrieveOptions{Backend: Backend(9)})
+	wantCode(t, err, ErrInvalid)
+	_, err = s.Retrieve("u", q, 1, nil) // all zeros: its cosine is undefined
+	wantCode(t, err, ErrInvalid)
+	_, err = s.Retrieve("u", []float32{1, float32(math.NaN()), 0, 0}, 1, nil)
 	wantCode(t, err, ErrInvalid)
 
 	// Opening: missing file, wrong geometry or identity, second writer.
