@@ -287,6 +287,8 @@ func TestBadInputs(t *testing.T) {
 	wantCode(t, err, ErrMismatch)
 	_, err = Open(path, nil)
 	wantCode(t, err, ErrBusy)
+	_, err = Open(path, &Options{ReadOnly: true, UseDevice: true, Device: -2})
+	wantCode(t, err, ErrInvalid)
 	_, err = Open(path+"\x00x", nil)
 	wantCode(t, err, ErrInvalid)
 	_, err = Open(filepath.Join(t.TempDir(), "new.infs"), &Options{Create: true})
