@@ -52,14 +52,13 @@ type InjectOptions struct {
 func (s *Store) Inject(ns string, ids []uint64, startPos uint32, blockTable []int32,
 	cache *KVLayout, opts *InjectOptions) (uint32, error) {
 	const op = "Store.Inject"
-	if cache == nil {
-		return 0, newError(ErrInvalid, op+": cache is nil")
-	}
-	if len(cache.K) != int(cache.Layers) || len(cache.V) != int(cache.Layers) {
-		return 0, newError(ErrInvalid, fmt.Sprintf("%s: cache has %d K and %d V layer pointers for %d layers",
-			op, len(cache.K), len(cache.V), cache.Layers))
-	}
 	cns, err := cstring(op, "namespace", ns)
+	if err != nil {
+		return 0, err
+	}
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	cl, err := layoutToC(op, cache, &pin)
 	if err != nil {
 		return 0, err
 	}
@@ -68,10 +67,34 @@ func (s *Store) Inject(ns string, ids []uint64, startPos uint32, blockTable []in
 		return 0, err
 	}
 	defer s.release()
+	co := C.infs_inject_options{version: C.INFS_INJECT_OPTIONS_VERSION}
+	if opts != nil {
+		co.stream = opts.Stream
+	}
 
-	var pin runtime.Pinner
-	defer pin.Unpin()
-	cl := C.infs_kv_layout{
+	var next C.uint32_t
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	rc := C.infs_inject_into_blocks(&next, c, charp(cns),
+		(*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(ids))), C.size_t(len(ids)), C.uint32_t(startPos),
+		(*C.int32_t)(unsafe.Pointer(unsafe.SliceData(blockTable))), C.size_t(len(blockTable)), cl, &co)
+	if rc != 0 {
+		return 0, lastError(rc)
+	}
+	return uint32(next), nil
+}
+
+// layoutToC is cache as the C layout, with the Go memory it points to pinned
+// by pin until the caller's C call has returned.
+func layoutToC(op string, cache *KVLayout, pin *runtime.Pinner) (*C.infs_kv_layout, error) {
+	if cache == nil {
+		return nil, newError(ErrInvalid, op+": cache is nil")
+	}
+	if len(cache.K) != int(cache.Layers) || len(cache.V) != int(cache.Layers) {
+		return nil, newError(ErrInvalid, fmt.Sprintf("%s: cache has %d K and %d V layer pointers for %d layers",
+			op, len(cache.K), len(cache.V), cache.Layers))
+	}
+	cl := &C.infs_kv_layout{
 		version:      C.INFS_KV_LAYOUT_VERSION,
 		device:       -1,
 		dtype:        C.infs_dtype(cache.DType),
@@ -101,21 +124,7 @@ func (s *Store) Inject(ns string, ids []uint64, startPos uint32, blockTable []in
 		cl.k_layers = (*unsafe.Pointer)(unsafe.Pointer(&cache.K[0]))
 		cl.v_layers = (*unsafe.Pointer)(unsafe.Pointer(&cache.V[0]))
 	}
-	co := C.infs_inject_options{version: C.INFS_INJECT_OPTIONS_VERSION}
-	if opts != nil {
-		co.stream = opts.Stream
-	}
-
-	var next C.uint32_t
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	rc := C.infs_inject_into_blocks(&next, c, charp(cns),
-		(*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(ids))), C.size_t(len(ids)), C.uint32_t(startPos),
-		(*C.int32_t)(unsafe.Pointer(unsafe.SliceData(blockTable))), C.size_t(len(blockTable)), &cl, &co)
-	if rc != 0 {
-		return 0, lastError(rc)
-	}
-	return uint32(next), nil
+	return cl, nil
 }
 
 // RopeRotate rotates x in place: host memory laid out
