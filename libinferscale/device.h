@@ -15,7 +15,8 @@
 INFS__DEVICE_HOOK int infs__device_attach(infs_store *s);
 
 /* Called under the store's write lock after a record is added or removed,
- * while the INFS_EXT_DEVICE slot is set. */
+ * while the INFS_EXT_DEVICE slot is set. r points into the store's file
+ * mapping, which compaction and later puts may move: copy, do not keep. */
 INFS__DEVICE_HOOK void infs__device_on_put(infs_store *s, const infs__record *r);
 INFS__DEVICE_HOOK void infs__device_on_delete(infs_store *s, uint64_t id);
 

@@ -158,6 +158,10 @@ int infs_fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fa
 	uint64_t id = s->next_id, off = s->end;
 	memcpy(fixed, &id, 8);
 	infs__ns *nsp;
+	if (id == UINT64_MAX) {
+		rc = infs__error(INFS_ERANGE, "infs_fact_put: %s has used up its fact ids", s->path);
+		goto out;
+	}
 	if ((rc = infs__index_reserve(&nsp, &s->ix, ns))) {
 		rc = infs__error_wrap(rc, "infs_fact_put");
 		goto out;

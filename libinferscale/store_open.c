@@ -350,6 +350,13 @@ int infs_store_open(infs_store **out, const char *path, const infs_store_options
 
 	if ((rc = open_locked(s, &o, &geom)))
 		goto fail;
+	/* Compaction renames a new file over s->path: through a symbolic link
+	 * that would replace the link, not the store it points to. */
+	char *real = realpath(path, NULL);
+	if (real) {
+		free(s->path);
+		s->path = real;
+	}
 	struct stat st;
 	if (fstat(s->fd, &st) != 0) {
 		rc = infs__error(INFS_EIO, "infs_store_open: %s: %s", path, strerror(errno));

@@ -406,6 +406,82 @@ static void record_inside_a_record(void)
 	gen_fact_free(&first);
 }
 
+/* Records larger than the scan's read window (4 MiB) are checked in
+ * pieces: they reopen intact, cut short they are a torn tail, damaged with
+ * a record after them they are corruption. */
+static void big_records(void)
+{
+	char path[600], bad[600];
+	scratch_path(path, sizeof path, "big.infs");
+	scratch_path(bad, sizeof bad, "big-bad.infs");
+	infs_geometry g = small_geometry(INFS_DTYPE_F16);
+	g.n_layers = 32;
+	g.n_kv_heads = 8;
+	g.head_dim = 128;
+	g.rotary_dim = 128;
+	infs_store *s;
+	infs_store_stats st = { .version = INFS_STORE_STATS_VERSION };
+	CHECK_OK(open_store(&s, path, &g, INFS_OPEN_CREATE, INFS_SYNC_OFF));
+	gen_fact f;
+	gen_fact_make(&f, &g, 6, 0);
+	size_t tok = infs_geometry_kv_token_bytes(&g), n_tok = 40;
+	unsigned char *k = malloc(tok * n_tok), *v = malloc(tok * n_tok);
+	int32_t tokens[40];
+	for (size_t i = 0; i < tok * n_tok; i++) {
+		k[i] = (unsigned char)(i * 7);
+		v[i] = (unsigned char)(i * 13 + 1);
+	}
+	for (size_t i = 1; i < tok * n_tok; i += 2) { /* keep every f16 finite */
+		k[i] &= 0x3f;
+		v[i] &= 0x3f;
+	}
+	for (int i = 0; i < 40; i++)
+		tokens[i] = i;
+	infs_fact big = f.fact;
+	big.n_tokens = (uint32_t)n_tok;
+	big.tokens = tokens;
+	big.k = k;
+	big.v = v;
+	uint64_t ids[3];
+	CHECK_OK(infs_fact_put(&ids[0], s, "u", &f.fact));
+	CHECK_OK(infs_store_stats_get(&st, s));
+	uint64_t big_at = st.file_bytes;
+	CHECK_OK(infs_fact_put(&ids[1], s, "u", &big));
+	CHECK_OK(infs_store_stats_get(&st, s));
+	uint64_t big_end = st.file_bytes;
+	CHECK(big_end - big_at > 5u << 20);
+	CHECK_OK(infs_fact_put(&ids[2], s, "u", &f.fact));
+	infs_store_close(s);
+
+	CHECK_OK(open_store(&s, path, &g, 0, INFS_SYNC_OFF));
+	infs_fact_record *r;
+	CHECK_OK(infs_fact_get(&r, s, "u", ids[1]));
+	CHECK(r->n_tokens == n_tok && !memcmp(r->k, k, tok * n_tok) && !memcmp(r->v, v, tok * n_tok));
+	infs_fact_record_free(r);
+	CHECK_OK(infs_fact_get(&r, s, "u", ids[2]));
+	CHECK(gen_fact_matches(r, &g, 6, 0));
+	infs_fact_record_free(r);
+	infs_store_close(s);
+
+	size_t n;
+	unsigned char *b = slurp(path, &n);
+	spit(bad, b, (size_t)big_end - 4096);
+	CHECK_OK(open_store(&s, bad, &g, 0, INFS_SYNC_OFF));
+	CHECK_OK(infs_store_stats_get(&st, s));
+	CHECK(st.n_facts == 1 && st.dropped_tail_bytes == big_end - 4096 - big_at);
+	infs_store_close(s);
+	b[big_at + (5u << 20)] ^= 4;
+	spit(bad, b, n);
+	CHECK_ERR(open_store(&s, bad, &g, 0, INFS_SYNC_OFF), INFS_ECORRUPT);
+	char needle[64];
+	snprintf(needle, sizeof needle, "offset %llu ", (unsigned long long)big_at);
+	CHECK(strstr(infs_error_last(), needle));
+	free(b);
+	free(k);
+	free(v);
+	gen_fact_free(&f);
+}
+
 int main(void)
 {
 	scratch_init("store-file");
@@ -415,6 +491,7 @@ int main(void)
 	header_cases();
 	junk_tail();
 	record_inside_a_record();
+	big_records();
 	scratch_cleanup();
 	CHECK_DONE();
 }
