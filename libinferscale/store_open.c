@@ -31,12 +31,31 @@ struct held {
 };
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct held *registry;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* A fork() while another thread holds the registry lock must not leave the
+ * child with a lock that nobody will release. */
+static void registry_prefork(void)
+{
+	pthread_mutex_lock(&registry_lock);
+}
+
+static void registry_postfork(void)
+{
+	pthread_mutex_unlock(&registry_lock);
+}
+
+static void registry_atfork(void)
+{
+	pthread_atfork(registry_prefork, registry_postfork, registry_postfork);
+}
 
 /* INFS_OK, INFS_EBUSY when this process holds the file already, or INFS_ENOMEM. */
 static int registry_add(dev_t dev, ino_t ino)
 {
 	int rc = INFS_OK;
 	pid_t pid = getpid();
+	pthread_once(&atfork_once, registry_atfork);
 	pthread_mutex_lock(&registry_lock);
 	for (struct held *h = registry; h; h = h->next)
 		if (h->dev == dev && h->ino == ino && h->pid == pid)
@@ -388,7 +407,7 @@ int infs_store_open(infs_store **out, const char *path, const infs_store_options
 	if (!s->readonly) {
 		/* A compaction that crashed before its rename left this behind. */
 		char *tmp;
-		if (asprintf(&tmp, "%s.compact", path) >= 0) {
+		if (asprintf(&tmp, "%s.compact", s->path) >= 0) {
 			unlink(tmp);
 			free(tmp);
 		}

@@ -90,6 +90,7 @@ static void round_trip(infs_dtype dtype)
 		gen_fact_free(&f);
 	}
 	check_all(s, &g, ids, live);
+	CHECK_OK(infs_store_sync(s));
 	CHECK_OK(infs_store_geometry(&got, s));
 	CHECK(infs__geometry_diff(&got, &g) == NULL);
 	CHECK(strcmp(infs_store_identity(s), TEST_IDENTITY) == 0);
@@ -379,6 +380,20 @@ static void mismatch(void)
 	CHECK_ERR(infs_store_open(&s, missing, &o), INFS_EINVAL); /* no identity */
 	o.identity = "";
 	CHECK_ERR(infs_store_open(&s, missing, &o), INFS_EINVAL);
+	char *long_id = malloc(INFS_IDENTITY_MAX + 2);
+	memset(long_id, 'i', INFS_IDENTITY_MAX + 1);
+	long_id[INFS_IDENTITY_MAX + 1] = '\0';
+	o.identity = long_id;
+	CHECK_ERR(infs_store_open(&s, missing, &o), INFS_EINVAL);
+	long_id[INFS_IDENTITY_MAX] = '\0'; /* the limit itself is fine */
+	CHECK_OK(infs_store_open(&s, missing, &o));
+	CHECK(s && strlen(infs_store_identity(s)) == INFS_IDENTITY_MAX);
+	infs_store_close(s);
+	CHECK_OK(infs_store_open(&s, missing, &o));
+	infs_store_close(s);
+	s = NULL;
+	unlink(missing);
+	free(long_id);
 	CHECK_ERR(open_store(&s, missing, NULL, 0, INFS_SYNC_FULL), INFS_ENOTFOUND);
 	CHECK(access(missing, F_OK) != 0);
 	CHECK_ERR(open_store(&s, path, &g, INFS_OPEN_CREATE | INFS_OPEN_READONLY, INFS_SYNC_FULL), INFS_EINVAL);
