@@ -13,10 +13,12 @@ import (
 )
 
 // Tokenizer is a language model's byte-level BPE tokenizer and chat
-// template. It is immutable: safe for concurrent use.
+// template, loaded on its own (LoadTokenizer) or owned by a Model
+// (Model.Tokenizer). It is immutable: safe for concurrent use.
 type Tokenizer struct {
-	mu sync.RWMutex // as Store's
-	c  *C.infs_tokenizer
+	mu    sync.RWMutex // for a loaded tokenizer, as Store's
+	c     *C.infs_tokenizer
+	owner *Model // for a model's tokenizer: valid while the model is open
 }
 
 // LoadTokenizer loads the tokenizer of a .gguf model file, a Hugging Face
@@ -42,10 +44,27 @@ func LoadTokenizer(path string) (*Tokenizer, error) {
 	return t, nil
 }
 
-// Close releases the tokenizer, waiting for calls in flight; calling it
-// again does nothing.
+// Tokenizer is the model's own tokenizer and chat template. It belongs to
+// the model: its Close does nothing, and its methods fail with ErrClosed
+// once the model is closed. ErrNotFound when the model came without one.
+func (m *Model) Tokenizer() (*Tokenizer, error) {
+	const op = "Model.Tokenizer"
+	c, err := m.acquire(op)
+	if err != nil {
+		return nil, err
+	}
+	defer m.release()
+	tc := C.infs_model_tokenizer(c)
+	if tc == nil {
+		return nil, newError(ErrNotFound, op+": the model came without a tokenizer")
+	}
+	return &Tokenizer{c: tc, owner: m}, nil
+}
+
+// Close releases a loaded tokenizer, waiting for calls in flight; calling it
+// again does nothing, nor does it for a model's tokenizer.
 func (t *Tokenizer) Close() error {
-	if t == nil {
+	if t == nil || t.owner != nil {
 		return nil
 	}
 	t.mu.Lock()
@@ -62,6 +81,12 @@ func (t *Tokenizer) acquire(op string) (*C.infs_tokenizer, error) {
 	if t == nil {
 		return nil, closedError(op)
 	}
+	if t.owner != nil {
+		if _, err := t.owner.acquire(op); err != nil {
+			return nil, err
+		}
+		return t.c, nil
+	}
 	t.mu.RLock()
 	if t.c == nil {
 		t.mu.RUnlock()
@@ -71,7 +96,11 @@ func (t *Tokenizer) acquire(op string) (*C.infs_tokenizer, error) {
 }
 
 func (t *Tokenizer) release() {
-	t.mu.RUnlock()
+	if t.owner != nil {
+		t.owner.release()
+	} else {
+		t.mu.RUnlock()
+	}
 	runtime.KeepAlive(t)
 }
 

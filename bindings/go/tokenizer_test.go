@@ -157,3 +157,34 @@ func TestTokenizerBadInputs(t *testing.T) {
 		t.Fatal("a closed tokenizer still answers")
 	}
 }
+
+// A model's own tokenizer belongs to the model.
+func TestModelTokenizer(t *testing.T) {
+	m, err := LoadModel(filepath.Join("..", "..", "tests", "fixtures", "model", "gguf_llama.gguf"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := m.Tokenizer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := tok.Tokenize("hello", 0)
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("Tokenize = %v, %v", ids, err)
+	}
+	if back, err := tok.Detokenize(ids, false); err != nil || back != "hello" {
+		t.Fatalf("Detokenize = %q, %v", back, err)
+	}
+	tok.Close() // does nothing: the model owns it
+	if _, err := tok.Tokenize("hello", 0); err != nil {
+		t.Fatalf("the model's tokenizer died with its Close: %v", err)
+	}
+	m.Close()
+	if _, err := tok.Tokenize("hello", 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Tokenize after the model's Close: %v", err)
+	}
+	noTok := tinyModel(t) // a safetensors directory without tokenizer.json
+	if _, err := noTok.Tokenizer(); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Tokenizer of a model without one: %v", err)
+	}
+}
