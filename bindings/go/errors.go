@@ -38,7 +38,8 @@ func (c Code) Error() string {
 }
 
 // ErrClosed is returned, inside an *Error with code ErrInvalid, by every
-// method called on a Store or HostCache after its Close.
+// method called on a Store, Model or Tokenizer after its Close (or on a nil
+// one).
 var ErrClosed = errors.New("inferscale: " + closedMsg)
 
 const closedMsg = "use of a closed handle"
