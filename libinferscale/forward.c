@@ -11,8 +11,10 @@
 #include "forward.h"
 #include "matmul.h"
 
-/* Bounds one call's scratch; longer inputs are fed in several calls. */
+/* Bound one call's scratch; longer inputs are fed in several calls over a
+ * paged cache. */
 #define MAX_TOKENS (1u << 20)
+#define MAX_CONTEXT (1u << 24)
 
 static void rmsnorm(float *out, const float *x, const float *w, uint32_t d, float eps)
 {
@@ -24,13 +26,33 @@ static void rmsnorm(float *out, const float *x, const float *w, uint32_t d, floa
 		out[i] = w[i] * (x[i] * r);
 }
 
-static char *cache_elem(const infs_kv_layout *c, void *const *layers, uint32_t l, uint32_t pos,
-                        const int32_t *table, uint32_t h, uint32_t e)
+/* Element (pos, head h, dim 0) of layer l in a paged cache, and the
+ * stride between dims in bytes. */
+static char *cache_row(const infs_kv_layout *c, void *const *layers, uint32_t l, uint32_t pos,
+                       const int32_t *table, uint32_t h)
 {
 	int64_t b = table[pos / c->block_size], s = pos % c->block_size;
-	int64_t off = b * c->stride_block + s * c->stride_slot + (int64_t)h * c->stride_head +
-	              (int64_t)e * c->stride_dim;
+	int64_t off = b * c->stride_block + s * c->stride_slot + (int64_t)h * c->stride_head;
 	return (char *)layers[l] + off * (int64_t)infs_dtype_size(c->dtype);
+}
+
+/* Copies head rows between the cache and f32 rows of head_dim floats. */
+static void cache_gather(float *dst, const infs_kv_layout *c, void *const *layers, uint32_t l, uint32_t pos,
+                         const int32_t *table, uint32_t h)
+{
+	const char *src = cache_row(c, layers, l, pos, table, h);
+	int64_t step = c->stride_dim * (int64_t)infs_dtype_size(c->dtype);
+	for (uint32_t e = 0; e < c->head_dim; e++, src += step)
+		dst[e] = infs__load(src, c->dtype, 0);
+}
+
+static void cache_scatter(const infs_kv_layout *c, void *const *layers, uint32_t l, uint32_t pos,
+                          const int32_t *table, uint32_t h, const float *src)
+{
+	char *dst = cache_row(c, layers, l, pos, table, h);
+	int64_t step = c->stride_dim * (int64_t)infs_dtype_size(c->dtype);
+	for (uint32_t e = 0; e < c->head_dim; e++, dst += step)
+		infs__store(dst, c->dtype, 0, src[e]);
 }
 
 static int check_block(const infs__paged_kv *pk, uint64_t pos, const char *what)
@@ -65,6 +87,8 @@ static int check_args(const infs_model *m, const infs__forward_args *a)
 	if ((a->k_out || a->v_out) && infs_dtype_size(a->kv_dtype) == 0)
 		return infs__error(INFS_EINVAL, "infs_model_forward: unknown kv_dtype %d", (int)a->kv_dtype);
 	const infs__paged_kv *pk = a->past;
+	if (a->seq && pk && (pk->cache || pk->n_past))
+		return infs__error(INFS_EINVAL, "infs_model_forward: seq_ids (independent sequences) cannot be combined with a cache");
 	if (!pk || !pk->cache) {
 		if (pk && (pk->n_past || pk->write))
 			return infs__error(INFS_EINVAL, "infs_model_forward: n_past or write_cache without a cache");
@@ -97,9 +121,14 @@ static int check_args(const infs_model *m, const infs__forward_args *a)
 		if (rc)
 			return rc;
 	}
-	if (pk->n_past)
-		if (check_block(pk, pk->n_past - 1, "cached"))
-			return INFS_ERANGE;
+	if (pk->n_past > MAX_CONTEXT - a->n_tokens)
+		return infs__error(INFS_ERANGE, "infs_model_forward: n_past %u + %u tokens is above %u", pk->n_past,
+		                   a->n_tokens, MAX_CONTEXT);
+	if (pk->n_past) {
+		int rc = check_block(pk, pk->n_past - 1, "cached");
+		if (rc)
+			return rc;
+	}
 	for (uint32_t i = 0; pk->write && i < a->n_tokens; i++) {
 		int rc = check_block(pk, a->positions ? (uint32_t)a->positions[i] : i, "new token");
 		if (rc)
@@ -221,23 +250,21 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 		if (pk) {
 			const infs_kv_layout *kl = pk->cache;
 			for (uint32_t p = 0; p < n_past; p++)
-				for (uint32_t h = 0; h < c->n_kv_heads; h++)
-					for (uint32_t e = 0; e < hd; e++) {
-						size_t o = (size_t)p * kvd + (size_t)h * hd + e;
-						s.k[o] = infs__load(cache_elem(kl, kl->k_layers, l, p, pk->block_table, h, e), kl->dtype, 0);
-						s.v[o] = infs__load(cache_elem(kl, kl->v_layers, l, p, pk->block_table, h, e), kl->dtype, 0);
-					}
+				for (uint32_t h = 0; h < c->n_kv_heads; h++) {
+					size_t o = (size_t)p * kvd + (size_t)h * hd;
+					cache_gather(s.k + o, kl, kl->k_layers, l, p, pk->block_table, h);
+					cache_gather(s.v + o, kl, kl->v_layers, l, p, pk->block_table, h);
+				}
 			for (uint32_t i = 0; pk->write && i < n; i++)
-				for (uint32_t h = 0; h < c->n_kv_heads; h++)
-					for (uint32_t e = 0; e < hd; e++) {
-						size_t o = (size_t)i * kvd + (size_t)h * hd + e;
-						uint32_t p = (uint32_t)s.pos[i];
-						infs__store(cache_elem(kl, kl->k_layers, l, p, pk->block_table, h, e), kl->dtype, 0, k_new[o]);
-						infs__store(cache_elem(kl, kl->v_layers, l, p, pk->block_table, h, e), kl->dtype, 0, v_new[o]);
-					}
+				for (uint32_t h = 0; h < c->n_kv_heads; h++) {
+					size_t o = (size_t)i * kvd + (size_t)h * hd;
+					uint32_t p = (uint32_t)s.pos[i];
+					cache_scatter(kl, kl->k_layers, l, p, pk->block_table, h, k_new + o);
+					cache_scatter(kl, kl->v_layers, l, p, pk->block_table, h, v_new + o);
+				}
 		}
 		infs__attn_args aa = { s.att, s.q, s.k, s.v, s.pos, n, n_ctx, c->n_heads, c->n_kv_heads, hd,
-		                       c->sliding_window, s.attn_rows };
+		                       c->sliding_window, a->seq, s.attn_rows };
 		infs__attention(&aa, pool);
 		infs__matmul(s.xb, s.att, L->wo, L->bo, n, (uint32_t)qd, d, pool);
 		for (size_t i = 0; i < (size_t)n * d; i++)
@@ -292,6 +319,6 @@ int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model
 	}
 	infs__paged_kv pk = { o.cache, o.block_table, o.block_table_len, o.n_past, o.write_cache };
 	infs__forward_args a = { tokens, positions, n_tokens, logits, o.all_logits, k_out, v_out,
-	                         o.kv_dtype, &pk, NULL };
+	                         o.kv_dtype, o.seq_ids, &pk, NULL };
 	return infs__forward(model, &a);
 }

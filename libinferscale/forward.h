@@ -24,6 +24,8 @@ typedef struct infs__forward_args {
 	int all_logits;
 	void *k_out, *v_out;        /* NULL, or pre-RoPE [n_layers][n_tokens][n_kv_heads][head_dim] */
 	infs_dtype kv_dtype;
+	const int32_t *seq;         /* NULL, or a sequence id per token: tokens attend only
+	                               within their sequence (no past allowed) */
 	const infs__paged_kv *past; /* NULL: none */
 	infs__pool *pool;           /* NULL: a pool of the model's thread count for this call */
 } infs__forward_args;
@@ -42,9 +44,14 @@ typedef struct infs__attn_args {
 	uint32_t n, n_ctx;
 	uint32_t n_heads, n_kv_heads, head_dim;
 	uint32_t sliding_window;
+	const int32_t *seq;         /* NULL, or per new token: keys of another sequence are masked */
 	float *scratch;             /* pool size * n_ctx floats */
 } infs__attn_args;
 
 void infs__attention(const infs__attn_args *a, infs__pool *pool);
+
+/* The same, query by query in plain C: what infs__attention runs without
+ * BLAS, and for a single query. */
+void infs__attention_rows(const infs__attn_args *a, infs__pool *pool);
 
 #endif

@@ -11,6 +11,7 @@
 #include "model.h"
 #include "quant.h"
 #include "safetensors.h"
+#include "tokenizer_impl.h"
 
 /* One tensor as a checkpoint stores it, whatever the container. */
 typedef struct src_tensor {
@@ -55,8 +56,8 @@ static uint64_t hash_bytes(uint64_t h, const void *data, size_t n)
 }
 
 /* Loads name as an f32 array of the given shape (cols 0: a vector of rows
- * elements). Absent tensors give NULL with INFS_OK when optional. */
-static int load(loader *ld, float **out, const char *name, uint64_t rows, uint64_t cols, int required)
+ * elements). */
+static int load(loader *ld, float **out, const char *name, uint64_t rows, uint64_t cols)
 {
 	src_tensor t;
 	*out = NULL;
@@ -64,7 +65,7 @@ static int load(loader *ld, float **out, const char *name, uint64_t rows, uint64
 	if (found < 0)
 		return found;
 	if (!found)
-		return required ? infs__error(INFS_EFORMAT, "%s: tensor \"%s\" is missing", ld->path, name) : INFS_OK;
+		return infs__error(INFS_EFORMAT, "%s: tensor \"%s\" is missing", ld->path, name);
 	int shape_ok = cols ? t.n_dims == 2 && t.shape[0] == rows && t.shape[1] == cols
 	                    : t.n_dims == 1 && t.shape[0] == rows;
 	if (!shape_ok) {
@@ -113,13 +114,20 @@ static const names hf_names = {
 	"weight", "bias",
 };
 
+static const names gguf_names = {
+	"token_embd.weight", "output_norm.weight", "output.weight",
+	"blk.%u.attn_norm", "blk.%u.ffn_norm", "blk.%u.attn_q", "blk.%u.attn_k", "blk.%u.attn_v",
+	"blk.%u.attn_output", "blk.%u.attn_q_norm", "blk.%u.attn_k_norm", "blk.%u.ffn_gate",
+	"blk.%u.ffn_up", "blk.%u.ffn_down", "weight", "bias",
+};
+
 static int load_layer_tensor(loader *ld, float **out, const char *fmt, uint32_t layer, const char *suffix,
-                             uint64_t rows, uint64_t cols, int required)
+                             uint64_t rows, uint64_t cols)
 {
 	char prefix[128], name[160];
 	snprintf(prefix, sizeof prefix, fmt, layer);
 	snprintf(name, sizeof name, "%s.%s", prefix, suffix);
-	return load(ld, out, name, rows, cols, required);
+	return load(ld, out, name, rows, cols);
 }
 
 static int load_weights(loader *ld, const names *nm)
@@ -128,10 +136,10 @@ static int load_weights(loader *ld, const names *nm)
 	const infs__model_config *c = &m->cfg;
 	uint32_t d = c->n_embd, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
 	int rc;
-	if ((rc = load(ld, &m->tok_embd, nm->embd, c->n_vocab, d, 1)) ||
-	    (rc = load(ld, &m->out_norm, nm->out_norm, d, 0, 1)))
+	if ((rc = load(ld, &m->tok_embd, nm->embd, c->n_vocab, d)) ||
+	    (rc = load(ld, &m->out_norm, nm->out_norm, d, 0)))
 		return rc;
-	if (!c->tied && (rc = load(ld, &m->output, nm->output, c->n_vocab, d, 1)))
+	if (!c->tied && (rc = load(ld, &m->output, nm->output, c->n_vocab, d)))
 		return rc;
 	m->layers = calloc(c->n_layers, sizeof *m->layers);
 	if (!m->layers)
@@ -139,28 +147,36 @@ static int load_weights(loader *ld, const names *nm)
 	const char *w = nm->weight, *b = nm->bias;
 	for (uint32_t l = 0; l < c->n_layers; l++) {
 		infs__layer *L = &m->layers[l];
-		if ((rc = load_layer_tensor(ld, &L->attn_norm, nm->attn_norm, l, w, d, 0, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->wq, nm->q, l, w, qd, d, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->wk, nm->k, l, w, kvd, d, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->wv, nm->v, l, w, kvd, d, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->wo, nm->o, l, w, d, qd, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->ffn_norm, nm->ffn_norm, l, w, d, 0, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->w_gate, nm->gate, l, w, c->n_ff, d, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->w_up, nm->up, l, w, c->n_ff, d, 1)) ||
-		    (rc = load_layer_tensor(ld, &L->w_down, nm->down, l, w, d, c->n_ff, 1)))
+		if ((rc = load_layer_tensor(ld, &L->attn_norm, nm->attn_norm, l, w, d, 0)) ||
+		    (rc = load_layer_tensor(ld, &L->wq, nm->q, l, w, qd, d)) ||
+		    (rc = load_layer_tensor(ld, &L->wk, nm->k, l, w, kvd, d)) ||
+		    (rc = load_layer_tensor(ld, &L->wv, nm->v, l, w, kvd, d)) ||
+		    (rc = load_layer_tensor(ld, &L->wo, nm->o, l, w, d, qd)) ||
+		    (rc = load_layer_tensor(ld, &L->ffn_norm, nm->ffn_norm, l, w, d, 0)) ||
+		    (rc = load_layer_tensor(ld, &L->w_gate, nm->gate, l, w, c->n_ff, d)) ||
+		    (rc = load_layer_tensor(ld, &L->w_up, nm->up, l, w, c->n_ff, d)) ||
+		    (rc = load_layer_tensor(ld, &L->w_down, nm->down, l, w, d, c->n_ff)))
 			return rc;
 		if (c->bias_qkv &&
-		    ((rc = load_layer_tensor(ld, &L->bq, nm->q, l, b, qd, 0, 1)) ||
-		     (rc = load_layer_tensor(ld, &L->bk, nm->k, l, b, kvd, 0, 1)) ||
-		     (rc = load_layer_tensor(ld, &L->bv, nm->v, l, b, kvd, 0, 1))))
+		    ((rc = load_layer_tensor(ld, &L->bq, nm->q, l, b, qd, 0)) ||
+		     (rc = load_layer_tensor(ld, &L->bk, nm->k, l, b, kvd, 0)) ||
+		     (rc = load_layer_tensor(ld, &L->bv, nm->v, l, b, kvd, 0))))
 			return rc;
-		if (c->bias_o && (rc = load_layer_tensor(ld, &L->bo, nm->o, l, b, d, 0, 1)))
+		if (c->bias_o && (rc = load_layer_tensor(ld, &L->bo, nm->o, l, b, d, 0)))
 			return rc;
 		if (c->qk_norm &&
-		    ((rc = load_layer_tensor(ld, &L->q_norm, nm->q_norm, l, w, c->head_dim, 0, 1)) ||
-		     (rc = load_layer_tensor(ld, &L->k_norm, nm->k_norm, l, w, c->head_dim, 0, 1))))
+		    ((rc = load_layer_tensor(ld, &L->q_norm, nm->q_norm, l, w, c->head_dim, 0)) ||
+		     (rc = load_layer_tensor(ld, &L->k_norm, nm->k_norm, l, w, c->head_dim, 0))))
 			return rc;
 	}
+	/* A checkpoint with more layers than its configuration is inconsistent. */
+	char extra[160], prefix[128];
+	snprintf(prefix, sizeof prefix, nm->attn_norm, c->n_layers);
+	snprintf(extra, sizeof extra, "%s.%s", prefix, w);
+	src_tensor t;
+	if ((rc = ld->find(ld, extra, &t)) != 0)
+		return rc < 0 ? rc : infs__error(INFS_EFORMAT, "%s: tensor \"%s\" exists but the configuration has %u layers",
+		                                 ld->path, extra, c->n_layers);
 	m->output = c->tied ? m->tok_embd : m->output;
 	m->weights_hash = ld->hash;
 	return INFS_OK;
@@ -186,6 +202,113 @@ static int st_find(loader *ld, const char *name, src_tensor *out)
 	out->data = t->data;
 	out->nbytes = t->nbytes;
 	return 1;
+}
+
+static int gguf_find(loader *ld, const char *name, src_tensor *out)
+{
+	const infs__gguf_tensor *t = infs__gguf_tensor_find(ld->src, name);
+	if (!t)
+		return 0;
+	out->type = t->type;
+	out->n_dims = t->n_dims;
+	for (uint32_t i = 0; i < t->n_dims; i++)
+		out->shape[i] = t->ne[t->n_dims - 1 - i];
+	out->data = t->data;
+	out->nbytes = (size_t)t->nbytes;
+	return 1;
+}
+
+/* llama.cpp stores Llama's q and k rows permuted so that each head's
+ * rotary pairs are adjacent (GPT-J order); transformers and the stored KV
+ * use the Hugging Face order, where row j * hd/2 + i is GGUF row 2i + j. */
+static int unpermute_heads(float *w, uint32_t n_heads, uint32_t hd, uint32_t cols)
+{
+	size_t head = (size_t)hd * cols;
+	float *tmp = malloc(head * sizeof *tmp);
+	if (!tmp)
+		return infs__error(INFS_ENOMEM, "out of memory");
+	for (uint32_t h = 0; h < n_heads; h++) {
+		float *W = w + h * head;
+		memcpy(tmp, W, head * sizeof *tmp);
+		for (uint32_t i = 0; i < hd / 2; i++)
+			for (uint32_t j = 0; j < 2; j++)
+				memcpy(W + ((size_t)j * (hd / 2) + i) * cols, tmp + ((size_t)2 * i + j) * cols,
+				       cols * sizeof *tmp);
+	}
+	free(tmp);
+	return INFS_OK;
+}
+
+static uint64_t hash_gguf_value(uint64_t h, const infs__gguf_value *v)
+{
+	static const unsigned sizes[] = { 1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8 };
+	h = mix(h, v->type);
+	if (v->type == INFS_GGUF_STRING)
+		return hash_bytes(h, v->str.ptr, (size_t)v->str.len);
+	if (v->type != INFS_GGUF_ARRAY)
+		return mix(h, v->num.u);
+	h = mix(mix(h, v->elem_type), v->n);
+	if (v->strs)
+		for (uint64_t i = 0; i < v->n; i++)
+			h = hash_bytes(h, v->strs[i].ptr, (size_t)v->strs[i].len);
+	else if (v->items)
+		for (uint64_t i = 0; i < v->n; i++)
+			h = hash_gguf_value(h, &v->items[i]);
+	else if (v->raw && v->elem_type < sizeof sizes / sizeof sizes[0])
+		h = hash_bytes(h, v->raw, (size_t)v->n * sizes[v->elem_type]);
+	return h;
+}
+
+/* The tokenizer, from the open GGUF g or from path. It must cover no more
+ * ids than the embedding has rows (models often pad the embedding, never the
+ * reverse). */
+static int load_tokenizer(infs_model *m, const infs__gguf *g, const char *path)
+{
+	int rc = g ? infs__tokenizer_from_gguf(&m->tok, g, path) : infs_tokenizer_load(&m->tok, path);
+	if (rc)
+		return infs__error_wrap(rc, "%s: tokenizer", path);
+	size_t nv = infs_tokenizer_vocab_size(m->tok);
+	if (nv > m->cfg.n_vocab)
+		return infs__error(INFS_EFORMAT, "%s: the tokenizer has %zu tokens, the embedding only %u rows", path,
+		                   nv, m->cfg.n_vocab);
+	return INFS_OK;
+}
+
+static int load_gguf(infs_model *m, const char *path)
+{
+	infs__gguf *g = NULL;
+	int rc = infs__gguf_open(&g, path);
+	if (rc)
+		return rc;
+	if ((rc = infs__config_from_gguf(&m->cfg, g, path))) {
+		infs__gguf_close(g);
+		return rc;
+	}
+	const infs__model_config *c = &m->cfg;
+	if (c->arch == INFS_ARCH_LLAMA && c->bias_qkv) {
+		infs__gguf_close(g);
+		return infs__error(INFS_EUNSUPPORTED, "%s: llama GGUF files with q/k/v biases are not supported", path);
+	}
+	loader ld = { m, path, gguf_find, g, 0x696e66657273636bull };
+	rc = load_weights(&ld, &gguf_names);
+	for (uint32_t l = 0; !rc && c->arch == INFS_ARCH_LLAMA && l < c->n_layers; l++)
+		if (!(rc = unpermute_heads(m->layers[l].wq, c->n_heads, c->head_dim, c->n_embd)))
+			rc = unpermute_heads(m->layers[l].wk, c->n_kv_heads, c->head_dim, c->n_embd);
+	/* The tokenizer and its chat template are the tokenizer.* metadata. */
+	uint64_t h = 0x746f6b656e697a65ull;
+	int any = 0;
+	for (uint64_t i = 0; i < g->n_kv; i++) {
+		const infs__gguf_kv *kv = &g->kv[i];
+		if (kv->key.len < 10 || memcmp(kv->key.ptr, "tokenizer.", 10) != 0)
+			continue;
+		h = hash_gguf_value(hash_bytes(h, kv->key.ptr, (size_t)kv->key.len), &kv->value);
+		any = 1;
+	}
+	m->tokenizer_hash = any ? h : 0;
+	if (!rc && infs__gguf_find(g, "tokenizer.ggml.model"))
+		rc = load_tokenizer(m, g, path);
+	infs__gguf_close(g);
+	return rc;
 }
 
 static char *join(const char *dir, const char *name)
@@ -288,9 +411,15 @@ static int load_hf_dir(infs_model *m, const char *dir)
 	loader ld = { m, dir, st_find, st, 0x696e66657273636bull };
 	rc = load_weights(&ld, &hf_names);
 	infs__safetensors_close(st);
-	if (rc)
+	if (rc || (rc = hash_tokenizer_files(m, dir)))
 		return rc;
-	return hash_tokenizer_files(m, dir);
+	char *tj = join(dir, "tokenizer.json");
+	if (!tj)
+		return infs__error(INFS_ENOMEM, "out of memory");
+	struct stat sb;
+	int has_tok = stat(tj, &sb) == 0;
+	free(tj);
+	return has_tok ? load_tokenizer(m, NULL, dir) : INFS_OK;
 }
 
 int infs_model_options_init(infs_model_options *opts, unsigned version)
@@ -317,6 +446,7 @@ void infs_model_free(infs_model *m)
 			free(ps[i]);
 	}
 	free(m->layers);
+	infs_tokenizer_free(m->tok);
 	if (m->output != m->tok_embd)
 		free(m->output);
 	free(m->tok_embd);
@@ -351,7 +481,7 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 	if (S_ISDIR(sb.st_mode))
 		rc = load_hf_dir(m, path);
 	else
-		rc = infs__error(INFS_EFORMAT, "%s: not a directory with config.json", path);
+		rc = load_gguf(m, path);
 	if (rc) {
 		infs_model_free(m);
 		return infs__error_wrap(rc, "infs_model_load");
@@ -359,6 +489,11 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 	infs__rope_init(&m->rope, &m->cfg.geom);
 	*out = m;
 	return INFS_OK;
+}
+
+const infs_tokenizer *infs_model_tokenizer(const infs_model *m)
+{
+	return m ? m->tok : NULL;
 }
 
 int infs_model_info_get(infs_model_info *out, const infs_model *m)

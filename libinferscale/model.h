@@ -4,6 +4,7 @@
 #define INFS_MODEL_INTERNAL_H
 
 #include "inferscale/model.h"
+#include "gguf.h"
 #include "json.h"
 #include "rope.h"
 
@@ -38,6 +39,11 @@ const char *infs__arch_name(infs__arch arch);
 /* Reads a Hugging Face config.json (path is for messages). */
 int infs__config_from_json(infs__model_config *c, const infs__json *root, const char *path);
 
+/* Reads GGUF metadata ({arch}.block_count, ...) and the tensor infos that
+ * fix the rest (vocabulary size, tied output, biases). path is for
+ * messages. */
+int infs__config_from_gguf(infs__model_config *c, const infs__gguf *g, const char *path);
+
 /* Range checks shared by both formats. */
 int infs__config_check(const infs__model_config *c, const char *path);
 
@@ -60,6 +66,7 @@ struct infs_model {
 	uint64_t weights_hash;
 	uint64_t tokenizer_hash; /* tokenizer and chat template sources; 0 when absent */
 	size_t weight_bytes;     /* f32 bytes held */
+	infs_tokenizer *tok;     /* NULL when the model has none */
 };
 
 #endif

@@ -1,6 +1,7 @@
 /* Architecture and hyper-parameters of a model, from config.json (and from
  * GGUF metadata), in the form the forward pass and the store need. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "error.h"
@@ -215,4 +216,132 @@ int infs__config_check(const infs__model_config *c, const char *path)
 	if (rc)
 		return infs__error_wrap(rc, "%s", path);
 	return INFS_OK;
+}
+
+/* {arch}.suffix as an integer in 1..2^31, def when absent (0: required). */
+static int gguf_uint(const infs__gguf *g, const char *arch, const char *suffix, int64_t def, uint32_t *out,
+                     const char *path)
+{
+	char key[128];
+	snprintf(key, sizeof key, "%s.%s", arch, suffix);
+	int64_t v;
+	int rc = infs__gguf_get_int(g, key, &v);
+	if (rc == INFS_ENOTFOUND && def)
+		v = def;
+	else if (rc == INFS_ENOTFOUND)
+		return infs__error(INFS_EFORMAT, "%s: metadata %s is missing", path, key);
+	else if (rc)
+		return infs__error_wrap(rc, "%s", path);
+	if (v <= 0 || v >= 2147483648LL)
+		return infs__error(INFS_EFORMAT, "%s: metadata %s = %lld is out of range", path, key, (long long)v);
+	*out = (uint32_t)v;
+	return INFS_OK;
+}
+
+static int gguf_float(const infs__gguf *g, const char *arch, const char *suffix, double def, double *out,
+                      const char *path)
+{
+	char key[128];
+	snprintf(key, sizeof key, "%s.%s", arch, suffix);
+	int rc = infs__gguf_get_float(g, key, out);
+	if (rc == INFS_ENOTFOUND) {
+		*out = def;
+		return INFS_OK;
+	}
+	return rc ? infs__error_wrap(rc, "%s", path) : INFS_OK;
+}
+
+int infs__config_from_gguf(infs__model_config *c, const infs__gguf *g, const char *path)
+{
+	memset(c, 0, sizeof *c);
+	infs_geometry_init(&c->geom, INFS_GEOMETRY_VERSION);
+	infs__gguf_str a;
+	int rc = infs__gguf_get_str(g, "general.architecture", &a);
+	if (rc)
+		return infs__error_wrap(rc == INFS_ENOTFOUND ? INFS_EFORMAT : rc, "%s", path);
+	if (infs__gguf_str_eq(a, "llama"))
+		c->arch = INFS_ARCH_LLAMA;
+	else if (infs__gguf_str_eq(a, "qwen2"))
+		c->arch = INFS_ARCH_QWEN2;
+	else if (infs__gguf_str_eq(a, "qwen3"))
+		c->arch = INFS_ARCH_QWEN3;
+	else
+		return infs__error(INFS_EUNSUPPORTED, "%s: architecture \"%.*s\" is not supported (llama, qwen2, qwen3 are)",
+		                   path, (int)(a.len > 64 ? 64 : a.len), a.ptr);
+	const char *arch = infs__arch_name(c->arch);
+	if ((rc = gguf_uint(g, arch, "block_count", 0, &c->n_layers, path)) ||
+	    (rc = gguf_uint(g, arch, "embedding_length", 0, &c->n_embd, path)) ||
+	    (rc = gguf_uint(g, arch, "feed_forward_length", 0, &c->n_ff, path)) ||
+	    (rc = gguf_uint(g, arch, "attention.head_count", 0, &c->n_heads, path)) ||
+	    (rc = gguf_uint(g, arch, "attention.head_count_kv", c->n_heads, &c->n_kv_heads, path)) ||
+	    (rc = gguf_uint(g, arch, "context_length", 2048, &c->n_ctx_train, path)) ||
+	    (rc = gguf_uint(g, arch, "attention.key_length", c->n_embd / (c->n_heads ? c->n_heads : 1),
+	                    &c->head_dim, path)))
+		return rc;
+	uint32_t rot;
+	if ((rc = gguf_uint(g, arch, "rope.dimension_count", c->head_dim, &rot, path)))
+		return rc;
+	if (rot != c->head_dim)
+		return infs__error(INFS_EUNSUPPORTED, "%s: rope.dimension_count %u differs from the head size %u: %s rotates whole heads",
+		                   path, rot, c->head_dim, arch);
+	double eps, theta;
+	if ((rc = gguf_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-6, &eps, path)) ||
+	    (rc = gguf_float(g, arch, "rope.freq_base", 10000.0, &theta, path)))
+		return rc;
+	c->norm_eps = (float)eps;
+
+	const infs__gguf_tensor *embd = infs__gguf_tensor_find(g, "token_embd.weight");
+	if (!embd || embd->n_dims != 2)
+		return infs__error(INFS_EFORMAT, "%s: tensor \"token_embd.weight\" is missing or not a matrix", path);
+	if (embd->ne[1] == 0 || embd->ne[1] > (1u << 24))
+		return infs__error(INFS_EFORMAT, "%s: vocabulary of %llu tokens is out of range", path,
+		                   (unsigned long long)embd->ne[1]);
+	c->n_vocab = (uint32_t)embd->ne[1];
+	uint32_t vocab;
+	if ((rc = gguf_uint(g, arch, "vocab_size", c->n_vocab, &vocab, path)))
+		return rc;
+	if (vocab != c->n_vocab)
+		return infs__error(INFS_EFORMAT, "%s: %s.vocab_size is %u but token_embd.weight has %u rows", path,
+		                   arch, vocab, c->n_vocab);
+	c->tied = infs__gguf_tensor_find(g, "output.weight") == NULL;
+	c->bias_qkv = infs__gguf_tensor_find(g, "blk.0.attn_q.bias") != NULL || c->arch == INFS_ARCH_QWEN2;
+	c->bias_o = infs__gguf_tensor_find(g, "blk.0.attn_output.bias") != NULL;
+	c->qk_norm = c->arch == INFS_ARCH_QWEN3;
+
+	infs_geometry *ge = &c->geom;
+	ge->n_layers = c->n_layers;
+	ge->n_kv_heads = c->n_kv_heads;
+	ge->head_dim = c->head_dim;
+	ge->rotary_dim = c->head_dim;
+	ge->rope_style = INFS_ROPE_NEOX; /* llama's q/k rows are un-permuted at load */
+	ge->rope_theta = theta;
+	/* Llama 3.1 GGUFs carry their scaling as precomputed per-frequency
+	 * factors (rope_freqs.weight), not as parameters. */
+	if (infs__gguf_tensor_find(g, "rope_freqs.weight"))
+		return infs__error(INFS_EUNSUPPORTED, "%s: rope_freqs.weight (precomputed RoPE factors) is not supported; load the Hugging Face checkpoint instead",
+		                   path);
+	char key[128];
+	snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+	infs__gguf_str st;
+	rc = infs__gguf_get_str(g, key, &st);
+	if (rc && rc != INFS_ENOTFOUND)
+		return infs__error_wrap(rc, "%s", path);
+	if (rc == INFS_OK && !infs__gguf_str_eq(st, "none")) {
+		double factor;
+		uint32_t orig;
+		if ((rc = gguf_float(g, arch, "rope.scaling.factor", 1.0, &factor, path)) ||
+		    (rc = gguf_uint(g, arch, "rope.scaling.original_context_length", c->n_ctx_train, &orig, path)))
+			return rc;
+		ge->rope_factor = factor;
+		if (infs__gguf_str_eq(st, "linear")) {
+			ge->rope_scaling = INFS_ROPE_SCALING_LINEAR;
+		} else if (infs__gguf_str_eq(st, "yarn")) {
+			ge->rope_scaling = INFS_ROPE_SCALING_YARN;
+			ge->rope_original_max_pos = orig;
+		} else {
+			return infs__error(INFS_EUNSUPPORTED, "%s: rope scaling \"%.*s\" is not supported", path,
+			                   (int)(st.len > 32 ? 32 : st.len), st.ptr);
+		}
+	}
+	return infs__config_check(c, path);
 }

@@ -1,6 +1,7 @@
 #include "pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -58,7 +59,10 @@ static void *worker(void *arg)
 
 uint32_t infs__cpu_count(void)
 {
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	/* The processors this process may run on (a container's or taskset's
+	 * share), not all those the machine has. */
+	cpu_set_t set;
+	long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
 	return n < 1 ? 1 : n > 1024 ? 1024 : (uint32_t)n;
 }
 

@@ -20,7 +20,7 @@ uint32_t infs__pool_size(const infs__pool *pool);
 /* Runs every task and returns when all are done. */
 void infs__pool_run(infs__pool *pool, infs__pool_fn fn, void *arg, uint32_t n_tasks);
 
-/* The number of processors online, at least 1. */
+/* The number of processors this process may use, at least 1. */
 uint32_t infs__cpu_count(void);
 
 #endif

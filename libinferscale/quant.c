@@ -18,22 +18,11 @@ static float half_at(const uint8_t *p)
 
 const char *infs__ggml_type_name(uint32_t type, char buf[24])
 {
-	switch (type) {
-	case INFS_GGML_F32: return "F32";
-	case INFS_GGML_F16: return "F16";
-	case INFS_GGML_Q4_0: return "Q4_0";
-	case INFS_GGML_Q4_1: return "Q4_1";
-	case INFS_GGML_Q5_0: return "Q5_0";
-	case INFS_GGML_Q5_1: return "Q5_1";
-	case INFS_GGML_Q8_0: return "Q8_0";
-	case INFS_GGML_Q4_K: return "Q4_K";
-	case INFS_GGML_Q5_K: return "Q5_K";
-	case INFS_GGML_Q6_K: return "Q6_K";
-	case INFS_GGML_BF16: return "BF16";
-	default:
-		snprintf(buf, 24, "ggml type %u", type);
-		return buf;
-	}
+	const char *name = infs__gguf_type_name(type);
+	if (name)
+		return name;
+	snprintf(buf, 24, "ggml type %u", type);
+	return buf;
 }
 
 uint32_t infs__ggml_block_elems(uint32_t type)

@@ -1,28 +1,15 @@
-/* ggml tensor types as GGUF files store them, and their dequantisation to
- * f32. Every type the loader accepts is listed here; the numeric ids are
- * GGUF's and never change. */
+/* Dequantisation of ggml tensor types (ids as gguf.h names them) to f32:
+ * F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K. */
 #ifndef INFS_QUANT_H
 #define INFS_QUANT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum infs__ggml_type {
-	INFS_GGML_F32 = 0,
-	INFS_GGML_F16 = 1,
-	INFS_GGML_Q4_0 = 2,
-	INFS_GGML_Q4_1 = 3,
-	INFS_GGML_Q5_0 = 6,
-	INFS_GGML_Q5_1 = 7,
-	INFS_GGML_Q8_0 = 8,
-	INFS_GGML_Q4_K = 12,
-	INFS_GGML_Q5_K = 13,
-	INFS_GGML_Q6_K = 14,
-	INFS_GGML_BF16 = 30
-} infs__ggml_type;
+#include "gguf.h"
 
-/* A name for any type id ("Q4_1", or "type 17" style text in buf for ids
- * this library does not know). buf needs 24 bytes. */
+/* A name for any type id: "Q4_1", or "ggml type 99" written into buf for
+ * an id unknown to GGUF. buf needs 24 bytes. */
 const char *infs__ggml_type_name(uint32_t type, char buf[24]);
 
 /* Elements per block and bytes per block of a supported type; 0 for a type

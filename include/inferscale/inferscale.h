@@ -8,8 +8,8 @@
 #include "inferscale/store.h"
 #include "inferscale/retrieve.h"
 #include "inferscale/inject.h"
-#include "inferscale/tokenizer.h"
 #include "inferscale/model.h"
+#include "inferscale/tokenizer.h"
 #include "inferscale/embedder.h"
 
 #endif

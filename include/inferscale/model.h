@@ -6,6 +6,7 @@
 #define INFERSCALE_MODEL_H
 
 #include "inferscale/inject.h"
+#include "inferscale/tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,9 +20,10 @@ typedef struct infs_model infs_model;
 
 typedef struct infs_model_options {
 	unsigned version;
-	uint32_t n_threads; /* threads of the forward pass; 0 = the machine's cores. Matrix
-	                       products through OpenBLAS use its own thread count
-	                       (OPENBLAS_NUM_THREADS) and run while these threads wait. */
+	uint32_t n_threads; /* threads of the forward pass; 0 = the processors this process
+	                       may run on. Matrix products through OpenBLAS use its own
+	                       thread count (OPENBLAS_NUM_THREADS) and run while these
+	                       threads wait. */
 } infs_model_options;
 
 #define INFS_MODEL_OPTIONS_INIT { INFS_MODEL_OPTIONS_VERSION, 0 }
@@ -31,7 +33,8 @@ INFS_API int infs_model_options_init(infs_model_options *opts, unsigned version)
 /* Loads path: a .gguf file (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
  * Q4_K, Q5_K, Q6_K tensors), or a directory holding config.json and
  * model.safetensors (or shards listed by model.safetensors.index.json) in
- * f32, f16 or bf16. Weights are converted to f32 at load. opts may be NULL.
+ * f32, f16 or bf16 (with tokenizer.json and tokenizer_config.json for the
+ * tokenizer). Weights are converted to f32 at load. opts may be NULL.
  * Errors: INFS_ENOTFOUND, INFS_EIO, INFS_EFORMAT (a truncated or malformed
  * file, missing tensors, shapes that contradict the configuration),
  * INFS_EUNSUPPORTED (an architecture, tensor type or option not built in). */
@@ -39,6 +42,11 @@ INFS_API int infs_model_load(infs_model **out, const char *path, const infs_mode
 
 /* Releases the model. Accepts NULL. */
 INFS_API void infs_model_free(infs_model *model);
+
+/* The model's tokenizer and chat template (owned by the model, valid until
+ * infs_model_free), or NULL when the model came without one: a GGUF file
+ * without tokenizer.ggml.* metadata, a directory without tokenizer.json. */
+INFS_API const infs_tokenizer *infs_model_tokenizer(const infs_model *model);
 
 #define INFS_MODEL_INFO_VERSION 1
 
@@ -85,17 +93,22 @@ typedef struct infs_forward_options {
 	uint32_t n_past;              /* cache positions [0, n_past) are attended to */
 	int write_cache;              /* also store the new tokens' K (rotated) and V in the
 	                                 cache at their positions */
+	/* Optional: a sequence id per token, to run several independent
+	 * sequences (facts to encode, say) in one call: a token attends only to
+	 * tokens of its own sequence. Each sequence has its own positions. Not
+	 * combined with a cache. */
+	const int32_t *seq_ids;
 } infs_forward_options;
 
-#define INFS_FORWARD_OPTIONS_INIT { INFS_FORWARD_OPTIONS_VERSION, 0, INFS_DTYPE_F32, NULL, NULL, 0, 0, 0 }
+#define INFS_FORWARD_OPTIONS_INIT { INFS_FORWARD_OPTIONS_VERSION, 0, INFS_DTYPE_F32, NULL, NULL, 0, 0, 0, NULL }
 
 INFS_API int infs_forward_options_init(infs_forward_options *opts, unsigned version);
 
 /* Runs the model over tokens[0..n_tokens) at positions[0..n_tokens)
  * (NULL: 0, 1, ...). Token i attends to the cache positions below n_past
  * that are <= positions[i] and to the new tokens j with
- * positions[j] <= positions[i] (and, for a sliding-window model, within the
- * window). Outputs, each optional (NULL):
+ * positions[j] <= positions[i] (of its own sequence with seq_ids, and, for
+ * a sliding-window model, within the window). Outputs, each optional (NULL):
  *   logits  n_vocab floats (all_logits: n_tokens * n_vocab, token-major);
  *   k_out, v_out  the pre-RoPE K and V of the new tokens,
  *           [n_layers][n_tokens][n_kv_heads][head_dim] in opts->kv_dtype,
