@@ -38,8 +38,8 @@ func (c Code) Error() string {
 }
 
 // ErrClosed is returned, inside an *Error with code ErrInvalid, by every
-// method called on a Store, Model or Tokenizer after its Close (or on a nil
-// one).
+// method called on a Store, Model, Tokenizer or Embedder after its Close (or
+// on a nil one).
 var ErrClosed = errors.New("inferscale: " + closedMsg)
 
 const closedMsg = "use of a closed handle"
