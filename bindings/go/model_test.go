@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"runtime"
+	"sync/atomic"
 	"testing"
 )
 
@@ -169,4 +171,49 @@ func TestModelForwardSequences(t *testing.T) {
 	}
 	err = m.Forward(out, toks, pos, &ForwardOptions{SeqIDs: seq[:3]})
 	wantCode(t, err, ErrInvalid)
+}
+
+// Forward on one model from many goroutines at once, and Close racing them.
+func TestModelConcurrentForward(t *testing.T) {
+	m := tinyModel(t)
+	tokens := []int32{3, 1, 4, 1, 5, 9, 2, 6}
+	want := make([]float32, m.Info().Vocab)
+	if err := m.Forward(&ForwardOutput{Logits: want}, tokens, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	const workers = 6
+	var calls atomic.Int64
+	errc := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		go func() {
+			got := make([]float32, len(want))
+			for {
+				err := m.Forward(&ForwardOutput{Logits: got}, tokens, nil, nil)
+				if errors.Is(err, ErrClosed) {
+					errc <- nil
+					return
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
+				for j := range got {
+					if got[j] != want[j] {
+						errc <- errors.New("concurrent Forward calls disagree")
+						return
+					}
+				}
+				calls.Add(1)
+			}
+		}()
+	}
+	for calls.Load() < 4*workers && len(errc) == 0 {
+		runtime.Gosched()
+	}
+	m.Close()
+	for w := 0; w < workers; w++ {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
