@@ -156,7 +156,7 @@ func TestCloseWhileInUse(t *testing.T) {
 			}
 		}(w)
 	}
-	for calls.Load() < 200 {
+	for calls.Load() < 200 && len(errc) == 0 {
 		runtime.Gosched()
 	}
 	if err := s.Close(); err != nil {
