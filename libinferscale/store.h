@@ -46,15 +46,16 @@ int infs__store_ns_matrix(const float **emb, const uint64_t **ids, size_t *n, ui
 
 /* State that other modules attach to a store (a FAISS index cache, the
  * device copy). The store calls destroy(data) when it closes; the owning
- * module does its own locking. */
-typedef struct infs__store_ext {
+ * module does its own locking.
+ * (The struct has no typedef: its name is taken by the accessor.) */
+struct infs__store_ext {
 	void *data;
 	void (*destroy)(void *data);
-} infs__store_ext;
+};
 
 typedef enum infs__ext_slot { INFS_EXT_FAISS = 0, INFS_EXT_DEVICE = 1, INFS_EXT_COUNT } infs__ext_slot;
 
-infs__store_ext *infs__store_ext(infs_store *s, infs__ext_slot slot);
+struct infs__store_ext *infs__store_ext(infs_store *s, infs__ext_slot slot);
 
 /* The options the store was opened with (faiss_index, device, budget). */
 const infs_store_options *infs__store_opts(const infs_store *s);

@@ -1,0 +1,420 @@
+/* The store's public API (put, get, delete, count, list, namespaces, stats)
+ * and the internal interface retrieval, injection and the device copy use. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "store_impl.h"
+#ifdef INFS_HAVE_CUDA
+#include "device.h"
+#endif
+
+static const unsigned char zeros[8];
+
+void infs__store_read_lock(infs_store *s)
+{
+	pthread_rwlock_rdlock(&s->lock);
+}
+
+void infs__store_read_unlock(infs_store *s)
+{
+	pthread_rwlock_unlock(&s->lock);
+}
+
+const infs_geometry *infs__store_geom(const infs_store *s)
+{
+	return &s->geom;
+}
+
+struct infs__store_ext *infs__store_ext(infs_store *s, infs__ext_slot slot)
+{
+	return (unsigned)slot < INFS_EXT_COUNT ? &s->ext[slot] : NULL;
+}
+
+const infs_store_options *infs__store_opts(const infs_store *s)
+{
+	return &s->opts;
+}
+
+/* The one message for an id that does not exist, was deleted, or lives in
+ * another namespace, so that callers cannot probe other namespaces. */
+static int not_found(const char *ns, uint64_t id)
+{
+	return infs__error(INFS_ENOTFOUND, "no fact %llu in namespace \"%s\"", (unsigned long long)id, ns);
+}
+
+/* The live entry of id in namespace ns, or NULL. */
+static const infs__entry *entry_in(const infs_store *s, const char *ns, uint64_t id)
+{
+	const infs__entry *e = infs__index_get(&s->ix, id);
+	return e && strcmp(e->ns->name, ns) == 0 ? e : NULL;
+}
+
+int infs__store_find(infs__record *out, infs_store *s, const char *ns, uint64_t id)
+{
+	int rc = infs__check_namespace(ns);
+	if (rc)
+		return rc;
+	const infs__entry *e = entry_in(s, ns, id);
+	if (!e)
+		return not_found(ns, id);
+	infs__record_at(out, s, e->off);
+	return INFS_OK;
+}
+
+int infs__store_ns_matrix(const float **emb, const uint64_t **ids, size_t *n, uint64_t *generation,
+                          infs_store *s, const char *ns)
+{
+	int rc = infs__check_namespace(ns);
+	if (rc)
+		return rc;
+	const infs__ns *p = infs__index_ns(&s->ix, ns);
+	*emb = p ? p->emb : NULL;
+	*ids = p ? p->fact_ids : NULL;
+	*n = p ? p->n_facts : 0;
+	*generation = p ? p->generation : 0;
+	return INFS_OK;
+}
+
+#define CHECK_STORE(fn, s)                                                  \
+	do {                                                                \
+		if (!(s))                                                   \
+			return infs__error(INFS_EINVAL, fn ": store is NULL"); \
+	} while (0)
+
+#define CHECK_NS(fn, ns)                                        \
+	do {                                                    \
+		int ns_rc_ = infs__check_namespace(ns);         \
+		if (ns_rc_)                                     \
+			return infs__error_wrap(ns_rc_, fn);    \
+	} while (0)
+
+#define CHECK_WRITABLE(fn, s)                                                                       \
+	do {                                                                                        \
+		if ((s)->readonly)                                                                  \
+			return infs__error(INFS_EREADONLY, fn ": %s was opened read-only", (s)->path); \
+	} while (0)
+
+/* A string, its terminating NUL and zero padding to 8 bytes, as two iovecs. */
+static int iov_str(struct iovec *iov, const char *str, size_t len)
+{
+	iov[0].iov_base = (void *)str;
+	iov[0].iov_len = len;
+	iov[1].iov_base = (void *)zeros;
+	iov[1].iov_len = infs__pad8(len + 1) - len;
+	return 2;
+}
+
+static int iov_pad(struct iovec *iov, const void *p, size_t len)
+{
+	iov[0].iov_base = (void *)p;
+	iov[0].iov_len = len;
+	iov[1].iov_base = (void *)zeros;
+	iov[1].iov_len = infs__pad8(len) - len;
+	return 2;
+}
+
+int infs_fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fact *f)
+{
+	if (!out_id)
+		return infs__error(INFS_EINVAL, "infs_fact_put: out_id is NULL");
+	CHECK_STORE("infs_fact_put", s);
+	CHECK_NS("infs_fact_put", ns);
+	size_t text_len, meta_len;
+	int rc = infs__check_fact(f, &s->geom, &text_len, &meta_len);
+	if (rc)
+		return infs__error_wrap(rc, "infs_fact_put");
+	CHECK_WRITABLE("infs_fact_put", s);
+
+	bool segment = f->flags & INFS_FACT_SEGMENT;
+	uint32_t embed_n = segment ? 0 : s->geom.embed_dim;
+	size_t ns_len = strlen(ns), kv = s->kv_token_bytes * f->n_tokens;
+	unsigned char fixed[INFS__PUT_FIXED];
+	uint32_t u32[6] = { f->flags, f->n_tokens, 0, 0, 0, 0 };
+	memcpy(fixed + 8, u32, 8);
+	memcpy(fixed + 16, &f->source_id, 8);
+	memcpy(fixed + 24, &f->timestamp, 8);
+	u32[0] = (uint32_t)ns_len;
+	u32[1] = embed_n;
+	u32[2] = (uint32_t)text_len;
+	u32[3] = (uint32_t)meta_len;
+	memcpy(fixed + 32, u32, 16);
+
+	struct iovec iov[16];
+	int n = 1;
+	iov[n].iov_base = fixed;
+	iov[n++].iov_len = sizeof fixed;
+	n += iov_str(iov + n, ns, ns_len);
+	n += iov_pad(iov + n, f->tokens, (size_t)f->n_tokens * 4);
+	n += iov_pad(iov + n, f->embedding, (size_t)embed_n * 4);
+	n += iov_pad(iov + n, f->k, kv);
+	n += iov_pad(iov + n, f->v, kv);
+	n += iov_str(iov + n, f->text ? f->text : "", text_len);
+	n += iov_str(iov + n, f->metadata ? f->metadata : "", meta_len);
+
+	pthread_rwlock_wrlock(&s->lock);
+	uint64_t id = s->next_id, off = s->end;
+	memcpy(fixed, &id, 8);
+	infs__ns *nsp;
+	if ((rc = infs__index_reserve(&nsp, &s->ix, ns))) {
+		rc = infs__error_wrap(rc, "infs_fact_put");
+		goto out;
+	}
+	if ((rc = infs__append(s, INFS__REC_PUT, iov, n, "infs_fact_put"))) {
+		infs__index_prune(&s->ix, nsp);
+		goto out;
+	}
+	float *row = infs__index_add(&s->ix, nsp, id, off, s->end - off, f->flags);
+	if (row)
+		memcpy(row, f->embedding, (size_t)embed_n * sizeof *row);
+	s->next_id++;
+#ifdef INFS_HAVE_CUDA
+	if (s->ext[INFS_EXT_DEVICE].data) {
+		infs__record r;
+		infs__record_at(&r, s, off);
+		infs__device_on_put(s, &r);
+	}
+#endif
+	*out_id = id;
+out:
+	pthread_rwlock_unlock(&s->lock);
+	return rc;
+}
+
+static size_t align16(size_t n)
+{
+	return (n + 15) & ~(size_t)15;
+}
+
+int infs_fact_get(infs_fact_record **out, infs_store *s, const char *ns, uint64_t id)
+{
+	if (!out)
+		return infs__error(INFS_EINVAL, "infs_fact_get: out is NULL");
+	*out = NULL;
+	CHECK_STORE("infs_fact_get", s);
+	CHECK_NS("infs_fact_get", ns);
+	pthread_rwlock_rdlock(&s->lock);
+	infs__record r;
+	int rc = infs__store_find(&r, s, ns, id);
+	if (rc) {
+		pthread_rwlock_unlock(&s->lock);
+		return infs__error_wrap(rc, "infs_fact_get");
+	}
+	size_t tok = (size_t)r.n_tokens * 4, emb = r.embedding ? (size_t)s->geom.embed_dim * 4 : 0;
+	size_t kv = s->kv_token_bytes * r.n_tokens, text = strlen(r.text) + 1, meta = strlen(r.metadata) + 1;
+	size_t o_tok = align16(sizeof(infs_fact_record)), o_emb = o_tok + align16(tok), o_k = o_emb + align16(emb);
+	size_t o_v = o_k + align16(kv), o_text = o_v + align16(kv), o_meta = o_text + text;
+	unsigned char *p = malloc(o_meta + meta);
+	if (!p) {
+		pthread_rwlock_unlock(&s->lock);
+		return infs__error(INFS_ENOMEM, "infs_fact_get: out of memory for a %zu-byte record", o_meta + meta);
+	}
+	infs_fact_record *rec = (infs_fact_record *)(void *)p;
+	memcpy(p + o_tok, r.tokens, tok);
+	if (emb)
+		memcpy(p + o_emb, r.embedding, emb);
+	memcpy(p + o_k, r.k, kv);
+	memcpy(p + o_v, r.v, kv);
+	memcpy(p + o_text, r.text, text);
+	memcpy(p + o_meta, r.metadata, meta);
+	pthread_rwlock_unlock(&s->lock);
+	rec->id = r.id;
+	rec->flags = r.flags;
+	rec->n_tokens = r.n_tokens;
+	rec->tokens = (const int32_t *)(void *)(p + o_tok);
+	rec->embedding = emb ? (const float *)(void *)(p + o_emb) : NULL;
+	rec->k = p + o_k;
+	rec->v = p + o_v;
+	rec->text = (const char *)p + o_text;
+	rec->metadata = (const char *)p + o_meta;
+	rec->source_id = r.source_id;
+	rec->timestamp = r.timestamp;
+	*out = rec;
+	return INFS_OK;
+}
+
+void infs_fact_record_free(infs_fact_record *record)
+{
+	free(record);
+}
+
+int infs_fact_delete(infs_store *s, const char *ns, uint64_t id)
+{
+	CHECK_STORE("infs_fact_delete", s);
+	CHECK_NS("infs_fact_delete", ns);
+	CHECK_WRITABLE("infs_fact_delete", s);
+	size_t ns_len = strlen(ns);
+	unsigned char fixed[16] = { 0 };
+	uint32_t len32 = (uint32_t)ns_len;
+	memcpy(fixed, &id, 8);
+	memcpy(fixed + 8, &len32, 4);
+	struct iovec iov[4] = { { 0 }, { fixed, sizeof fixed } };
+	iov_str(iov + 2, ns, ns_len);
+
+	pthread_rwlock_wrlock(&s->lock);
+	int rc;
+	if (!entry_in(s, ns, id))
+		rc = infs__error_wrap(not_found(ns, id), "infs_fact_delete");
+	else if (!(rc = infs__append(s, INFS__REC_DELETE, iov, 4, "infs_fact_delete"))) {
+		infs__index_remove(&s->ix, id);
+#ifdef INFS_HAVE_CUDA
+		if (s->ext[INFS_EXT_DEVICE].data)
+			infs__device_on_delete(s, id);
+#endif
+	}
+	pthread_rwlock_unlock(&s->lock);
+	return rc;
+}
+
+int infs_fact_count(uint64_t *out, infs_store *s, const char *ns)
+{
+	if (!out)
+		return infs__error(INFS_EINVAL, "infs_fact_count: out is NULL");
+	CHECK_STORE("infs_fact_count", s);
+	CHECK_NS("infs_fact_count", ns);
+	pthread_rwlock_rdlock(&s->lock);
+	const infs__ns *p = infs__index_ns(&s->ix, ns);
+	*out = p ? p->n_ids : 0;
+	pthread_rwlock_unlock(&s->lock);
+	return INFS_OK;
+}
+
+int infs_fact_list(uint64_t **out_ids, size_t *out_n, infs_store *s, const char *ns)
+{
+	if (!out_ids || !out_n)
+		return infs__error(INFS_EINVAL, "infs_fact_list: %s is NULL", out_ids ? "out_n" : "out_ids");
+	*out_ids = NULL;
+	*out_n = 0;
+	CHECK_STORE("infs_fact_list", s);
+	CHECK_NS("infs_fact_list", ns);
+	pthread_rwlock_rdlock(&s->lock);
+	const infs__ns *p = infs__index_ns(&s->ix, ns);
+	int rc = INFS_OK;
+	if (p) {
+		uint64_t *ids = malloc(p->n_ids * sizeof *ids);
+		if (ids) {
+			memcpy(ids, p->ids, p->n_ids * sizeof *ids);
+			*out_ids = ids;
+			*out_n = p->n_ids;
+		} else {
+			rc = infs__error(INFS_ENOMEM, "infs_fact_list: out of memory for %zu ids", p->n_ids);
+		}
+	}
+	pthread_rwlock_unlock(&s->lock);
+	return rc;
+}
+
+int infs_namespace_list(char ***out_names, size_t *out_n, infs_store *s)
+{
+	if (!out_names || !out_n)
+		return infs__error(INFS_EINVAL, "infs_namespace_list: %s is NULL", out_names ? "out_n" : "out_names");
+	*out_names = NULL;
+	*out_n = 0;
+	CHECK_STORE("infs_namespace_list", s);
+	pthread_rwlock_rdlock(&s->lock);
+	size_t n = s->ix.n_ns, bytes = n * sizeof(char *);
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(s->ix.ns[i]->name) + 1;
+	int rc = INFS_OK;
+	char **names = n ? malloc(bytes) : NULL;
+	if (names) {
+		char *str = (char *)(names + n);
+		for (size_t i = 0; i < n; i++) {
+			size_t len = strlen(s->ix.ns[i]->name) + 1;
+			memcpy(str, s->ix.ns[i]->name, len);
+			names[i] = str;
+			str += len;
+		}
+		*out_names = names;
+		*out_n = n;
+	} else if (n) {
+		rc = infs__error(INFS_ENOMEM, "infs_namespace_list: out of memory");
+	}
+	pthread_rwlock_unlock(&s->lock);
+	return rc;
+}
+
+int infs_namespace_drop(infs_store *s, const char *ns)
+{
+	CHECK_STORE("infs_namespace_drop", s);
+	CHECK_NS("infs_namespace_drop", ns);
+	CHECK_WRITABLE("infs_namespace_drop", s);
+	size_t ns_len = strlen(ns);
+	unsigned char fixed[8] = { 0 };
+	uint32_t len32 = (uint32_t)ns_len;
+	memcpy(fixed, &len32, 4);
+	struct iovec iov[4] = { { 0 }, { fixed, sizeof fixed } };
+	iov_str(iov + 2, ns, ns_len);
+
+	pthread_rwlock_wrlock(&s->lock);
+	int rc = INFS_OK;
+	infs__ns *p = infs__index_ns(&s->ix, ns);
+	/* Dropping a namespace with no records writes nothing. */
+	if (p && !(rc = infs__append(s, INFS__REC_DROP, iov, 4, "infs_namespace_drop"))) {
+#ifdef INFS_HAVE_CUDA
+		if (s->ext[INFS_EXT_DEVICE].data)
+			for (size_t i = 0; i < p->n_ids; i++)
+				infs__device_on_delete(s, p->ids[i]);
+#endif
+		infs__index_drop(&s->ix, p);
+	}
+	pthread_rwlock_unlock(&s->lock);
+	return rc;
+}
+
+int infs_store_stats_get(infs_store_stats *out, infs_store *s)
+{
+	if (!out)
+		return infs__error(INFS_EINVAL, "infs_store_stats_get: out is NULL");
+	if (out->version != INFS_STORE_STATS_VERSION)
+		return infs__error(INFS_EINVAL, "infs_store_stats_get: unknown version %u (this library knows %u)",
+		                   out->version, INFS_STORE_STATS_VERSION);
+	CHECK_STORE("infs_store_stats_get", s);
+	pthread_rwlock_rdlock(&s->lock);
+	out->n_facts = s->ix.n_facts;
+	out->n_segments = s->ix.n_segments;
+	out->n_namespaces = s->ix.n_ns;
+	out->file_bytes = s->end;
+	out->live_bytes = s->ix.live_bytes;
+	out->dropped_tail_bytes = s->dropped_tail;
+	out->device_bytes = 0;
+#ifdef INFS_HAVE_CUDA
+	if (s->ext[INFS_EXT_DEVICE].data)
+		out->device_bytes = infs__device_bytes(s);
+#endif
+	pthread_rwlock_unlock(&s->lock);
+	return INFS_OK;
+}
+
+int infs_store_geometry(infs_geometry *out, const infs_store *s)
+{
+	if (!out)
+		return infs__error(INFS_EINVAL, "infs_store_geometry: out is NULL");
+	CHECK_STORE("infs_store_geometry", s);
+	*out = s->geom;
+	return INFS_OK;
+}
+
+const char *infs_store_identity(const infs_store *s)
+{
+	if (!s) {
+		infs__error(INFS_EINVAL, "infs_store_identity: store is NULL");
+		return NULL;
+	}
+	return s->identity;
+}
+
+int infs_store_sync(infs_store *s)
+{
+	CHECK_STORE("infs_store_sync", s);
+	if (s->readonly)
+		return INFS_OK;
+	pthread_rwlock_rdlock(&s->lock);
+	int rc = INFS_OK;
+	if (fdatasync(s->fd) != 0)
+		rc = infs__error(INFS_EIO, "infs_store_sync: %s: %s", s->path, strerror(errno));
+	pthread_rwlock_unlock(&s->lock);
+	return rc;
+}

@@ -1,0 +1,534 @@
+/* The store's file: header, record encoding, the scan that verifies every
+ * record at open, and appends. Layout and recovery rules are documented in
+ * docs/store-format.md. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+#include "error.h"
+#include "store_impl.h"
+
+#define SCAN_CHUNK (1u << 20)
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static void putf64(unsigned char *p, double v)
+{
+	memcpy(p, &v, 8);
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+static double getf64(const unsigned char *p)
+{
+	double v;
+	memcpy(&v, p, 8);
+	return v;
+}
+
+/* Reads exactly n bytes at off; -1 with errno on failure, errno 0 at EOF. */
+static int read_full(int fd, void *buf, size_t n, uint64_t off)
+{
+	unsigned char *p = buf;
+	while (n) {
+		ssize_t r = pread(fd, p, n, (off_t)off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (r == 0)
+				errno = 0;
+			return -1;
+		}
+		p += r;
+		n -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+static int io_error(const char *path, const char *what)
+{
+	return infs__error(INFS_EIO, "%s: %s: %s", path, what, errno ? strerror(errno) : "unexpected end of file");
+}
+
+size_t infs__header_encode(unsigned char *buf, const infs_geometry *g, const char *identity)
+{
+	size_t id_len = strlen(identity);
+	size_t len = infs__pad8(INFS__HEADER_FIXED + id_len + 1 + 4);
+	memset(buf, 0, len);
+	memcpy(buf, INFS__STORE_MAGIC, 8);
+	put32(buf + 8, INFS__STORE_FORMAT);
+	put32(buf + 12, (uint32_t)len);
+	put32(buf + 16, g->n_layers);
+	put32(buf + 20, g->n_kv_heads);
+	put32(buf + 24, g->head_dim);
+	put32(buf + 28, g->rotary_dim);
+	put32(buf + 32, (uint32_t)g->rope_style);
+	put32(buf + 36, (uint32_t)g->rope_scaling);
+	put32(buf + 40, (uint32_t)g->kv_dtype);
+	put32(buf + 44, g->embed_dim);
+	put32(buf + 48, g->rope_original_max_pos);
+	put32(buf + 52, (uint32_t)id_len);
+	putf64(buf + 56, g->rope_theta);
+	putf64(buf + 64, g->rope_factor);
+	putf64(buf + 72, g->rope_low_freq_factor);
+	putf64(buf + 80, g->rope_high_freq_factor);
+	putf64(buf + 88, g->rope_beta_fast);
+	putf64(buf + 96, g->rope_beta_slow);
+	putf64(buf + 104, g->rope_attn_factor);
+	memcpy(buf + INFS__HEADER_FIXED, identity, id_len);
+	put32(buf + len - 4, infs__crc32c(0, buf, len - 4));
+	return len;
+}
+
+int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, int fd, uint64_t size,
+                      const char *path)
+{
+	unsigned char head[16];
+	size_t have = size < sizeof head ? (size_t)size : sizeof head;
+	if (have && read_full(fd, head, have, 0))
+		return io_error(path, "reading the header");
+	if (have < 8 || memcmp(head, INFS__STORE_MAGIC, 8) != 0)
+		return infs__error(INFS_EFORMAT, "%s is not an inferscale store (no \"INFSTORE\" magic)", path);
+	if (have < 16)
+		return infs__error(INFS_ECORRUPT, "%s: the header is truncated (the file is %llu bytes)", path,
+		                   (unsigned long long)size);
+	uint32_t version = get32(head + 8), len = get32(head + 12);
+	if (len < infs__pad8(INFS__HEADER_FIXED + 1 + 4) || len > INFS__HEADER_MAX || len % 8)
+		return infs__error(INFS_ECORRUPT, "%s: the header length %u is invalid", path, len);
+	if (len > size)
+		return infs__error(INFS_ECORRUPT, "%s: the header is truncated (%llu of its %u bytes)", path,
+		                   (unsigned long long)size, len);
+	unsigned char *buf = malloc(len);
+	if (!buf)
+		return infs__error(INFS_ENOMEM, "%s: out of memory reading the header", path);
+	int rc = INFS_OK;
+	if (read_full(fd, buf, len, 0)) {
+		rc = io_error(path, "reading the header");
+		goto out;
+	}
+	if (infs__crc32c(0, buf, len - 4) != get32(buf + len - 4)) {
+		rc = infs__error(INFS_ECORRUPT, "%s: the header checksum does not match: the header is corrupt", path);
+		goto out;
+	}
+	if (version > INFS__STORE_FORMAT) {
+		rc = infs__error(INFS_EUNSUPPORTED, "%s: store format version %u is newer than this library's (%u)",
+		                 path, version, INFS__STORE_FORMAT);
+		goto out;
+	}
+	if (version == 0) {
+		rc = infs__error(INFS_ECORRUPT, "%s: the header has format version 0", path);
+		goto out;
+	}
+	uint32_t id_len = get32(buf + 52);
+	if (id_len > INFS_IDENTITY_MAX || infs__pad8(INFS__HEADER_FIXED + (uint64_t)id_len + 1 + 4) != len ||
+	    memchr(buf + INFS__HEADER_FIXED, 0, id_len + 1) != buf + INFS__HEADER_FIXED + id_len) {
+		rc = infs__error(INFS_ECORRUPT, "%s: the header's identity string is malformed", path);
+		goto out;
+	}
+	infs_geometry geo = INFS_GEOMETRY_INIT;
+	geo.n_layers = get32(buf + 16);
+	geo.n_kv_heads = get32(buf + 20);
+	geo.head_dim = get32(buf + 24);
+	geo.rotary_dim = get32(buf + 28);
+	geo.rope_style = (infs_rope_style)get32(buf + 32);
+	geo.rope_scaling = (infs_rope_scaling)get32(buf + 36);
+	geo.kv_dtype = (infs_dtype)get32(buf + 40);
+	geo.embed_dim = get32(buf + 44);
+	geo.rope_original_max_pos = get32(buf + 48);
+	geo.rope_theta = getf64(buf + 56);
+	geo.rope_factor = getf64(buf + 64);
+	geo.rope_low_freq_factor = getf64(buf + 72);
+	geo.rope_high_freq_factor = getf64(buf + 80);
+	geo.rope_beta_fast = getf64(buf + 88);
+	geo.rope_beta_slow = getf64(buf + 96);
+	geo.rope_attn_factor = getf64(buf + 104);
+	if (infs_geometry_validate(&geo)) {
+		rc = infs__error_wrap(INFS_ECORRUPT, "%s: the header holds an invalid geometry", path);
+		goto out;
+	}
+	char *id = strdup((const char *)buf + INFS__HEADER_FIXED);
+	if (!id) {
+		rc = infs__error(INFS_ENOMEM, "%s: out of memory reading the header", path);
+		goto out;
+	}
+	*g = geo;
+	*identity = id;
+	*header_len = len;
+out:
+	free(buf);
+	return rc;
+}
+
+void infs__put_layout_of(infs__put_layout *l, uint64_t kv_token_bytes, uint32_t n_tokens, uint32_t ns_len,
+                         uint32_t embed_n, uint32_t text_len, uint32_t meta_len)
+{
+	uint64_t kv = kv_token_bytes * n_tokens;
+	l->ns = INFS__PUT_FIXED;
+	l->tokens = l->ns + infs__pad8((uint64_t)ns_len + 1);
+	l->emb = l->tokens + infs__pad8((uint64_t)n_tokens * 4);
+	l->k = l->emb + infs__pad8((uint64_t)embed_n * 4);
+	l->v = l->k + infs__pad8(kv);
+	l->text = l->v + infs__pad8(kv);
+	l->meta = l->text + infs__pad8((uint64_t)text_len + 1);
+	l->end = l->meta + infs__pad8((uint64_t)meta_len + 1);
+}
+
+/* Checks the record at off. Returns INFS_OK when its head and body checksums
+ * hold, 1 (with *why) when they do not, or an error. *head_ok says whether
+ * the head alone is sound, so that *body_len can be trusted. */
+static int rec_check(const infs_store *s, uint64_t off, uint64_t size, unsigned char *buf, uint32_t *type,
+                     uint64_t *body_len, bool *head_ok, const char **why)
+{
+	unsigned char h[INFS__REC_HEAD];
+	*head_ok = false;
+	if (size - off < INFS__REC_HEAD) {
+		*why = "the record head is cut short";
+		return 1;
+	}
+	if (read_full(s->fd, h, sizeof h, off))
+		return io_error(s->path, "reading a record");
+	if (get32(h) != INFS__REC_MAGIC || infs__crc32c(0, h, 20) != get32(h + 20) || get64(h + 8) % 8) {
+		*why = "the record head is damaged";
+		return 1;
+	}
+	*head_ok = true;
+	*type = get32(h + 4);
+	*body_len = get64(h + 8);
+	if (*body_len > size - off - INFS__REC_HEAD) {
+		*why = "the record runs past the end of the file";
+		return 1;
+	}
+	uint32_t crc = 0;
+	for (uint64_t done = 0; done < *body_len;) {
+		size_t n = *body_len - done < SCAN_CHUNK ? (size_t)(*body_len - done) : SCAN_CHUNK;
+		if (read_full(s->fd, buf, n, off + INFS__REC_HEAD + done))
+			return io_error(s->path, "reading a record");
+		crc = infs__crc32c(crc, buf, n);
+		done += n;
+	}
+	if (crc != get32(h + 16)) {
+		*why = "the record checksum does not match";
+		return 1;
+	}
+	return INFS_OK;
+}
+
+/* The first bad record at off: a torn tail when no sound record follows it,
+ * corruption otherwise. A record whose head is sound is skipped whole, so
+ * bytes inside its body (a fact's text, say) are never taken for records. */
+static int bad_record(infs_store *s, uint64_t off, uint64_t size, unsigned char *buf, unsigned char *tmp,
+                      bool head_ok, uint64_t body_len, const char *why)
+{
+	uint64_t from = off + 8;
+	if (head_ok)
+		from = body_len > size - off - INFS__REC_HEAD ? size : off + INFS__REC_HEAD + body_len;
+	for (uint64_t chunk = from; chunk + INFS__REC_HEAD <= size; chunk += SCAN_CHUNK) {
+		size_t n = size - chunk < SCAN_CHUNK ? (size_t)(size - chunk) : SCAN_CHUNK;
+		if (read_full(s->fd, buf, n, chunk))
+			return io_error(s->path, "reading the tail");
+		for (size_t i = 0; i + 4 <= n; i += 8) {
+			if (get32(buf + i) != INFS__REC_MAGIC)
+				continue;
+			uint32_t t;
+			uint64_t len;
+			bool ok;
+			const char *w;
+			int rc = rec_check(s, chunk + i, size, tmp, &t, &len, &ok, &w);
+			if (rc < 0)
+				return rc;
+			if (rc == INFS_OK)
+				return infs__error(INFS_ECORRUPT,
+				                   "%s: the record at offset %llu is damaged (%s) but a sound record follows at "
+				                   "offset %llu: the file is corrupt, not cut short by a crash",
+				                   s->path, (unsigned long long)off, why, (unsigned long long)(chunk + i));
+		}
+	}
+	s->end = off;
+	s->dropped_tail = size - off;
+	return INFS_OK;
+}
+
+static int corrupt(const infs_store *s, uint64_t off, const char *what)
+{
+	return infs__error(INFS_ECORRUPT, "%s: the record at offset %llu is corrupt: %s", s->path,
+	                   (unsigned long long)off, what);
+}
+
+/* Reads the namespace that starts a delete or drop body at body + at. */
+static int read_ns(char *ns, const infs_store *s, uint64_t body, uint64_t at, uint32_t ns_len, uint64_t off)
+{
+	if (ns_len == 0 || ns_len > INFS_NAMESPACE_MAX)
+		return corrupt(s, off, "bad namespace length");
+	if (read_full(s->fd, ns, ns_len + 1, body + at))
+		return io_error(s->path, "reading a record");
+	if (ns[ns_len] != '\0' || infs__check_namespace(ns))
+		return corrupt(s, off, "bad namespace");
+	return INFS_OK;
+}
+
+static int apply_put(infs_store *s, uint64_t off, uint64_t body_len, uint64_t *last_put)
+{
+	unsigned char f[INFS__PUT_FIXED];
+	char ns[INFS_NAMESPACE_MAX + 1];
+	uint64_t body = off + INFS__REC_HEAD;
+	if (body_len < INFS__PUT_FIXED)
+		return corrupt(s, off, "a put record is too short");
+	if (read_full(s->fd, f, sizeof f, body))
+		return io_error(s->path, "reading a record");
+	uint64_t id = get64(f);
+	unsigned flags = get32(f + 8);
+	uint32_t n_tokens = get32(f + 12), ns_len = get32(f + 32), embed_n = get32(f + 36);
+	uint32_t text_len = get32(f + 40), meta_len = get32(f + 44);
+	if (id <= *last_put)
+		return corrupt(s, off, "fact ids do not increase");
+	if (flags & ~(unsigned)INFS_FACT_SEGMENT)
+		return corrupt(s, off, "unknown flags");
+	if (n_tokens == 0 || n_tokens > INFS_FACT_TOKENS_MAX)
+		return corrupt(s, off, "bad n_tokens");
+	if (embed_n != (flags & INFS_FACT_SEGMENT ? 0 : s->geom.embed_dim))
+		return corrupt(s, off, "the embedding size does not match the geometry");
+	if (text_len >= INFS_TEXT_MAX || meta_len >= INFS_METADATA_MAX)
+		return corrupt(s, off, "text or metadata too long");
+	if (ns_len > INFS_NAMESPACE_MAX)
+		return corrupt(s, off, "bad namespace length");
+	infs__put_layout l;
+	infs__put_layout_of(&l, s->kv_token_bytes, n_tokens, ns_len, embed_n, text_len, meta_len);
+	if (l.end != body_len)
+		return corrupt(s, off, "the record length does not match its fields");
+	int rc = read_ns(ns, s, body, l.ns, ns_len, off);
+	if (rc)
+		return rc;
+	char nul[2];
+	if (read_full(s->fd, nul, 1, body + l.text + text_len) || read_full(s->fd, nul + 1, 1, body + l.meta + meta_len))
+		return io_error(s->path, "reading a record");
+	if (nul[0] || nul[1])
+		return corrupt(s, off, "text or metadata is not terminated");
+	infs__ns *nsp;
+	if ((rc = infs__index_reserve(&nsp, &s->ix, ns)))
+		return rc;
+	float *row = infs__index_add(&s->ix, nsp, id, off, INFS__REC_HEAD + body_len, flags);
+	if (row && read_full(s->fd, row, (size_t)embed_n * 4, body + l.emb))
+		return io_error(s->path, "reading a record");
+	*last_put = id;
+	if (id >= s->next_id)
+		s->next_id = id + 1;
+	return INFS_OK;
+}
+
+static int apply(infs_store *s, uint64_t off, uint32_t type, uint64_t body_len, uint64_t *last_put)
+{
+	unsigned char f[16];
+	char ns[INFS_NAMESPACE_MAX + 1];
+	uint64_t body = off + INFS__REC_HEAD;
+	int rc;
+	switch (type) {
+	case INFS__REC_PUT:
+		return apply_put(s, off, body_len, last_put);
+	case INFS__REC_DELETE: {
+		if (body_len < 16)
+			return corrupt(s, off, "a delete record is too short");
+		if (read_full(s->fd, f, 16, body))
+			return io_error(s->path, "reading a record");
+		uint64_t id = get64(f);
+		uint32_t ns_len = get32(f + 8);
+		if (body_len != infs__pad8(16 + (uint64_t)ns_len + 1))
+			return corrupt(s, off, "the record length does not match its fields");
+		if ((rc = read_ns(ns, s, body, 16, ns_len, off)))
+			return rc;
+		infs__entry *e = infs__index_get(&s->ix, id);
+		if (!e || strcmp(e->ns->name, ns) != 0)
+			return corrupt(s, off, "it deletes a fact that is not live in its namespace");
+		infs__index_remove(&s->ix, id);
+		return INFS_OK;
+	}
+	case INFS__REC_DROP: {
+		if (body_len < 8)
+			return corrupt(s, off, "a drop record is too short");
+		if (read_full(s->fd, f, 8, body))
+			return io_error(s->path, "reading a record");
+		uint32_t ns_len = get32(f);
+		if (body_len != infs__pad8(8 + (uint64_t)ns_len + 1))
+			return corrupt(s, off, "the record length does not match its fields");
+		if ((rc = read_ns(ns, s, body, 8, ns_len, off)))
+			return rc;
+		infs__ns *nsp = infs__index_ns(&s->ix, ns);
+		if (nsp)
+			infs__index_drop(&s->ix, nsp);
+		return INFS_OK;
+	}
+	case INFS__REC_NEXT_ID: {
+		if (body_len != 8)
+			return corrupt(s, off, "a next-id record has the wrong length");
+		if (read_full(s->fd, f, 8, body))
+			return io_error(s->path, "reading a record");
+		uint64_t next = get64(f);
+		if (next == 0 || next == UINT64_MAX)
+			return corrupt(s, off, "bad next id");
+		if (next > s->next_id)
+			s->next_id = next;
+		return INFS_OK;
+	}
+	default:
+		return corrupt(s, off, "unknown record type");
+	}
+}
+
+int infs__store_scan(infs_store *s, uint64_t size)
+{
+	unsigned char *buf = malloc(2 * (size_t)SCAN_CHUNK);
+	if (!buf)
+		return infs__error(INFS_ENOMEM, "%s: out of memory", s->path);
+	uint64_t off = s->header_len, last_put = 0;
+	int rc = INFS_OK;
+	s->next_id = 1;
+	s->dropped_tail = 0;
+	while (off < size) {
+		uint32_t type = 0;
+		uint64_t body_len = 0;
+		bool head_ok;
+		const char *why = NULL;
+		rc = rec_check(s, off, size, buf, &type, &body_len, &head_ok, &why);
+		if (rc == 1) {
+			rc = bad_record(s, off, size, buf, buf + SCAN_CHUNK, head_ok, body_len, why);
+			free(buf);
+			return rc;
+		}
+		if (rc || (rc = apply(s, off, type, body_len, &last_put)))
+			break;
+		off += INFS__REC_HEAD + body_len;
+	}
+	free(buf);
+	if (!rc)
+		s->end = off;
+	return rc;
+}
+
+int infs__map_reserve(infs_store *s, uint64_t need)
+{
+	if (need <= s->map_cap)
+		return INFS_OK;
+	uint64_t cap = s->map_cap ? s->map_cap : (uint64_t)1 << 20;
+	while (cap < need)
+		cap *= 2;
+	if (cap > SIZE_MAX)
+		return infs__error(INFS_ENOMEM, "%s: the file is too large to map", s->path);
+	void *p = s->map ? mremap((void *)s->map, s->map_cap, (size_t)cap, MREMAP_MAYMOVE)
+	                 : mmap(NULL, (size_t)cap, PROT_READ, MAP_SHARED, s->fd, 0);
+	if (p == MAP_FAILED)
+		return infs__error(INFS_EIO, "%s: mapping %llu bytes: %s", s->path, (unsigned long long)cap,
+		                   strerror(errno));
+	s->map = p;
+	s->map_cap = (size_t)cap;
+	return INFS_OK;
+}
+
+int infs__write_all(int fd, uint64_t off, struct iovec *iov, int n)
+{
+	while (n > 0) {
+		ssize_t w = pwritev(fd, iov, n < IOV_MAX ? n : IOV_MAX, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = EIO;
+			return -1;
+		}
+		off += (uint64_t)w;
+		while (n > 0 && (size_t)w >= iov->iov_len) {
+			w -= (ssize_t)iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (char *)iov->iov_base + w;
+			iov->iov_len -= (size_t)w;
+		}
+	}
+	return 0;
+}
+
+uint64_t infs__rec_head(unsigned char *head, uint32_t type, const struct iovec *body, int n)
+{
+	uint64_t body_len = 0;
+	uint32_t crc = 0;
+	for (int i = 0; i < n; i++) {
+		body_len += body[i].iov_len;
+		crc = infs__crc32c(crc, body[i].iov_base, body[i].iov_len);
+	}
+	put32(head, INFS__REC_MAGIC);
+	put32(head + 4, type);
+	put64(head + 8, body_len);
+	put32(head + 16, crc);
+	put32(head + 20, infs__crc32c(0, head, 20));
+	return body_len;
+}
+
+int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const char *fn)
+{
+	unsigned char head[INFS__REC_HEAD];
+	uint64_t body_len = infs__rec_head(head, type, iov + 1, n - 1);
+	iov[0].iov_base = head;
+	iov[0].iov_len = sizeof head;
+	uint64_t total = INFS__REC_HEAD + body_len;
+	int rc = infs__map_reserve(s, s->end + total);
+	if (rc)
+		return infs__error_wrap(rc, "%s", fn);
+	if (infs__write_all(s->fd, s->end, iov, n) == 0 &&
+	    (s->opts.sync != INFS_SYNC_FULL || fdatasync(s->fd) == 0)) {
+		s->end += total;
+		return INFS_OK;
+	}
+	int err = errno;
+	/* Cut the partial record off so the file stays what the index says. If
+	 * that fails too, the next append overwrites it from s->end and a later
+	 * open drops any rest as a torn tail. */
+	int cut = ftruncate(s->fd, (off_t)s->end);
+	(void)cut;
+	return infs__error(INFS_EIO, "%s: writing %s: %s", fn, s->path, strerror(err));
+}
+
+void infs__record_at(infs__record *out, const infs_store *s, uint64_t off)
+{
+	const unsigned char *b = s->map + off + INFS__REC_HEAD;
+	uint32_t n_tokens = get32(b + 12), ns_len = get32(b + 32), embed_n = get32(b + 36);
+	uint32_t text_len = get32(b + 40), meta_len = get32(b + 44);
+	infs__put_layout l;
+	infs__put_layout_of(&l, s->kv_token_bytes, n_tokens, ns_len, embed_n, text_len, meta_len);
+	out->id = get64(b);
+	out->flags = get32(b + 8);
+	out->n_tokens = n_tokens;
+	out->tokens = (const int32_t *)(const void *)(b + l.tokens);
+	out->embedding = embed_n ? (const float *)(const void *)(b + l.emb) : NULL;
+	out->k = b + l.k;
+	out->v = b + l.v;
+	out->text = (const char *)b + l.text;
+	out->metadata = (const char *)b + l.meta;
+	out->source_id = get64(b + 16);
+	out->timestamp = (int64_t)get64(b + 24);
+}

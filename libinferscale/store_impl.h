@@ -1,0 +1,132 @@
+/* The store's private state, shared by store*.c only. The on-disk format is
+ * described in docs/store-format.md; this header mirrors its constants. */
+#ifndef INFS_STORE_IMPL_H
+#define INFS_STORE_IMPL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "store.h"
+
+/* Records hold arrays in native byte order and are served from a mapping of
+ * the file, so the format is defined as little-endian only. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the store format is little-endian");
+
+#define INFS__STORE_MAGIC "INFSTORE"
+#define INFS__STORE_FORMAT 1u
+#define INFS__HEADER_FIXED 112u  /* bytes before the identity string */
+#define INFS__HEADER_MAX 65536u  /* the largest header_len any format version may use */
+#define INFS__REC_MAGIC 0x52464e49u /* "INFR" */
+#define INFS__REC_HEAD 24u
+#define INFS__PUT_FIXED 48u
+
+enum infs__rec_type { INFS__REC_PUT = 1, INFS__REC_DELETE = 2, INFS__REC_DROP = 3, INFS__REC_NEXT_ID = 4 };
+
+static inline uint64_t infs__pad8(uint64_t n)
+{
+	return (n + 7) & ~(uint64_t)7;
+}
+
+/* Where the fields of a put record's body lie, from its start. */
+typedef struct infs__put_layout {
+	uint64_t ns, tokens, emb, k, v, text, meta, end;
+} infs__put_layout;
+
+void infs__put_layout_of(infs__put_layout *l, uint64_t kv_token_bytes, uint32_t n_tokens, uint32_t ns_len,
+                         uint32_t embed_n, uint32_t text_len, uint32_t meta_len);
+
+/* A namespace with at least one live record. ids holds facts and segments,
+ * fact_ids and emb the facts only (row i of emb belongs to fact_ids[i]);
+ * both increase because ids are handed out in increasing order. */
+typedef struct infs__ns {
+	char *name;
+	uint64_t *ids;
+	size_t n_ids, cap_ids;
+	uint64_t *fact_ids;
+	float *emb;
+	size_t n_facts, cap_facts;
+	uint64_t generation;
+} infs__ns;
+
+/* A live record: its file offset (of the record head) and total length. */
+typedef struct infs__entry {
+	uint64_t id; /* 0 marks an empty hash slot; ids start at 1 */
+	uint64_t off;
+	uint64_t len;
+	infs__ns *ns;
+	unsigned flags;
+} infs__entry;
+
+typedef struct infs__index {
+	infs__entry *slots; /* open addressing, linear probing, power-of-two size */
+	size_t cap, n;
+	infs__ns **ns; /* sorted by name (bytewise) */
+	size_t n_ns, cap_ns;
+	uint32_t embed_dim;
+	uint64_t generation; /* store-wide counter: a re-created namespace never repeats one */
+	uint64_t n_facts, n_segments, live_bytes;
+} infs__index;
+
+void infs__index_init(infs__index *ix, uint32_t embed_dim);
+void infs__index_free(infs__index *ix);
+infs__ns *infs__index_ns(const infs__index *ix, const char *name);
+infs__entry *infs__index_get(const infs__index *ix, uint64_t id);
+/* Makes room for one more record of namespace name (creating it empty if
+ * needed) so that infs__index_add cannot fail. */
+int infs__index_reserve(infs__ns **out, infs__index *ix, const char *name);
+/* Adds a record; returns the matrix row to fill for a fact, else NULL. */
+float *infs__index_add(infs__index *ix, infs__ns *ns, uint64_t id, uint64_t off, uint64_t len, unsigned flags);
+void infs__index_remove(infs__index *ix, uint64_t id);
+void infs__index_drop(infs__index *ix, infs__ns *ns);
+/* Frees ns when it holds no records (after a failed write or a removal). */
+void infs__index_prune(infs__index *ix, infs__ns *ns);
+
+struct infs_store {
+	pthread_rwlock_t lock;
+	char *path;
+	int fd;
+	bool readonly;
+	infs_geometry geom;
+	char *identity;
+	infs_store_options opts; /* geometry, identity and faiss_index point into this store */
+	char *faiss_index;
+	size_t kv_token_bytes;
+	uint64_t header_len;
+	uint64_t end;     /* end of the last valid record: where the next one goes */
+	uint64_t next_id;
+	uint64_t dropped_tail;
+	const unsigned char *map; /* PROT_READ, MAP_SHARED; map_cap may run past end */
+	size_t map_cap;
+	dev_t dev;
+	ino_t ino;
+	infs__index ix;
+	struct infs__store_ext ext[INFS_EXT_COUNT];
+};
+
+/* store_file.c: the on-disk format. */
+size_t infs__header_encode(unsigned char *buf, const infs_geometry *g, const char *identity);
+int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, int fd, uint64_t size,
+                      const char *path);
+int infs__store_scan(infs_store *s, uint64_t size);
+int infs__map_reserve(infs_store *s, uint64_t need);
+/* Appends a record whose body is iov[1..n-1] (iov[0] is set here to the
+ * record head), per the sync mode, and advances s->end. On error the file
+ * is cut back and s->end is unchanged. */
+/* Fills a record head for the body iov[0..n-1] and returns the body length. */
+uint64_t infs__rec_head(unsigned char *head, uint32_t type, const struct iovec *body, int n);
+int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const char *fn);
+int infs__write_all(int fd, uint64_t off, struct iovec *iov, int n);
+/* Decodes the put record at file offset off (already verified). */
+void infs__record_at(infs__record *out, const infs_store *s, uint64_t off);
+
+/* store_check.c: argument checks shared by the entry points. */
+bool infs__utf8_valid(const char *s, size_t n);
+int infs__check_fact(const infs_fact *f, const infs_geometry *g, size_t *text_len, size_t *meta_len);
+
+/* store_open.c */
+int infs__fsync_dir(const char *path);
+void infs__registry_update(dev_t old_dev, ino_t old_ino, dev_t dev, ino_t ino);
+
+#endif
