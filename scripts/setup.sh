@@ -20,3 +20,6 @@ fi
 python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-build.txt
 
 scripts/build-faiss-c.sh
+
+# The Python binding's build and test requirements (bindings/python).
+python3 -m pip install -q --disable-pip-version-check -r bindings/python/requirements-test.txt
