@@ -71,13 +71,17 @@ class KVLayout:
         if len(shape) != 4:
             raise ValueError(f"KVLayout: per-layer views must be 4-D (blocks, slots, heads, dim), got {shape}")
         strides = _strides(first)
+        if shape[0] == 1:
+            # One block (a contiguous cache): its stride is never used, but must
+            # be positive and keep blocks disjoint; numpy gives a new axis 0.
+            strides[0] = 1 + sum((n - 1) * abs(s) for n, s in zip(shape[1:], strides[1:]))
         self.dtype: DType = dtype_of(first)
         self.device: int = _device(first)
         for i, view in enumerate(k_views + v_views):
             which = f"{'KV'[i >= len(k_views)]} layer {i % len(k_views)}"
             if tuple(view.shape) != shape:
                 raise ValueError(f"KVLayout: {which} has shape {tuple(view.shape)}, layer 0 has {shape}")
-            if _strides(view) != strides:
+            if _strides(view)[1:] != strides[1:] or (shape[0] > 1 and _strides(view) != strides):
                 raise ValueError(f"KVLayout: {which} has strides {_strides(view)}, layer 0 has {strides}")
             if dtype_of(view) != self.dtype:
                 raise ValueError(f"KVLayout: {which} has dtype {view.dtype}, layer 0 has {first.dtype}")
