@@ -1,7 +1,8 @@
 /* Exact top-k: scores come a block of rows at a time (one GEMM for the whole
  * batch of queries when BLAS is there), and each query keeps its k best in a
  * bounded heap laid out in its own slice of the output, so selection costs
- * O(n log k) and no memory beyond the score block. */
+ * O(n log k) and no memory beyond the score block. The heap holds row
+ * indexes in the id field until the final rescoring turns them into ids. */
 #include "topk.h"
 
 #include <stdlib.h>
@@ -12,17 +13,27 @@
 
 #include "error.h"
 
+/* a before b, where ids maps the id field (a row index) to the id, or is
+ * NULL when the id field already holds the id */
+static int before(const infs_hit *a, const infs_hit *b, const uint64_t *ids)
+{
+	if (!ids)
+		return infs__hit_before(a, b);
+	infs_hit x = { ids[a->id], a->score }, y = { ids[b->id], b->score };
+	return infs__hit_before(&x, &y);
+}
+
 /* The heap's root is the worst hit kept: a candidate only has to beat it. */
-static void sift_down(infs_hit *h, size_t n, size_t i)
+static void sift_down(infs_hit *h, size_t n, size_t i, const uint64_t *ids)
 {
 	infs_hit x = h[i];
 	for (;;) {
 		size_t c = 2 * i + 1;
 		if (c >= n)
 			break;
-		if (c + 1 < n && infs__hit_before(&h[c], &h[c + 1]))
+		if (c + 1 < n && before(&h[c], &h[c + 1], ids))
 			c++;
-		if (!infs__hit_before(&x, &h[c]))
+		if (!before(&x, &h[c], ids))
 			break;
 		h[i] = h[c];
 		i = c;
@@ -30,12 +41,12 @@ static void sift_down(infs_hit *h, size_t n, size_t i)
 	h[i] = x;
 }
 
-static void sift_up(infs_hit *h, size_t i)
+static void sift_up(infs_hit *h, size_t i, const uint64_t *ids)
 {
 	infs_hit x = h[i];
 	while (i > 0) {
 		size_t p = (i - 1) / 2;
-		if (!infs__hit_before(&h[p], &x))
+		if (!before(&h[p], &x, ids))
 			break;
 		h[i] = h[p];
 		i = p;
@@ -43,33 +54,44 @@ static void sift_up(infs_hit *h, size_t i)
 	h[i] = x;
 }
 
-static void heap_push(infs_hit *h, size_t *m, size_t k, infs_hit x)
+static void heap_push(infs_hit *h, size_t *m, size_t k, infs_hit x, const uint64_t *ids)
 {
 	if (*m < k) {
 		h[*m] = x;
-		sift_up(h, (*m)++);
-	} else if (infs__hit_before(&x, &h[0])) {
+		sift_up(h, (*m)++, ids);
+	} else if (before(&x, &h[0], ids)) {
 		h[0] = x;
-		sift_down(h, k, 0);
-	}
-}
-
-/* Heap sort: the worst goes to the end each round, leaving the best first. */
-static void heap_finish(infs_hit *h, size_t m)
-{
-	for (size_t e = m; e > 1; e--) {
-		infs_hit t = h[0];
-		h[0] = h[e - 1];
-		h[e - 1] = t;
-		sift_down(h, e - 1, 0);
+		sift_down(h, k, 0, ids);
 	}
 }
 
 void infs__hits_sort(infs_hit *hits, size_t n)
 {
 	for (size_t i = n / 2; i-- > 0;)
-		sift_down(hits, n, i);
-	heap_finish(hits, n);
+		sift_down(hits, n, i, NULL);
+	/* the worst goes to the end each round, leaving the best first */
+	for (size_t e = n; e > 1; e--) {
+		infs_hit t = hits[0];
+		hits[0] = hits[e - 1];
+		hits[e - 1] = t;
+		sift_down(hits, e - 1, 0, NULL);
+	}
+}
+
+void infs__hits_rescore(infs_hit *hits, size_t m, const float *rows, const uint64_t *ids, const float *row_scale,
+                        size_t dim, const float *query)
+{
+	for (size_t i = 0; i < m; i++) {
+		size_t r = (size_t)hits[i].id;
+		const float *x = rows + r * dim;
+		double s = 0;
+		for (size_t d = 0; d < dim; d++)
+			s += (double)query[d] * x[d];
+		if (row_scale)
+			s *= row_scale[r];
+		hits[i] = (infs_hit){ ids[r], (float)s };
+	}
+	infs__hits_sort(hits, m);
 }
 
 #ifndef INFS_HAVE_BLAS
@@ -137,13 +159,13 @@ int infs__topk(infs_hit *out, size_t *out_n, const float *rows, const uint64_t *
 					/* most rows lose to the root outright */
 					if (*m == k && v < h[0].score)
 						continue;
-					heap_push(h, m, k, (infs_hit){ ids[r0 + j], v });
+					heap_push(h, m, k, (infs_hit){ r0 + j, v }, ids);
 				}
 			}
 		}
 	}
 	for (size_t q = 0; q < n_queries; q++)
-		heap_finish(out + q * k, out_n[q]);
+		infs__hits_rescore(out + q * k, out_n[q], rows, ids, row_scale, dim, queries + q * dim);
 	free(scores);
 	return INFS_OK;
 }

@@ -20,11 +20,20 @@ static inline int infs__hit_before(const infs_hit *a, const infs_hit *b)
 /* For each of n_queries queries (dim floats each), the k best of the n rows
  * (dim floats each, ids[i] the id of row i): the score of row i is
  * dot(query, row i) * row_scale[i], or the plain dot product when row_scale
- * is NULL. out holds n_queries * k hits, best first; out_n[q] =
- * min(k, n). Callers have checked the sizes (k >= 1). Uses BLAS when the
- * library has it. Fails only with INFS_ENOMEM. */
+ * is NULL. out holds n_queries * k hits, best first; out_n[q] = min(k, n).
+ * Rows are selected with float scores (BLAS when the library has it); the
+ * scores of the hits kept are then recomputed by infs__hits_rescore, so a
+ * query's result does not depend on the batch it came in. Callers have
+ * checked the sizes (k >= 1). Fails only with INFS_ENOMEM. */
 int infs__topk(infs_hit *out, size_t *out_n, const float *rows, const uint64_t *ids, const float *row_scale,
                size_t n, size_t dim, const float *queries, size_t n_queries, size_t k);
+
+/* The canonical scores every backend reports: hits[i].id holds a row index
+ * on entry and that row's id on return, with score dot(query, row) *
+ * row_scale[row] (no scale when NULL) computed in double and rounded once;
+ * then the hits are sorted best first. */
+void infs__hits_rescore(infs_hit *hits, size_t m, const float *rows, const uint64_t *ids, const float *row_scale,
+                        size_t dim, const float *query);
 
 /* Sorts n hits best first (by infs__hit_before). */
 void infs__hits_sort(infs_hit *hits, size_t n);

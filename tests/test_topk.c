@@ -161,8 +161,39 @@ static void ties(size_t nq)
 	free(ids);
 }
 
+/* A query's hits are the same alone as in a batch (GEMM or not). */
+static void batch_independent(void)
+{
+	size_t n = 4000, dim = 40, nq = 9, k = 50;
+	float *rows = malloc(n * dim * sizeof *rows), *q = malloc(nq * dim * sizeof *q), *scale = malloc(n * sizeof *scale);
+	uint64_t *ids = malloc(n * sizeof *ids);
+	for (size_t i = 0; i < n * dim; i++)
+		rows[i] = frnd();
+	for (size_t i = 0; i < nq * dim; i++)
+		q[i] = frnd();
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = i * 2 + 1;
+		scale[i] = 0.5f + (float)(i % 7) / 8;
+	}
+	infs_hit *batch = malloc(nq * k * sizeof *batch), one[50];
+	size_t bn[9], on;
+	CHECK_OK(infs__topk(batch, bn, rows, ids, scale, n, dim, q, nq, k));
+	for (size_t qi = 0; qi < nq; qi++) {
+		CHECK_OK(infs__topk(one, &on, rows, ids, scale, n, dim, q + qi * dim, 1, k));
+		CHECK(on == bn[qi]);
+		for (size_t j = 0; j < on && j < bn[qi]; j++)
+			CHECK(one[j].id == batch[qi * k + j].id && one[j].score == batch[qi * k + j].score);
+	}
+	free(batch);
+	free(rows);
+	free(q);
+	free(scale);
+	free(ids);
+}
+
 int main(void)
 {
+	batch_independent();
 	static const size_t ks[] = { 1, 7, 0 /* n */, 1 /* n + 5 */, 4096 };
 	static const size_t ns[] = { 1, 9, 300, 5000 };
 	for (size_t ni = 0; ni < 4; ni++)
