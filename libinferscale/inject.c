@@ -274,6 +274,54 @@ int infs__inject_records(uint32_t *out_next_pos, const infs_geometry *g, const i
 	return INFS_OK;
 }
 
+int infs_inject_into_blocks(uint32_t *out_next_pos, infs_store *store, const char *ns, const uint64_t *ids,
+                            size_t n_ids, uint32_t start_pos, const int32_t *block_table, size_t block_table_len,
+                            const infs_kv_layout *cache, const infs_inject_options *opts)
+{
+	static const char fn[] = "infs_inject_into_blocks";
+	if (!out_next_pos)
+		return infs__error(INFS_EINVAL, "%s: out_next_pos is NULL", fn);
+	if (!store)
+		return infs__error(INFS_EINVAL, "%s: store is NULL", fn);
+	int rc = infs__check_namespace(ns);
+	if (rc)
+		return infs__error_wrap(rc, "%s", fn);
+	if (!ids)
+		return infs__error(INFS_EINVAL, "%s: ids is NULL", fn);
+	if (n_ids == 0)
+		return infs__error(INFS_EINVAL, "%s: n_ids is 0: nothing to inject", fn);
+	if (n_ids > SIZE_MAX / sizeof(infs__record))
+		return infs__error(INFS_ERANGE, "%s: n_ids %zu is too large", fn, n_ids);
+	if (!block_table)
+		return infs__error(INFS_EINVAL, "%s: block_table is NULL", fn);
+	if (opts && opts->version != INFS_INJECT_OPTIONS_VERSION)
+		return infs__error(INFS_EINVAL, "%s: options have unknown version %u (this library knows %u)", fn,
+		                   opts->version, INFS_INJECT_OPTIONS_VERSION);
+	const infs_geometry *g = infs__store_geom(store);
+	rc = infs__inject_check_layout(cache, g, fn);
+	if (rc)
+		return rc;
+
+	infs__record *recs = malloc(n_ids * sizeof *recs);
+	if (!recs)
+		return infs__error(INFS_ENOMEM, "%s: out of memory for %zu records", fn, n_ids);
+	infs__store_read_lock(store);
+	for (size_t i = 0; i < n_ids && rc == INFS_OK; i++) {
+		rc = infs__store_find(&recs[i], store, ns, ids[i]);
+		if (rc == INFS_ENOTFOUND)
+			rc = infs__error(INFS_ENOTFOUND, "%s: ids[%zu] = %llu is not a record of namespace '%s'", fn, i,
+			                 (unsigned long long)ids[i], ns);
+		else if (rc)
+			rc = infs__error_wrap(rc, "%s: ids[%zu] = %llu", fn, i, (unsigned long long)ids[i]);
+	}
+	if (rc == INFS_OK)
+		rc = infs__inject_records(out_next_pos, g, recs, n_ids, start_pos, block_table, block_table_len, cache,
+		                          store, opts ? opts->stream : NULL, fn);
+	infs__store_read_unlock(store);
+	free(recs);
+	return rc;
+}
+
 int infs_rope_rotate(void *x, infs_dtype dtype, uint32_t n_tokens, uint32_t n_heads, const int32_t *positions,
                      const infs_geometry *g)
 {

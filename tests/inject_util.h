@@ -14,14 +14,14 @@
 #include "rope.h"
 
 static uint64_t rng_state = 0x243f6a8885a308d3u;
-static uint64_t rnd(void)
+static inline uint64_t rnd(void)
 {
 	rng_state ^= rng_state << 13;
 	rng_state ^= rng_state >> 7;
 	rng_state ^= rng_state << 17;
 	return rng_state;
 }
-static float frnd(void) /* uniform in [-2, 2) */
+static inline float frnd(void) /* uniform in [-2, 2) */
 {
 	return (float)((rnd() >> 11) * (1.0 / 9007199254740992.0)) * 4.0f - 2.0f;
 }
@@ -32,7 +32,7 @@ typedef struct test_rec {
 	void *k, *v;
 } test_rec;
 
-static void rec_make(test_rec *t, const infs_geometry *g, uint64_t id, uint32_t n_tokens)
+static inline void rec_make(test_rec *t, const infs_geometry *g, uint64_t id, uint32_t n_tokens)
 {
 	size_t n = (size_t)g->n_layers * n_tokens * g->n_kv_heads * g->head_dim, esz = infs_dtype_size(g->kv_dtype);
 	t->k = malloc(n * esz);
@@ -48,7 +48,7 @@ static void rec_make(test_rec *t, const infs_geometry *g, uint64_t id, uint32_t 
 	t->r.v = t->v;
 }
 
-static void rec_free(test_rec *t)
+static inline void rec_free(test_rec *t)
 {
 	free(t->k);
 	free(t->v);
@@ -63,7 +63,6 @@ enum layout_kind {
 	L_ELEMENTS, /* K and V alternating per element: (blocks, bs, heads, dim, 2) */
 	L_COUNT
 };
-static const char *const layout_names[L_COUNT] = { "vllm", "nhd", "hnd", "packed", "elements" };
 
 #define GUARD 64 /* canary bytes before and after each layer's tensor */
 #define CANARY 0xA5
@@ -78,7 +77,7 @@ typedef struct test_cache {
 	infs_kv_layout lay;
 } test_cache;
 
-static void cache_make(test_cache *c, enum layout_kind kind, const infs_geometry *g, uint32_t n_blocks,
+static inline void cache_make(test_cache *c, enum layout_kind kind, const infs_geometry *g, uint32_t n_blocks,
                        uint32_t block_size, infs_dtype dt)
 {
 	memset(c, 0, sizeof *c);
@@ -136,7 +135,7 @@ static void cache_make(test_cache *c, enum layout_kind kind, const infs_geometry
 	c->lay = l;
 }
 
-static void cache_free(test_cache *c)
+static inline void cache_free(test_cache *c)
 {
 	for (uint32_t i = 0; i < c->L; i++)
 		free(c->buf[i]);
@@ -147,7 +146,7 @@ static void cache_free(test_cache *c)
 
 /* Element offset (in dtype elements, from k) of (block, slot, head, dim),
  * written from the shapes, not from the strides under test. */
-static size_t cache_offset(const test_cache *c, int is_v, size_t b, size_t s, size_t h, size_t d)
+static inline size_t cache_offset(const test_cache *c, int is_v, size_t b, size_t s, size_t h, size_t d)
 {
 	size_t nb = c->nb, bs = c->bs, H = c->H, D = c->D;
 	switch (c->kind) {
@@ -160,7 +159,7 @@ static size_t cache_offset(const test_cache *c, int is_v, size_t b, size_t s, si
 }
 
 /* A copy of every layer's bytes, guards included. */
-static unsigned char *cache_snapshot(const test_cache *c)
+static inline unsigned char *cache_snapshot(const test_cache *c)
 {
 	size_t per = c->bytes + 2 * GUARD;
 	unsigned char *s = malloc(per * c->L);
@@ -169,7 +168,7 @@ static unsigned char *cache_snapshot(const test_cache *c)
 	return s;
 }
 
-static int cache_equals(const test_cache *c, const unsigned char *snap)
+static inline int cache_equals(const test_cache *c, const unsigned char *snap)
 {
 	size_t per = c->bytes + 2 * GUARD;
 	for (uint32_t i = 0; i < c->L; i++)
@@ -181,7 +180,7 @@ static int cache_equals(const test_cache *c, const unsigned char *snap)
 /* What injecting records[0..n) at start_pos must leave in the cache, built
  * on a snapshot: keys through infs_rope_rotate (in the cache dtype when it
  * is the store's, else in f32 and then converted), V copied. */
-static unsigned char *cache_expected(const test_cache *c, const infs_geometry *g, const infs__record *recs, size_t n,
+static inline unsigned char *cache_expected(const test_cache *c, const infs_geometry *g, const infs__record *recs, size_t n,
                                      uint32_t start_pos, const int32_t *bt)
 {
 	unsigned char *exp = cache_snapshot(c);
@@ -229,7 +228,7 @@ static unsigned char *cache_expected(const test_cache *c, const infs_geometry *g
 	return exp;
 }
 
-static infs_geometry test_geometry(uint32_t layers, uint32_t heads, uint32_t head_dim, infs_dtype dt)
+static inline infs_geometry test_geometry(uint32_t layers, uint32_t heads, uint32_t head_dim, infs_dtype dt)
 {
 	infs_geometry g = INFS_GEOMETRY_INIT;
 	g.n_layers = layers;

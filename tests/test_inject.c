@@ -6,6 +6,7 @@
 #include "inject_util.h"
 
 static const char *const dtn[] = { "f32", "f16", "bf16" };
+static const char *const layout_names[L_COUNT] = { "vllm", "nhd", "hnd", "packed", "elements" };
 
 /* Injection at random positions equals infs_rope_rotate bit for bit, and a
  * textbook double-precision rotation within the cache dtype's precision. */
