@@ -202,8 +202,8 @@ void infs__put_layout_of(infs__put_layout *l, uint64_t kv_token_bytes, uint32_t 
 /* Checks the record at off. Returns INFS_OK when its head and body checksums
  * hold, 1 (with *why) when they do not, or an error. *head_ok says whether
  * the head alone is sound, so that *body_len can be trusted. */
-static int rec_check(const infs_store *s, uint64_t off, uint64_t size, unsigned char *buf, uint32_t *type,
-                     uint64_t *body_len, bool *head_ok, const char **why)
+static int rec_check(const infs_store *s, uint64_t off, uint64_t size, size_t chunk, unsigned char *buf,
+                     uint32_t *type, uint64_t *body_len, bool *head_ok, const char **why)
 {
 	unsigned char h[INFS__REC_HEAD];
 	*head_ok = false;
@@ -226,7 +226,7 @@ static int rec_check(const infs_store *s, uint64_t off, uint64_t size, unsigned 
 	}
 	uint32_t crc = 0;
 	for (uint64_t done = 0; done < *body_len;) {
-		size_t n = *body_len - done < SCAN_CHUNK ? (size_t)(*body_len - done) : SCAN_CHUNK;
+		size_t n = *body_len - done < chunk ? (size_t)(*body_len - done) : chunk;
 		if (read_full(s->fd, buf, n, off + INFS__REC_HEAD + done))
 			return io_error(s->path, "reading a record");
 		crc = infs__crc32c(crc, buf, n);
@@ -242,15 +242,15 @@ static int rec_check(const infs_store *s, uint64_t off, uint64_t size, unsigned 
 /* The first bad record at off: a torn tail when no sound record follows it,
  * corruption otherwise. A record whose head is sound is skipped whole, so
  * bytes inside its body (a fact's text, say) are never taken for records. */
-static int bad_record(infs_store *s, uint64_t off, uint64_t size, unsigned char *buf, unsigned char *tmp,
-                      bool head_ok, uint64_t body_len, const char *why)
+static int bad_record(infs_store *s, uint64_t off, uint64_t size, size_t chunk, unsigned char *buf,
+                      unsigned char *tmp, bool head_ok, uint64_t body_len, const char *why)
 {
 	uint64_t from = off + 8;
 	if (head_ok)
 		from = body_len > size - off - INFS__REC_HEAD ? size : off + INFS__REC_HEAD + body_len;
-	for (uint64_t chunk = from; chunk + INFS__REC_HEAD <= size; chunk += SCAN_CHUNK) {
-		size_t n = size - chunk < SCAN_CHUNK ? (size_t)(size - chunk) : SCAN_CHUNK;
-		if (read_full(s->fd, buf, n, chunk))
+	for (uint64_t at = from; at + INFS__REC_HEAD <= size; at += chunk) {
+		size_t n = size - at < chunk ? (size_t)(size - at) : chunk;
+		if (read_full(s->fd, buf, n, at))
 			return io_error(s->path, "reading the tail");
 		for (size_t i = 0; i + 4 <= n; i += 8) {
 			if (get32(buf + i) != INFS__REC_MAGIC)
@@ -259,14 +259,14 @@ static int bad_record(infs_store *s, uint64_t off, uint64_t size, unsigned char 
 			uint64_t len;
 			bool ok;
 			const char *w;
-			int rc = rec_check(s, chunk + i, size, tmp, &t, &len, &ok, &w);
+			int rc = rec_check(s, at + i, size, chunk, tmp, &t, &len, &ok, &w);
 			if (rc < 0)
 				return rc;
 			if (rc == INFS_OK)
 				return infs__error(INFS_ECORRUPT,
 				                   "%s: the record at offset %llu is damaged (%s) but a sound record follows at "
 				                   "offset %llu: the file is corrupt, not cut short by a crash",
-				                   s->path, (unsigned long long)off, why, (unsigned long long)(chunk + i));
+				                   s->path, (unsigned long long)off, why, (unsigned long long)(at + i));
 		}
 	}
 	s->end = off;
@@ -401,7 +401,10 @@ static int apply(infs_store *s, uint64_t off, uint32_t type, uint64_t body_len, 
 
 int infs__store_scan(infs_store *s, uint64_t size)
 {
-	unsigned char *buf = malloc(2 * (size_t)SCAN_CHUNK);
+	/* Two buffers: one for the record being checked, one for the search
+	 * after a bad record. Small files need only small ones. */
+	size_t chunk = size < SCAN_CHUNK ? (size_t)infs__pad8(size) : SCAN_CHUNK;
+	unsigned char *buf = malloc(2 * chunk);
 	if (!buf)
 		return infs__error(INFS_ENOMEM, "%s: out of memory", s->path);
 	uint64_t off = s->header_len, last_put = 0;
@@ -413,9 +416,9 @@ int infs__store_scan(infs_store *s, uint64_t size)
 		uint64_t body_len = 0;
 		bool head_ok;
 		const char *why = NULL;
-		rc = rec_check(s, off, size, buf, &type, &body_len, &head_ok, &why);
+		rc = rec_check(s, off, size, chunk, buf, &type, &body_len, &head_ok, &why);
 		if (rc == 1) {
-			rc = bad_record(s, off, size, buf, buf + SCAN_CHUNK, head_ok, body_len, why);
+			rc = bad_record(s, off, size, chunk, buf, buf + chunk, head_ok, body_len, why);
 			free(buf);
 			return rc;
 		}

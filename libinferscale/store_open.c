@@ -21,10 +21,12 @@
 /* Files held for writing by this process. flock() already refuses a second
  * open file description, but on file systems where flock is emulated with
  * per-process fcntl locks (NFS) it would not, so the process keeps its own
- * list too. */
+ * list too. Entries carry the pid: a child made by fork() inherits the list
+ * but not the stores. */
 struct held {
 	dev_t dev;
 	ino_t ino;
+	pid_t pid;
 	struct held *next;
 };
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -34,14 +36,16 @@ static struct held *registry;
 static int registry_add(dev_t dev, ino_t ino)
 {
 	int rc = INFS_OK;
+	pid_t pid = getpid();
 	pthread_mutex_lock(&registry_lock);
 	for (struct held *h = registry; h; h = h->next)
-		if (h->dev == dev && h->ino == ino)
+		if (h->dev == dev && h->ino == ino && h->pid == pid)
 			rc = INFS_EBUSY;
 	struct held *h = rc ? NULL : malloc(sizeof *h);
 	if (h) {
 		h->dev = dev;
 		h->ino = ino;
+		h->pid = pid;
 		h->next = registry;
 		registry = h;
 	} else if (!rc) {

@@ -17,7 +17,7 @@
 static char scratch_dir[512];
 
 /* A fresh directory under $TMPDIR (or /tmp), removed by scratch_cleanup. */
-static const char *scratch_init(const char *name)
+static inline const char *scratch_init(const char *name)
 {
 	const char *tmp = getenv("TMPDIR");
 	snprintf(scratch_dir, sizeof scratch_dir, "%s/infs-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
@@ -28,12 +28,12 @@ static const char *scratch_init(const char *name)
 	return scratch_dir;
 }
 
-static void scratch_path(char *buf, size_t n, const char *file)
+static inline void scratch_path(char *buf, size_t n, const char *file)
 {
 	snprintf(buf, n, "%s/%s", scratch_dir, file);
 }
 
-static void scratch_cleanup(void)
+static inline void scratch_cleanup(void)
 {
 	DIR *d = opendir(scratch_dir);
 	if (!d)
@@ -50,7 +50,7 @@ static void scratch_cleanup(void)
 	rmdir(scratch_dir);
 }
 
-static infs_geometry small_geometry(infs_dtype dtype)
+static inline infs_geometry small_geometry(infs_dtype dtype)
 {
 	infs_geometry g = INFS_GEOMETRY_INIT;
 	g.n_layers = 3;
@@ -65,7 +65,7 @@ static infs_geometry small_geometry(infs_dtype dtype)
 
 #define TEST_IDENTITY "test-model/v1 tokenizer=t1 template=none"
 
-static uint64_t rng_next(uint64_t *state)
+static inline uint64_t rng_next(uint64_t *state)
 {
 	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -73,7 +73,7 @@ static uint64_t rng_next(uint64_t *state)
 	return z ^ (z >> 31);
 }
 
-static float rng_float(uint64_t *state)
+static inline float rng_float(uint64_t *state)
 {
 	return (float)((double)(rng_next(state) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
@@ -89,7 +89,7 @@ typedef struct gen_fact {
 	size_t kv_bytes;
 } gen_fact;
 
-static void gen_fact_make(gen_fact *g, const infs_geometry *geo, uint64_t seed, unsigned flags)
+static inline void gen_fact_make(gen_fact *g, const infs_geometry *geo, uint64_t seed, unsigned flags)
 {
 	uint64_t st = seed * 7919 + 1;
 	memset(g, 0, sizeof *g);
@@ -126,7 +126,7 @@ static void gen_fact_make(gen_fact *g, const infs_geometry *geo, uint64_t seed, 
 	g->fact.timestamp = -(int64_t)seed * 17;
 }
 
-static void gen_fact_free(gen_fact *g)
+static inline void gen_fact_free(gen_fact *g)
 {
 	free(g->tokens);
 	free(g->embedding);
@@ -135,7 +135,7 @@ static void gen_fact_free(gen_fact *g)
 }
 
 /* Whether record r holds exactly the fact generated from seed. */
-static int gen_fact_matches(const infs_fact_record *r, const infs_geometry *geo, uint64_t seed, unsigned flags)
+static inline int gen_fact_matches(const infs_fact_record *r, const infs_geometry *geo, uint64_t seed, unsigned flags)
 {
 	gen_fact g;
 	gen_fact_make(&g, geo, seed, flags);
@@ -153,7 +153,7 @@ static int gen_fact_matches(const infs_fact_record *r, const infs_geometry *geo,
 	return ok;
 }
 
-static int open_store(infs_store **s, const char *path, const infs_geometry *g, unsigned flags, infs_sync_mode sync)
+static inline int open_store(infs_store **s, const char *path, const infs_geometry *g, unsigned flags, infs_sync_mode sync)
 {
 	infs_store_options o = INFS_STORE_OPTIONS_INIT;
 	o.flags = flags;

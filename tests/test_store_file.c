@@ -1,0 +1,420 @@
+/* The store file under damage: truncation at every offset, flipped bytes in
+ * the header and in records, wrong magic, a future format version, junk
+ * after the last record, and the checksum itself. */
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "crc32c.h"
+#include "store.h"
+#include "test_store_util.h"
+
+#define N_OPS 8
+
+static unsigned char *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	*n = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	unsigned char *b = malloc(*n ? *n : 1);
+	if (fread(b, 1, *n, f) != *n)
+		*n = 0;
+	fclose(f);
+	return b;
+}
+
+/* Writes a new file (not truncating the old one: ext4 flushes files that
+ * are truncated to zero and rewritten, which makes thousands of them slow). */
+static void spit(const char *path, const void *b, size_t n)
+{
+	unlink(path);
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(b, 1, n, f) != n)
+		abort();
+	fclose(f);
+}
+
+static uint64_t file_size(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/* The small store every test damages: puts of seeds 0..N_OPS-1 in two
+ * namespaces with one delete in the middle. ends[k] is where record k ends;
+ * record N_OPS/2 is the delete of the first fact. */
+typedef struct layout {
+	infs_geometry g;
+	uint64_t ids[N_OPS];
+	uint64_t ends[N_OPS + 2]; /* ends[0]: the header */
+	int is_delete[N_OPS + 1];
+	int n_rec;
+} layout;
+
+static void build(layout *l, const char *path, infs_dtype dtype)
+{
+	infs_store *s;
+	infs_store_stats st = { .version = INFS_STORE_STATS_VERSION };
+	l->g = small_geometry(dtype);
+	unlink(path);
+	CHECK_OK(open_store(&s, path, &l->g, INFS_OPEN_CREATE, INFS_SYNC_OFF));
+	CHECK_OK(infs_store_stats_get(&st, s));
+	l->ends[0] = st.file_bytes;
+	l->n_rec = 0;
+	for (int i = 0; i < N_OPS; i++) {
+		gen_fact f;
+		gen_fact_make(&f, &l->g, (uint64_t)i, i == 5 ? INFS_FACT_SEGMENT : 0);
+		CHECK_OK(infs_fact_put(&l->ids[i], s, i % 2 ? "odd" : "even", &f.fact));
+		gen_fact_free(&f);
+		CHECK_OK(infs_store_stats_get(&st, s));
+		l->is_delete[l->n_rec] = 0;
+		l->ends[++l->n_rec] = st.file_bytes;
+		if (i == N_OPS / 2 - 1) {
+			CHECK_OK(infs_fact_delete(s, "even", l->ids[0]));
+			CHECK_OK(infs_store_stats_get(&st, s));
+			l->is_delete[l->n_rec] = 1;
+			l->ends[++l->n_rec] = st.file_bytes;
+		}
+	}
+	infs_store_close(s);
+}
+
+/* Checks that s holds exactly the facts of the first n_rec records. */
+static void check_prefix(infs_store *s, const layout *l, int n_rec)
+{
+	int puts = 0, deleted = 0;
+	for (int r = 0; r < n_rec; r++) {
+		if (l->is_delete[r])
+			deleted = 1;
+		else
+			puts++;
+	}
+	for (int i = 0; i < N_OPS; i++) {
+		infs_fact_record *rec = NULL;
+		int rc = infs_fact_get(&rec, s, i % 2 ? "odd" : "even", l->ids[i]);
+		int want = i < puts && !(i == 0 && deleted);
+		CHECK(want ? rc == INFS_OK : rc == INFS_ENOTFOUND);
+		if (rc == INFS_OK)
+			CHECK(gen_fact_matches(rec, &l->g, (uint64_t)i, i == 5 ? INFS_FACT_SEGMENT : 0));
+		infs_fact_record_free(rec);
+	}
+}
+
+static void crc(void)
+{
+	CHECK(infs__crc32c(0, "123456789", 9) == 0xe3069283u);
+	CHECK(infs__crc32c_sw(0, "123456789", 9) == 0xe3069283u);
+	CHECK(infs__crc32c(0, "", 0) == 0);
+	unsigned char buf[1000];
+	uint64_t st = 5;
+	for (size_t i = 0; i < sizeof buf; i++)
+		buf[i] = (unsigned char)rng_next(&st);
+	for (size_t off = 0; off < 9; off++)
+		for (size_t n = 0; n + off <= sizeof buf; n += 37) {
+			uint32_t whole = infs__crc32c_sw(0, buf + off, n);
+			CHECK(infs__crc32c(0, buf + off, n) == whole);
+			CHECK(infs__crc32c(infs__crc32c(0, buf + off, n / 3), buf + off + n / 3, n - n / 3) == whole);
+		}
+}
+
+static void truncate_everywhere(void)
+{
+	char path[600], cut[600];
+	scratch_path(path, sizeof path, "full.infs");
+	scratch_path(cut, sizeof cut, "cut.infs");
+	layout l;
+	build(&l, path, INFS_DTYPE_BF16);
+	size_t n;
+	unsigned char *b = slurp(path, &n);
+	CHECK(b && n == l.ends[l.n_rec]);
+	for (size_t len = 0; len < n; len++) {
+		int whole = 0;
+		while (whole < l.n_rec && l.ends[whole + 1] <= len)
+			whole++;
+		spit(cut, b, len);
+		for (int ro = 1; ro >= 0; ro--) {
+			infs_store *s = NULL;
+			int rc = open_store(&s, cut, NULL, ro ? INFS_OPEN_READONLY : 0, INFS_SYNC_OFF);
+			if (len < l.ends[0]) {
+				/* Inside the header: a clean error, never a store. */
+				CHECK(rc == (len < 8 ? INFS_EFORMAT : INFS_ECORRUPT) && s == NULL);
+				continue;
+			}
+			CHECK_OK(rc);
+			if (rc)
+				continue;
+			infs_store_stats st = { .version = INFS_STORE_STATS_VERSION };
+			CHECK_OK(infs_store_stats_get(&st, s));
+			CHECK(st.dropped_tail_bytes == len - l.ends[whole] && st.file_bytes == l.ends[whole]);
+			check_prefix(s, &l, whole);
+			infs_store_close(s);
+			/* A writer cuts the torn tail off; a reader leaves the file alone. */
+			CHECK(file_size(cut) == (ro ? len : l.ends[whole]));
+		}
+	}
+	/* A writer that dropped a tail appends after the last good record. */
+	spit(cut, b, (size_t)l.ends[3] + 30);
+	infs_store *s;
+	CHECK_OK(open_store(&s, cut, NULL, 0, INFS_SYNC_FULL));
+	gen_fact f;
+	gen_fact_make(&f, &l.g, 77, 0);
+	uint64_t id;
+	CHECK_OK(infs_fact_put(&id, s, "new", &f.fact));
+	CHECK(id == l.ids[2] + 1);
+	infs_store_close(s);
+	CHECK_OK(open_store(&s, cut, NULL, 0, INFS_SYNC_FULL));
+	infs_store_stats st = { .version = INFS_STORE_STATS_VERSION };
+	CHECK_OK(infs_store_stats_get(&st, s));
+	CHECK(st.dropped_tail_bytes == 0 && st.n_facts == 4);
+	check_prefix(s, &l, 3);
+	infs_store_close(s);
+	gen_fact_free(&f);
+	free(b);
+}
+
+static void flipped_bytes(void)
+{
+	char path[600], bad[600], needle[64];
+	scratch_path(path, sizeof path, "flip.infs");
+	scratch_path(bad, sizeof bad, "flipped.infs");
+	layout l;
+	build(&l, path, INFS_DTYPE_F32);
+	size_t n;
+	unsigned char *b = slurp(path, &n);
+	infs_store *s = NULL;
+
+	/* Every byte of the header. */
+	for (size_t i = 0; i < l.ends[0]; i++) {
+		b[i] ^= 0x10;
+		spit(bad, b, n);
+		b[i] ^= 0x10;
+		CHECK_ERR(open_store(&s, bad, NULL, 0, INFS_SYNC_OFF), i < 8 ? INFS_EFORMAT : INFS_ECORRUPT);
+		CHECK(s == NULL);
+	}
+	CHECK(strstr(infs_error_last(), "header"));
+
+	/* Every byte of a record with sound records after it: corruption, and
+	 * the message names the damaged record's offset. */
+	int r = 2;
+	uint64_t from = l.ends[r], to = l.ends[r + 1];
+	snprintf(needle, sizeof needle, "offset %llu ", (unsigned long long)from);
+	for (uint64_t i = from; i < to; i++) {
+		b[i] ^= 0x01;
+		spit(bad, b, n);
+		b[i] ^= 0x01;
+		CHECK_ERR(open_store(&s, bad, NULL, 0, INFS_SYNC_OFF), INFS_ECORRUPT);
+		CHECK(s == NULL && strstr(infs_error_last(), needle));
+		CHECK(file_size(bad) == n); /* nothing was cut */
+	}
+
+	/* The last record damaged looks exactly like a torn write: dropped. */
+	from = l.ends[l.n_rec - 1];
+	for (uint64_t i = from; i < n; i += 13) {
+		b[i] ^= 0x80;
+		spit(bad, b, n);
+		b[i] ^= 0x80;
+		CHECK_OK(open_store(&s, bad, NULL, 0, INFS_SYNC_OFF));
+		infs_store_stats st = { .version = INFS_STORE_STATS_VERSION };
+		CHECK_OK(infs_store_stats_get(&st, s));
+		CHECK(st.dropped_tail_bytes == n - from);
+		check_prefix(s, &l, l.n_rec - 1);
+		infs_store_close(s);
+	}
+	free(b);
+}
+
+static void header_cases(void)
+{
+	char path[600], bad[600];
+	scratch_path(path, sizeof path, "hdr.infs");
+	scratch_path(bad, sizeof bad, "hdr-bad.infs");
+	layout l;
+	build(&l, path, INFS_DTYPE_F16);
+	size_t n;
+	unsigned char *b = slurp(path, &n);
+	infs_store *s = NULL;
+	uint32_t hlen;
+	memcpy(&hlen, b + 12, 4);
+	CHECK(hlen == l.ends[0]);
+
+	memcpy(b, "NOTSTORE", 8);
+	spit(bad, b, n);
+	CHECK_ERR(open_store(&s, bad, NULL, 0, INFS_SYNC_OFF), INFS_EFORMAT);
+	CHECK(strstr(infs_error_last(), "not an inferscale store"));
+	memcpy(b, "INFSTORE", 8);
+
+	/* A future version with a sound checksum: unsupported, not corrupt. */
+	uint32_t v = 2, c;
+	memcpy(b + 8, &v, 4);
+	c = infs__crc32c(0, b, hlen - 4);
+	memcpy(b + hlen - 4, &c, 4);
+	spit(bad, b, n);
+	CHECK_ERR(open_store(&s, bad, NULL, 0, INFS_SYNC_OFF), INFS_EUNSUPPORTED);
+	CHECK(strstr(infs_error_last(), "version 2"));
+	/* Version 0, or a geometry no library accepts, sealed with a sound
+	 * checksum: still corrupt. */
+	v = 0;
+	memcpy(b + 8, &v, 4);
+	c = infs__crc32c(0, b, hlen - 4);
+	memcpy(b + hlen - 4, &c, 4);
+	spit(bad, b, n);
+	CHECK_ERR(open_store(&s, bad, NULL, 0, INFS_SYNC_OFF), INFS_ECORRUPT);
+	v = 1;
+	memcpy(b + 8, &v, 4);
+	uint32_t layers = 0;
+	memcpy(b + 16, &layers, 4);
+	c = infs__crc32c(0, b, hlen - 4);
+	memcpy(b + hlen - 4, &c, 4);
+	spit(bad, b, n);
+	CHECK_ERR(open_store(&s, bad, NULL, 0, INFS_SYNC_OFF), INFS_ECORRUPT);
+	CHECK(strstr(infs_error_last(), "n_layers"));
+	free(b);
+
+	/* Not a store at all. */
+	spit(bad, "hello, world\n", 13);
+	CHECK_ERR(open_store(&s, bad, NULL, 0, INFS_SYNC_OFF), INFS_EFORMAT);
+	spit(bad, "", 0);
+	CHECK_ERR(open_store(&s, bad, NULL, 0, INFS_SYNC_OFF), INFS_EFORMAT);
+	CHECK_ERR(open_store(&s, bad, &l.g, INFS_OPEN_CREATE, INFS_SYNC_OFF), INFS_EFORMAT);
+	CHECK(s == NULL);
+}
+
+/* Junk after the last record: zeros (a file extended but never written,
+ * as after power loss) and random bytes are a torn tail; a sound record
+ * after junk means the junk replaced real records: corruption. */
+static void junk_tail(void)
+{
+	char path[600], bad[600];
+	scratch_path(path, sizeof path, "junk.infs");
+	scratch_path(bad, sizeof bad, "junk-bad.infs");
+	layout l;
+	build(&l, path, INFS_DTYPE_F16);
+	size_t n;
+	unsigned char *b = slurp(path, &n);
+	size_t extra = 3000;
+	unsigned char *j = calloc(1, n + extra + n);
+	memcpy(j, b, n);
+	infs_store *s;
+	infs_store_stats st = { .version = INFS_STORE_STATS_VERSION };
+	for (int kind = 0; kind < 3; kind++) {
+		uint64_t rs = 99;
+		for (size_t i = 0; i < extra; i++)
+			j[n + i] = kind == 0 ? 0 : (unsigned char)rng_next(&rs);
+		size_t len = n + extra;
+		if (kind == 2) { /* a copy of the last records after the junk */
+			memcpy(j + len, b + l.ends[1], n - l.ends[1]);
+			len += n - l.ends[1];
+		}
+		spit(bad, j, len);
+		int rc = open_store(&s, bad, NULL, 0, INFS_SYNC_OFF);
+		if (kind < 2) {
+			CHECK_OK(rc);
+			CHECK_OK(infs_store_stats_get(&st, s));
+			CHECK(st.dropped_tail_bytes == extra);
+			check_prefix(s, &l, l.n_rec);
+			infs_store_close(s);
+		} else {
+			CHECK(rc == INFS_ECORRUPT);
+			CHECK(strstr(infs_error_last(), "sound record follows"));
+		}
+	}
+	free(j);
+	free(b);
+}
+
+/* Bytes inside a record's body that happen to form a sound record (here a
+ * fact whose K begins with one) are never taken for records: a torn last
+ * record stays a torn tail. */
+static void record_inside_a_record(void)
+{
+	char path[600], other[600], cut[600];
+	scratch_path(path, sizeof path, "nest.infs");
+	scratch_path(other, sizeof other, "nest-src.infs");
+	scratch_path(cut, sizeof cut, "nest-cut.infs");
+	infs_geometry g = small_geometry(INFS_DTYPE_F32);
+	infs_store *s;
+	infs_store_stats st = { .version = INFS_STORE_STATS_VERSION };
+
+	/* A sound drop record, taken from a store of its own. */
+	unsigned char rec[64];
+	size_t rec_len = 0;
+	for (int tries = 0; tries < 50 && !rec_len; tries++) {
+		char ns[16];
+		snprintf(ns, sizeof ns, "n%d", tries);
+		unlink(other);
+		CHECK_OK(open_store(&s, other, &g, INFS_OPEN_CREATE, INFS_SYNC_OFF));
+		gen_fact f;
+		gen_fact_make(&f, &g, 1, 0);
+		uint64_t id;
+		CHECK_OK(infs_fact_put(&id, s, ns, &f.fact));
+		gen_fact_free(&f);
+		CHECK_OK(infs_store_stats_get(&st, s));
+		uint64_t at = st.file_bytes;
+		CHECK_OK(infs_namespace_drop(s, ns));
+		CHECK_OK(infs_store_stats_get(&st, s));
+		infs_store_close(s);
+		size_t n;
+		unsigned char *b = slurp(other, &n);
+		/* It must read as finite floats to be accepted as K. */
+		int finite = 1;
+		for (uint64_t i = at; i + 4 <= n; i += 4) {
+			uint32_t u;
+			memcpy(&u, b + i, 4);
+			finite &= (u & 0x7f800000u) != 0x7f800000u;
+		}
+		if (finite && n - at <= sizeof rec) {
+			rec_len = n - at;
+			memcpy(rec, b + at, rec_len);
+		}
+		free(b);
+	}
+	CHECK(rec_len > 0);
+
+	gen_fact f;
+	gen_fact_make(&f, &g, 6, 0); /* 7 tokens: K is 7*3*2*8 floats */
+	CHECK(f.kv_bytes >= rec_len);
+	memcpy(f.k, rec, rec_len);
+	CHECK_OK(open_store(&s, path, &g, INFS_OPEN_CREATE, INFS_SYNC_OFF));
+	uint64_t id;
+	gen_fact first;
+	gen_fact_make(&first, &g, 2, 0);
+	CHECK_OK(infs_fact_put(&id, s, "u", &first.fact));
+	CHECK_OK(infs_store_stats_get(&st, s));
+	uint64_t good_end = st.file_bytes;
+	CHECK_OK(infs_fact_put(&id, s, "u", &f.fact));
+	infs_store_close(s);
+	size_t n;
+	unsigned char *b = slurp(path, &n);
+	/* Cut inside V (after the nested record), and flip a byte of V. */
+	for (int mode = 0; mode < 2; mode++) {
+		if (mode == 0) {
+			spit(cut, b, n - 40);
+		} else {
+			b[n - 40] ^= 1;
+			spit(cut, b, n);
+			b[n - 40] ^= 1;
+		}
+		CHECK_OK(open_store(&s, cut, NULL, 0, INFS_SYNC_OFF));
+		CHECK_OK(infs_store_stats_get(&st, s));
+		CHECK(st.n_facts == 1 && st.file_bytes == good_end);
+		infs_store_close(s);
+	}
+	free(b);
+	gen_fact_free(&f);
+	gen_fact_free(&first);
+}
+
+int main(void)
+{
+	scratch_init("store-file");
+	crc();
+	truncate_everywhere();
+	flipped_bytes();
+	header_cases();
+	junk_tail();
+	record_inside_a_record();
+	scratch_cleanup();
+	CHECK_DONE();
+}
