@@ -21,6 +21,8 @@ cache, a transformers ``DynamicCache`` (one contiguous block per layer).
 from __future__ import annotations
 
 import hashlib
+import inspect
+import os
 from typing import Any, List, Optional, Sequence, Tuple
 
 from .geometry import DType, Geometry, RopeScaling
@@ -28,7 +30,7 @@ from .layout import KVLayout
 from .store import Store
 
 __all__ = ["geometry_from_config", "identity_for", "capture_kv", "put_fact", "put_segment",
-           "build_cache", "generate"]
+           "build_cache", "generate", "cache_kwarg"]
 
 
 def _text_config(config: Any) -> Any:
@@ -94,11 +96,17 @@ def identity_for(model: Any, tokenizer: Any = None, extra: str = "") -> str:
     """An identity string for a store filled from model: its name, type and
     attention/rope configuration, and the tokenizer's name and chat template."""
     cfg = _text_config(model.config)
-    parts = [f"model={getattr(model.config, '_name_or_path', '') or type(model).__name__}",
+    name = getattr(model.config, "_name_or_path", "") or type(model).__name__
+    if os.path.isdir(name):  # a local copy: its path is not part of what the KV depends on
+        name = os.path.basename(os.path.normpath(name))
+    parts = [f"model={name}",
              f"type={getattr(cfg, 'model_type', '')}",
              f"rope={sorted(_rope_parameters(cfg).items())}"]
     if tokenizer is not None:
-        parts.append(f"tokenizer={getattr(tokenizer, 'name_or_path', type(tokenizer).__name__)}")
+        tname = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        if os.path.isdir(tname):
+            tname = os.path.basename(os.path.normpath(tname))
+        parts.append(f"tokenizer={tname}")
         template = getattr(tokenizer, "chat_template", None)
         if template:
             parts.append("template=" + hashlib.sha256(str(template).encode()).hexdigest()[:16])
@@ -205,6 +213,13 @@ def build_cache(model: Any, store: Store, namespace: str, ids: Sequence[int], *,
     return cache, prefix
 
 
+def cache_kwarg(model: Any) -> str:
+    """The keyword model.forward and model.generate take a cache under:
+    ``cache`` in recent transformers (where ``past_key_values`` is a
+    deprecated alias), ``past_key_values`` before."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 def generate(model: Any, store: Store, namespace: str, ids: Sequence[int], question_ids: Any,
              **generate_kwargs: Any) -> Any:
     """model.generate over ``[records ids][question]`` with the records injected
@@ -213,6 +228,6 @@ def generate(model: Any, store: Store, namespace: str, ids: Sequence[int], quest
     cache, prefix = build_cache(model, store, namespace, ids)
     q = _ids(question_ids, prefix.device)
     input_ids = torch.cat([prefix, q], dim=1)
-    out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids),
-                         past_key_values=cache, **generate_kwargs)
+    generate_kwargs[cache_kwarg(model)] = cache
+    out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **generate_kwargs)
     return out[:, input_ids.shape[1]:]
