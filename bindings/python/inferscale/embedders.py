@@ -31,7 +31,9 @@ class SentenceTransformerEmbedder:
         self.model = model
         self.normalize = normalize
         self.batch_size = batch_size
-        dim = getattr(model, "get_sentence_embedding_dimension", lambda: None)()
+        get_dim = (getattr(model, "get_embedding_dimension", None)
+                   or getattr(model, "get_sentence_embedding_dimension", None))
+        dim = get_dim() if get_dim else None
         if dim is None:
             dim = int(self._encode(["dimension probe"]).shape[1])
         self.dim = int(dim)

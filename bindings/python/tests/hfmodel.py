@@ -88,27 +88,67 @@ def greedy(model, ids: List[int], n: int, cache=None, prefix_len: int = 0) -> Li
     return out[0, x.shape[1]:].tolist()
 
 
-def divergence(model, tok, store, namespace, header_id, fact_ids, fact_tokens, k_values, questions,
+def fill(model, tok, store, namespace, embedder, texts):
+    """The header segment and every fact, each encoded after the header
+    (context-window encoding), embedded with embedder; returns the header's
+    id and each fact id's tokens."""
+    from inferscale import hf
+    header = encode(tok, HEADER)
+    header_id = hf.put_segment(store, model, namespace, header, text=HEADER)
+    tokens = {}
+    for text in texts:
+        ids = encode(tok, text + SEPARATOR)
+        fid = hf.put_fact(store, model, namespace, ids, embedder(text), context_ids=header, text=text)
+        tokens[fid] = ids
+    return header_id, tokens
+
+
+def divergence(model, tok, store, namespace, header_id, fact_tokens, k_values, questions,
                embedder, n_greedy: int = 16) -> List[dict]:
-    """For each k and question: the top-k facts by embedding, injected after
-    the header, against full recompute of [header][facts][question]."""
+    """For each k and question: the top-k facts by embedding (best last,
+    nearest the question) injected after the header, against full recompute
+    of [header][facts][question]; with, as a yardstick, the same numbers for
+    no memory at all ([header][question])."""
+    from inferscale import hf
     header = encode(tok, HEADER)
     rows = []
     for k in k_values:
         for question in questions:
             hits = store.retrieve(namespace, embedder(question), k)
-            # Best-ranked fact last, nearest the question.
             chosen = [int(i) for i in hits.ids][::-1]
             q_ids = question_ids(tok, question)
             full_ids = header + [t for i in chosen for t in fact_tokens[i]] + q_ids
-            full = logits_full(model, full_ids)
+            full = logits_full(model, full_ids)[-len(q_ids):]
             mem, prefix = logits_from_memory(model, store, namespace, [header_id] + chosen, q_ids)
             assert prefix + q_ids == full_ids
-            row = {"k": k, "question": question, **compare(full[-len(q_ids):], mem)}
+            none = logits_full(model, header + q_ids)[-len(q_ids):]
+            cache, _ = hf.build_cache(model, store, namespace, [header_id] + chosen)
             g_full = greedy(model, full_ids, n_greedy)
-            from inferscale import hf
-            cache, prefix_t = hf.build_cache(model, store, namespace, [header_id] + chosen)
-            g_mem = greedy(model, prefix + q_ids, n_greedy, cache)
-            row["greedy_agreement"] = float(np.mean([a == b for a, b in zip(g_full, g_mem)]))
-            rows.append(row)
+            g_mem = greedy(model, full_ids, n_greedy, cache)
+            rows.append({"k": k, "question": question, **compare(full, mem),
+                         "greedy_agreement": float(np.mean([a == b for a, b in zip(g_full, g_mem)])),
+                         "no_memory": compare(full, none),
+                         "answer_full": tok.decode(g_full), "answer_memory": tok.decode(g_mem)})
     return rows
+
+
+def main() -> None:
+    """Prints the divergence table of docs/python.md as JSON lines."""
+    import sys
+    import tempfile
+    import inferscale as infs
+    from inferscale import hf
+    from inferscale.embedders import SentenceTransformerEmbedder
+    model, tok = load()
+    emb = SentenceTransformerEmbedder(MINILM_DIR)
+    ks = [int(k) for k in sys.argv[1:]] or [1, 2, 4, 8]
+    with tempfile.TemporaryDirectory() as d:
+        geo = hf.geometry_from_config(model.config, embed_dim=emb.dim)
+        with infs.Store.create(os.path.join(d, "m.infs"), geo, hf.identity_for(model, tok), sync="off") as store:
+            header_id, tokens = fill(model, tok, store, "maya", emb, memory_facts())
+            for row in divergence(model, tok, store, "maya", header_id, tokens, ks, memory_questions(), emb):
+                print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
