@@ -55,8 +55,9 @@ static inline uint16_t infs__f32_to_f16(float f)
 	}
 	uint32_t e = (absx >> 23) - 127 + 15, m = absx & 0x7fffff;
 	uint32_t half = (e << 10) | (m >> 13), rem = m & 0x1fff;
-	if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
-		half++; /* may carry into the exponent, which is correct */
+	/* Branchless: this conversion dominates CPU injection into f16 caches.
+	 * A carry into the exponent is correct rounding. */
+	half += (rem > 0x1000) | ((rem == 0x1000) & (half & 1));
 	return (uint16_t)(sign | half);
 }
 

@@ -109,10 +109,15 @@ int infs__inject_check_layout(const infs_kv_layout *l, const infs_geometry *g, c
 		return infs__error(INFS_EINVAL, "%s: layout block_size is 0", fn);
 	if (!l->k_layers || !l->v_layers)
 		return infs__error(INFS_EINVAL, "%s: layout %s is NULL", fn, !l->k_layers ? "k_layers" : "v_layers");
-	for (uint32_t i = 0; i < l->n_layers; i++)
+	size_t esz = infs_dtype_size(l->dtype);
+	for (uint32_t i = 0; i < l->n_layers; i++) {
 		if (!l->k_layers[i] || !l->v_layers[i])
 			return infs__error(INFS_EINVAL, "%s: layout %s[%u] is NULL", fn,
 			                   !l->k_layers[i] ? "k_layers" : "v_layers", i);
+		if ((uintptr_t)l->k_layers[i] % esz || (uintptr_t)l->v_layers[i] % esz)
+			return infs__error(INFS_EINVAL, "%s: layout %s[%u] is not aligned to its %zu-byte elements", fn,
+			                   (uintptr_t)l->k_layers[i] % esz ? "k_layers" : "v_layers", i, esz);
+	}
 	return check_strides(l, fn);
 }
 
@@ -159,20 +164,63 @@ int infs__inject_plan_init(infs__inject_plan *plan, const infs_geometry *g, cons
 	return INFS_OK;
 }
 
-/* Copies n elements from src (contiguous, dtype s) to dst (stride elements
- * apart, dtype d): raw bits when the dtypes agree, so V stays bit-exact. */
-static void copy_elems(char *dst, infs_dtype d, int64_t stride, const char *src, infs_dtype s, uint32_t n)
+/* Row loops with the dtype dispatch hoisted out: the writer's inner loops. */
+static void load_row(float *x, const char *src, infs_dtype t, uint32_t n)
 {
-	size_t dsz = infs_dtype_size(d), ssz = infs_dtype_size(s);
-	if (d == s && stride == 1) {
-		memcpy(dst, src, n * dsz);
-		return;
+	const uint16_t *h = (const uint16_t *)src;
+	switch (t) {
+	case INFS_DTYPE_F16:
+		for (uint32_t i = 0; i < n; i++)
+			x[i] = infs__f16_to_f32(h[i]);
+		break;
+	case INFS_DTYPE_BF16:
+		for (uint32_t i = 0; i < n; i++)
+			x[i] = infs__bf16_to_f32(h[i]);
+		break;
+	default:
+		memcpy(x, src, n * sizeof *x);
+		break;
 	}
-	for (uint32_t i = 0; i < n; i++, dst += stride * (int64_t)dsz, src += ssz) {
-		if (d == s)
-			memcpy(dst, src, dsz);
-		else
-			infs__store(dst, d, 0, infs__load(src, s, 0));
+}
+
+/* Stores n floats to dst, stride elements apart. */
+static void store_row(char *dst, infs_dtype t, int64_t stride, const float *x, uint32_t n)
+{
+	uint16_t *h = (uint16_t *)dst;
+	float *f = (float *)dst;
+	switch (t) {
+	case INFS_DTYPE_F16:
+		for (uint32_t i = 0; i < n; i++)
+			h[i * stride] = infs__f32_to_f16(x[i]);
+		break;
+	case INFS_DTYPE_BF16:
+		for (uint32_t i = 0; i < n; i++)
+			h[i * stride] = infs__f32_to_bf16(x[i]);
+		break;
+	default:
+		for (uint32_t i = 0; i < n; i++)
+			f[i * stride] = x[i];
+		break;
+	}
+}
+
+/* Copies n elements from src (contiguous, dtype s) to dst (stride elements
+ * apart, dtype d): raw bits when the dtypes agree, so V stays bit-exact;
+ * otherwise through float, in tmp. */
+static void copy_row(char *dst, infs_dtype d, int64_t stride, const char *src, infs_dtype s, uint32_t n, float *tmp)
+{
+	size_t sz = infs_dtype_size(d);
+	if (d != s) {
+		load_row(tmp, src, s, n);
+		store_row(dst, d, stride, tmp, n);
+	} else if (stride == 1) {
+		memcpy(dst, src, n * sz);
+	} else if (sz == 2) {
+		for (uint32_t i = 0; i < n; i++)
+			((uint16_t *)dst)[i * stride] = ((const uint16_t *)src)[i];
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			((uint32_t *)dst)[i * stride] = ((const uint32_t *)src)[i];
 	}
 }
 
@@ -214,15 +262,13 @@ int infs__inject_host(const infs__inject_plan *p)
 					for (uint32_t h = 0; h < H; h++, ks += D * ssz, vs += D * ssz) {
 						int64_t off = slot_off[t] + (int64_t)h * l->stride_head;
 						char *kh = kd + off * (int64_t)dsz;
-						for (uint32_t d = 0; d < R; d++)
-							x[d] = infs__load(ks, g->kv_dtype, d);
+						load_row(x, ks, g->kv_dtype, R);
 						infs__rope_apply(&rope, x, cs + 2 * t * np, cs + (2 * t + 1) * np);
-						for (uint32_t d = 0; d < R; d++)
-							infs__store(kh + (int64_t)d * l->stride_dim * (int64_t)dsz, l->dtype, 0, x[d]);
+						store_row(kh, l->dtype, l->stride_dim, x, R);
 						/* partial rotary: the rest of the head passes through */
-						copy_elems(kh + (int64_t)R * l->stride_dim * (int64_t)dsz, l->dtype, l->stride_dim,
-						           ks + R * ssz, g->kv_dtype, D - R);
-						copy_elems(vd + off * (int64_t)dsz, l->dtype, l->stride_dim, vs, g->kv_dtype, D);
+						copy_row(kh + (int64_t)R * l->stride_dim * (int64_t)dsz, l->dtype, l->stride_dim,
+						         ks + R * ssz, g->kv_dtype, D - R, x);
+						copy_row(vd + off * (int64_t)dsz, l->dtype, l->stride_dim, vs, g->kv_dtype, D, x);
 					}
 				}
 			}

@@ -3,10 +3,12 @@
  * error carrying that message. */
 #include "retrieve_faiss.h"
 
+#include <faiss/c_api/AutoTune_c.h>
 #include <faiss/c_api/Index_c.h>
 #include <faiss/c_api/error_c.h>
 #include <faiss/c_api/index_factory_c.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "error.h"
 #include "topk.h"
@@ -18,32 +20,56 @@ static int faiss_fail(int code, const char *what, const char *factory)
 	                   msg && *msg ? msg : "no message from FAISS");
 }
 
-int infs__faiss_build(void **out_index, const char *factory, const float *rows, const float *inv_norms, size_t n,
+/* Sets search parameters ("efSearch=64,nprobe=16", FAISS's ParameterSpace
+ * syntax) on a built index. */
+static int set_params(FaissIndex *ix, const char *params, const char *spec)
+{
+	FaissParameterSpace *ps = NULL;
+	if (faiss_ParameterSpace_new(&ps))
+		return faiss_fail(INFS_ENOMEM, "parameter space", spec);
+	int rc = INFS_OK;
+	if (faiss_ParameterSpace_set_index_parameters(ps, ix, params))
+		rc = faiss_fail(INFS_EINVAL, "search parameters", spec);
+	faiss_ParameterSpace_free(ps);
+	return rc;
+}
+
+int infs__faiss_build(void **out_index, const char *spec, const float *rows, const float *inv_norms, size_t n,
                       size_t dim)
 {
+	/* "factory" or "factory params": the factory string has no spaces */
+	const char *sp = strchr(spec, ' ');
+	size_t flen = sp ? (size_t)(sp - spec) : strlen(spec);
+	char *factory = malloc(flen + 1);
+	if (!factory)
+		return infs__error(INFS_ENOMEM, "FAISS index \"%s\": out of memory", spec);
+	memcpy(factory, spec, flen);
+	factory[flen] = '\0';
 	FaissIndex *ix = NULL;
-	if (faiss_index_factory(&ix, (int)dim, factory, METRIC_INNER_PRODUCT))
-		return faiss_fail(INFS_EINVAL, "index factory", factory);
+	int made = faiss_index_factory(&ix, (int)dim, factory, METRIC_INNER_PRODUCT);
+	free(factory);
+	if (made)
+		return faiss_fail(INFS_EINVAL, "index factory", spec);
+	while (sp && *sp == ' ')
+		sp++;
+	int rc = sp && *sp ? set_params(ix, sp, spec) : INFS_OK;
 	const float *x = rows;
 	float *normed = NULL;
-	if (inv_norms) {
+	if (rc == INFS_OK && inv_norms) {
 		normed = malloc(n * dim * sizeof *normed);
-		if (!normed) {
-			faiss_Index_free(ix);
-			return infs__error(INFS_ENOMEM, "FAISS index \"%s\": out of memory for %zu rows", factory, n);
-		}
-		for (size_t i = 0; i < n; i++)
+		if (!normed)
+			rc = infs__error(INFS_ENOMEM, "FAISS index \"%s\": out of memory for %zu rows", spec, n);
+		for (size_t i = 0; normed && i < n; i++)
 			for (size_t d = 0; d < dim; d++)
 				normed[i * dim + d] = rows[i * dim + d] * inv_norms[i];
 		x = normed;
 	}
-	int rc = INFS_OK;
 	/* an index that cannot be built from these rows (IVF with fewer rows
 	 * than lists, say) is unsupported for this input, not a bad argument */
-	if (!faiss_Index_is_trained(ix) && faiss_Index_train(ix, (idx_t)n, x))
-		rc = faiss_fail(INFS_EUNSUPPORTED, "training", factory);
-	else if (faiss_Index_add(ix, (idx_t)n, x))
-		rc = faiss_fail(INFS_EUNSUPPORTED, "add", factory);
+	if (rc == INFS_OK && !faiss_Index_is_trained(ix) && faiss_Index_train(ix, (idx_t)n, x))
+		rc = faiss_fail(INFS_EUNSUPPORTED, "training", spec);
+	if (rc == INFS_OK && faiss_Index_add(ix, (idx_t)n, x))
+		rc = faiss_fail(INFS_EUNSUPPORTED, "add", spec);
 	free(normed);
 	if (rc) {
 		faiss_Index_free(ix);

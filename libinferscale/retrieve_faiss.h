@@ -5,12 +5,15 @@
 
 #include "inferscale/retrieve.h"
 
-/* Builds an index of the n rows (dim floats each) with faiss_index_factory
- * (factory, e.g. "Flat" or "HNSW32") and the inner-product metric, training
- * it on the rows when it needs training. With inv_norms (1/||row||, 0 for a
- * zero row) the rows are normalised first, so that inner product is cosine.
- * Row i gets FAISS label i. FAISS errors come back with FAISS's message. */
-int infs__faiss_build(void **out_index, const char *factory, const float *rows, const float *inv_norms, size_t n,
+/* Builds an index of the n rows (dim floats each) from spec: a
+ * faiss_index_factory string ("Flat", "HNSW32", "IVF256,Flat"), optionally
+ * followed by a space and search parameters in FAISS's ParameterSpace
+ * syntax ("HNSW32 efSearch=64", "IVF256,Flat nprobe=16"). The metric is
+ * inner product; the index is trained on the rows when it needs training.
+ * With inv_norms (1/||row||, 0 for a zero row) the rows are normalised first,
+ * so that inner product is cosine. Row i gets FAISS label i. FAISS errors
+ * come back with FAISS's message. */
+int infs__faiss_build(void **out_index, const char *spec, const float *rows, const float *inv_norms, size_t n,
                       size_t dim);
 
 /* Searches an index built from the n rows (ids ids[0..n), inv_norms as at

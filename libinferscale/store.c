@@ -131,16 +131,14 @@ int infs_fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fa
 	bool segment = f->flags & INFS_FACT_SEGMENT;
 	uint32_t embed_n = segment ? 0 : s->geom.embed_dim;
 	size_t ns_len = strlen(ns), kv = s->kv_token_bytes * f->n_tokens;
+	/* The fixed part of the body (docs/store-format.md); the id goes in
+	 * under the lock. */
 	unsigned char fixed[INFS__PUT_FIXED];
-	uint32_t u32[6] = { f->flags, f->n_tokens, 0, 0, 0, 0 };
-	memcpy(fixed + 8, u32, 8);
+	uint32_t counts[6] = { f->flags, f->n_tokens, (uint32_t)ns_len, embed_n, (uint32_t)text_len, (uint32_t)meta_len };
+	memcpy(fixed + 8, counts, 8);
 	memcpy(fixed + 16, &f->source_id, 8);
 	memcpy(fixed + 24, &f->timestamp, 8);
-	u32[0] = (uint32_t)ns_len;
-	u32[1] = embed_n;
-	u32[2] = (uint32_t)text_len;
-	u32[3] = (uint32_t)meta_len;
-	memcpy(fixed + 32, u32, 16);
+	memcpy(fixed + 32, counts + 2, 16);
 
 	struct iovec iov[16];
 	int n = 1;
@@ -158,11 +156,32 @@ int infs_fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fa
 	uint64_t id = s->next_id, off = s->end;
 	memcpy(fixed, &id, 8);
 	infs__ns *nsp;
+	if (id == UINT64_MAX) {
+		rc = infs__error(INFS_ERANGE, "infs_fact_put: %s has used up its fact ids", s->path);
+		goto out;
+	}
 	if ((rc = infs__index_reserve(&nsp, &s->ix, ns))) {
 		rc = infs__error_wrap(rc, "infs_fact_put");
 		goto out;
 	}
+#ifdef INFS_HAVE_CUDA
+	/* The device copy goes first: when it refuses the fact (its budget),
+	 * nothing has been written. */
+	bool on_device = s->ext[INFS_EXT_DEVICE].data != NULL;
+	if (on_device) {
+		infs__record r = { id, f->flags, f->n_tokens, f->tokens, segment ? NULL : f->embedding, f->k, f->v,
+			           f->text ? f->text : "", f->metadata ? f->metadata : "", f->source_id, f->timestamp };
+		if ((rc = infs__device_on_put(s, ns, &r))) {
+			infs__index_prune(&s->ix, nsp);
+			goto out;
+		}
+	}
+#endif
 	if ((rc = infs__append(s, INFS__REC_PUT, iov, n, "infs_fact_put"))) {
+#ifdef INFS_HAVE_CUDA
+		if (on_device)
+			infs__device_on_delete(s, id);
+#endif
 		infs__index_prune(&s->ix, nsp);
 		goto out;
 	}
@@ -170,13 +189,6 @@ int infs_fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fa
 	if (row)
 		memcpy(row, f->embedding, (size_t)embed_n * sizeof *row);
 	s->next_id++;
-#ifdef INFS_HAVE_CUDA
-	if (s->ext[INFS_EXT_DEVICE].data) {
-		infs__record r;
-		infs__record_at(&r, s, off);
-		infs__device_on_put(s, &r);
-	}
-#endif
 	*out_id = id;
 out:
 	pthread_rwlock_unlock(&s->lock);

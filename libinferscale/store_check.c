@@ -5,7 +5,7 @@
 #include "store_impl.h"
 
 /* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. */
-bool infs__utf8_valid(const char *str, size_t n)
+static bool utf8_valid(const char *str, size_t n)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	size_t i = 0;
@@ -52,7 +52,7 @@ int infs__check_namespace(const char *ns)
 		return infs__error(INFS_EINVAL, "namespace is empty");
 	if (n > INFS_NAMESPACE_MAX)
 		return infs__error(INFS_EINVAL, "namespace is longer than %u bytes", INFS_NAMESPACE_MAX);
-	if (!infs__utf8_valid(ns, n))
+	if (!utf8_valid(ns, n))
 		return infs__error(INFS_EINVAL, "namespace is not valid UTF-8");
 	const unsigned char *s = (const unsigned char *)ns;
 	for (size_t i = 0; i < n; i++) {
@@ -97,7 +97,7 @@ static int check_text(const char *s, size_t max, const char *what, size_t *len)
 	if (n >= max)
 		return infs__error(INFS_ERANGE, "%s is %u bytes or longer (the limit is %u)", what, (unsigned)max,
 		                   (unsigned)max - 1);
-	if (!infs__utf8_valid(s, n))
+	if (!utf8_valid(s, n))
 		return infs__error(INFS_EINVAL, "%s is not valid UTF-8", what);
 	*len = n;
 	return INFS_OK;

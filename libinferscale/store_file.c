@@ -13,7 +13,7 @@
 #include "error.h"
 #include "store_impl.h"
 
-#define SCAN_CHUNK (1u << 20)
+#define SCAN_CHUNK (4u << 20) /* most records fit, so each is read once */
 
 static void put32(unsigned char *p, uint32_t v)
 {
@@ -199,20 +199,61 @@ void infs__put_layout_of(infs__put_layout *l, uint64_t kv_token_bytes, uint32_t 
 	l->end = l->meta + infs__pad8((uint64_t)meta_len + 1);
 }
 
+/* A window of the file read with pread, so that the scan makes one system
+ * call per few megabytes rather than several per record. */
+typedef struct window {
+	const infs_store *s;
+	uint64_t size; /* of the file, as scanned */
+	unsigned char *buf;
+	size_t cap;
+	uint64_t off; /* of buf[0] */
+	size_t len;
+} window;
+
+/* Points *out at n (<= cap) bytes of the file at off, which must lie
+ * within size. */
+static int view(const unsigned char **out, window *w, uint64_t off, size_t n)
+{
+	if (off < w->off || off + n > w->off + w->len) {
+		size_t want = w->size - off < w->cap ? (size_t)(w->size - off) : w->cap;
+		if (read_full(w->s->fd, w->buf, want, off))
+			return io_error(w->s->path, "reading");
+		w->off = off;
+		w->len = want;
+	}
+	*out = w->buf + (off - w->off);
+	return INFS_OK;
+}
+
+/* Copies n bytes at off, however many they are. */
+static int fetch(void *dst, window *w, uint64_t off, size_t n)
+{
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < w->cap ? n - done : w->cap;
+		const unsigned char *p = NULL;
+		int rc = view(&p, w, off + done, k);
+		if (rc)
+			return rc;
+		memcpy((unsigned char *)dst + done, p, k);
+		done += k;
+	}
+	return INFS_OK;
+}
+
 /* Checks the record at off. Returns INFS_OK when its head and body checksums
  * hold, 1 (with *why) when they do not, or an error. *head_ok says whether
  * the head alone is sound, so that *body_len can be trusted. */
-static int rec_check(const infs_store *s, uint64_t off, uint64_t size, size_t chunk, unsigned char *buf,
-                     uint32_t *type, uint64_t *body_len, bool *head_ok, const char **why)
+static int rec_check(window *w, uint64_t off, uint32_t *type, uint64_t *body_len, bool *head_ok, const char **why)
 {
-	unsigned char h[INFS__REC_HEAD];
+	const unsigned char *h;
 	*head_ok = false;
-	if (size - off < INFS__REC_HEAD) {
+	if (w->size - off < INFS__REC_HEAD) {
 		*why = "the record head is cut short";
 		return 1;
 	}
-	if (read_full(s->fd, h, sizeof h, off))
-		return io_error(s->path, "reading a record");
+	int rc = view(&h, w, off, INFS__REC_HEAD);
+	if (rc)
+		return rc;
 	if (get32(h) != INFS__REC_MAGIC || infs__crc32c(0, h, 20) != get32(h + 20) || get64(h + 8) % 8) {
 		*why = "the record head is damaged";
 		return 1;
@@ -220,19 +261,20 @@ static int rec_check(const infs_store *s, uint64_t off, uint64_t size, size_t ch
 	*head_ok = true;
 	*type = get32(h + 4);
 	*body_len = get64(h + 8);
-	if (*body_len > size - off - INFS__REC_HEAD) {
+	uint32_t want = get32(h + 16), crc = 0;
+	if (*body_len > w->size - off - INFS__REC_HEAD) {
 		*why = "the record runs past the end of the file";
 		return 1;
 	}
-	uint32_t crc = 0;
 	for (uint64_t done = 0; done < *body_len;) {
-		size_t n = *body_len - done < chunk ? (size_t)(*body_len - done) : chunk;
-		if (read_full(s->fd, buf, n, off + INFS__REC_HEAD + done))
-			return io_error(s->path, "reading a record");
-		crc = infs__crc32c(crc, buf, n);
+		size_t n = *body_len - done < w->cap ? (size_t)(*body_len - done) : w->cap;
+		const unsigned char *p = NULL;
+		if ((rc = view(&p, w, off + INFS__REC_HEAD + done, n)))
+			return rc;
+		crc = infs__crc32c(crc, p, n);
 		done += n;
 	}
-	if (crc != get32(h + 16)) {
+	if (crc != want) {
 		*why = "the record checksum does not match";
 		return 1;
 	}
@@ -241,26 +283,27 @@ static int rec_check(const infs_store *s, uint64_t off, uint64_t size, size_t ch
 
 /* The first bad record at off: a torn tail when no sound record follows it,
  * corruption otherwise. A record whose head is sound is skipped whole, so
- * bytes inside its body (a fact's text, say) are never taken for records. */
-static int bad_record(infs_store *s, uint64_t off, uint64_t size, size_t chunk, unsigned char *buf,
-                      unsigned char *tmp, bool head_ok, uint64_t body_len, const char *why)
+ * bytes inside its body (K/V data, say) are never taken for records. */
+static int bad_record(infs_store *s, window *w, window *probe, uint64_t off, bool head_ok, uint64_t body_len,
+                      const char *why)
 {
-	uint64_t from = off + 8;
+	uint64_t size = w->size, from = off + 8;
 	if (head_ok)
 		from = body_len > size - off - INFS__REC_HEAD ? size : off + INFS__REC_HEAD + body_len;
-	for (uint64_t at = from; at + INFS__REC_HEAD <= size; at += chunk) {
-		size_t n = size - at < chunk ? (size_t)(size - at) : chunk;
-		if (read_full(s->fd, buf, n, at))
-			return io_error(s->path, "reading the tail");
+	for (uint64_t at = from; at + INFS__REC_HEAD <= size; at += w->cap) {
+		size_t n = size - at < w->cap ? (size_t)(size - at) : w->cap;
+		const unsigned char *p = NULL;
+		int rc = view(&p, w, at, n);
+		if (rc)
+			return rc;
 		for (size_t i = 0; i + 4 <= n; i += 8) {
-			if (get32(buf + i) != INFS__REC_MAGIC)
+			if (get32(p + i) != INFS__REC_MAGIC)
 				continue;
 			uint32_t t;
 			uint64_t len;
 			bool ok;
-			const char *w;
-			int rc = rec_check(s, at + i, size, chunk, tmp, &t, &len, &ok, &w);
-			if (rc < 0)
+			const char *ignored;
+			if ((rc = rec_check(probe, at + i, &t, &len, &ok, &ignored)) < 0)
 				return rc;
 			if (rc == INFS_OK)
 				return infs__error(INFS_ECORRUPT,
@@ -280,27 +323,29 @@ static int corrupt(const infs_store *s, uint64_t off, const char *what)
 	                   (unsigned long long)off, what);
 }
 
-/* Reads the namespace that starts a delete or drop body at body + at. */
-static int read_ns(char *ns, const infs_store *s, uint64_t body, uint64_t at, uint32_t ns_len, uint64_t off)
+/* Reads the namespace at file offset at of the record at off. */
+static int read_ns(char *ns, window *w, uint64_t at, uint32_t ns_len, uint64_t off)
 {
 	if (ns_len == 0 || ns_len > INFS_NAMESPACE_MAX)
-		return corrupt(s, off, "bad namespace length");
-	if (read_full(s->fd, ns, ns_len + 1, body + at))
-		return io_error(s->path, "reading a record");
+		return corrupt(w->s, off, "bad namespace length");
+	int rc = fetch(ns, w, at, ns_len + 1);
+	if (rc)
+		return rc;
 	if (ns[ns_len] != '\0' || infs__check_namespace(ns))
-		return corrupt(s, off, "bad namespace");
+		return corrupt(w->s, off, "bad namespace");
 	return INFS_OK;
 }
 
-static int apply_put(infs_store *s, uint64_t off, uint64_t body_len, uint64_t *last_put)
+static int apply_put(infs_store *s, window *w, uint64_t off, uint64_t body_len, uint64_t *last_put)
 {
 	unsigned char f[INFS__PUT_FIXED];
 	char ns[INFS_NAMESPACE_MAX + 1];
 	uint64_t body = off + INFS__REC_HEAD;
 	if (body_len < INFS__PUT_FIXED)
 		return corrupt(s, off, "a put record is too short");
-	if (read_full(s->fd, f, sizeof f, body))
-		return io_error(s->path, "reading a record");
+	int rc = fetch(f, w, body, sizeof f);
+	if (rc)
+		return rc;
 	uint64_t id = get64(f);
 	unsigned flags = get32(f + 8);
 	uint32_t n_tokens = get32(f + 12), ns_len = get32(f + 32), embed_n = get32(f + 36);
@@ -321,27 +366,26 @@ static int apply_put(infs_store *s, uint64_t off, uint64_t body_len, uint64_t *l
 	infs__put_layout_of(&l, s->kv_token_bytes, n_tokens, ns_len, embed_n, text_len, meta_len);
 	if (l.end != body_len)
 		return corrupt(s, off, "the record length does not match its fields");
-	int rc = read_ns(ns, s, body, l.ns, ns_len, off);
-	if (rc)
+	if ((rc = read_ns(ns, w, body + l.ns, ns_len, off)))
 		return rc;
 	char nul[2];
-	if (read_full(s->fd, nul, 1, body + l.text + text_len) || read_full(s->fd, nul + 1, 1, body + l.meta + meta_len))
-		return io_error(s->path, "reading a record");
+	if ((rc = fetch(nul, w, body + l.text + text_len, 1)) || (rc = fetch(nul + 1, w, body + l.meta + meta_len, 1)))
+		return rc;
 	if (nul[0] || nul[1])
 		return corrupt(s, off, "text or metadata is not terminated");
 	infs__ns *nsp;
 	if ((rc = infs__index_reserve(&nsp, &s->ix, ns)))
 		return rc;
 	float *row = infs__index_add(&s->ix, nsp, id, off, INFS__REC_HEAD + body_len, flags);
-	if (row && read_full(s->fd, row, (size_t)embed_n * 4, body + l.emb))
-		return io_error(s->path, "reading a record");
+	if (row && (rc = fetch(row, w, body + l.emb, (size_t)embed_n * 4)))
+		return rc;
 	*last_put = id;
 	if (id >= s->next_id)
 		s->next_id = id + 1;
 	return INFS_OK;
 }
 
-static int apply(infs_store *s, uint64_t off, uint32_t type, uint64_t body_len, uint64_t *last_put)
+static int apply(infs_store *s, window *w, uint64_t off, uint32_t type, uint64_t body_len, uint64_t *last_put)
 {
 	unsigned char f[16];
 	char ns[INFS_NAMESPACE_MAX + 1];
@@ -349,17 +393,17 @@ static int apply(infs_store *s, uint64_t off, uint32_t type, uint64_t body_len, 
 	int rc;
 	switch (type) {
 	case INFS__REC_PUT:
-		return apply_put(s, off, body_len, last_put);
+		return apply_put(s, w, off, body_len, last_put);
 	case INFS__REC_DELETE: {
 		if (body_len < 16)
 			return corrupt(s, off, "a delete record is too short");
-		if (read_full(s->fd, f, 16, body))
-			return io_error(s->path, "reading a record");
+		if ((rc = fetch(f, w, body, 16)))
+			return rc;
 		uint64_t id = get64(f);
 		uint32_t ns_len = get32(f + 8);
 		if (body_len != infs__pad8(16 + (uint64_t)ns_len + 1))
 			return corrupt(s, off, "the record length does not match its fields");
-		if ((rc = read_ns(ns, s, body, 16, ns_len, off)))
+		if ((rc = read_ns(ns, w, body + 16, ns_len, off)))
 			return rc;
 		infs__entry *e = infs__index_get(&s->ix, id);
 		if (!e || strcmp(e->ns->name, ns) != 0)
@@ -370,12 +414,12 @@ static int apply(infs_store *s, uint64_t off, uint32_t type, uint64_t body_len, 
 	case INFS__REC_DROP: {
 		if (body_len < 8)
 			return corrupt(s, off, "a drop record is too short");
-		if (read_full(s->fd, f, 8, body))
-			return io_error(s->path, "reading a record");
+		if ((rc = fetch(f, w, body, 8)))
+			return rc;
 		uint32_t ns_len = get32(f);
 		if (body_len != infs__pad8(8 + (uint64_t)ns_len + 1))
 			return corrupt(s, off, "the record length does not match its fields");
-		if ((rc = read_ns(ns, s, body, 8, ns_len, off)))
+		if ((rc = read_ns(ns, w, body + 8, ns_len, off)))
 			return rc;
 		infs__ns *nsp = infs__index_ns(&s->ix, ns);
 		if (nsp)
@@ -385,8 +429,8 @@ static int apply(infs_store *s, uint64_t off, uint32_t type, uint64_t body_len, 
 	case INFS__REC_NEXT_ID: {
 		if (body_len != 8)
 			return corrupt(s, off, "a next-id record has the wrong length");
-		if (read_full(s->fd, f, 8, body))
-			return io_error(s->path, "reading a record");
+		if ((rc = fetch(f, w, body, 8)))
+			return rc;
 		uint64_t next = get64(f);
 		if (next == 0 || next == UINT64_MAX)
 			return corrupt(s, off, "bad next id");
@@ -401,12 +445,13 @@ static int apply(infs_store *s, uint64_t off, uint32_t type, uint64_t body_len, 
 
 int infs__store_scan(infs_store *s, uint64_t size)
 {
-	/* Two buffers: one for the record being checked, one for the search
-	 * after a bad record. Small files need only small ones. */
-	size_t chunk = size < SCAN_CHUNK ? (size_t)infs__pad8(size) : SCAN_CHUNK;
-	unsigned char *buf = malloc(2 * chunk);
+	/* Two windows: one for the scan, one to probe for sound records after
+	 * a bad one. Small files need only small ones. */
+	size_t cap = size < SCAN_CHUNK ? (size_t)infs__pad8(size) : SCAN_CHUNK;
+	unsigned char *buf = malloc(2 * cap);
 	if (!buf)
 		return infs__error(INFS_ENOMEM, "%s: out of memory", s->path);
+	window w = { s, size, buf, cap, 0, 0 }, probe = { s, size, buf + cap, cap, 0, 0 };
 	uint64_t off = s->header_len, last_put = 0;
 	int rc = INFS_OK;
 	s->next_id = 1;
@@ -416,13 +461,13 @@ int infs__store_scan(infs_store *s, uint64_t size)
 		uint64_t body_len = 0;
 		bool head_ok;
 		const char *why = NULL;
-		rc = rec_check(s, off, size, chunk, buf, &type, &body_len, &head_ok, &why);
+		rc = rec_check(&w, off, &type, &body_len, &head_ok, &why);
 		if (rc == 1) {
-			rc = bad_record(s, off, size, chunk, buf, buf + chunk, head_ok, body_len, why);
+			rc = bad_record(s, &w, &probe, off, head_ok, body_len, why);
 			free(buf);
 			return rc;
 		}
-		if (rc || (rc = apply(s, off, type, body_len, &last_put)))
+		if (rc || (rc = apply(s, &w, off, type, body_len, &last_put)))
 			break;
 		off += INFS__REC_HEAD + body_len;
 	}

@@ -122,7 +122,6 @@ int infs__write_all(int fd, uint64_t off, struct iovec *iov, int n);
 void infs__record_at(infs__record *out, const infs_store *s, uint64_t off);
 
 /* store_check.c: argument checks shared by the entry points. */
-bool infs__utf8_valid(const char *s, size_t n);
 int infs__check_fact(const infs_fact *f, const infs_geometry *g, size_t *text_len, size_t *meta_len);
 
 /* store_open.c */

@@ -109,7 +109,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
 	if (need <= *cap)
 		return INFS_OK;
-	size_t c = *cap ? *cap : 8;
+	size_t c = *cap ? *cap : 1;
 	while (c < need)
 		c *= 2;
 	void *q = realloc(*p, c * elem);
@@ -120,12 +120,14 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
 	return INFS_OK;
 }
 
-/* fact_ids and emb share cap_facts, so they grow together. */
+/* fact_ids and emb share cap_facts, so they grow together. Arrays start at
+ * one element and double: a store of many users with a few facts each
+ * wastes at most half of its embedding matrices. */
 static int facts_reserve(infs__ns *ns, size_t need, uint32_t dim)
 {
 	if (need <= ns->cap_facts)
 		return INFS_OK;
-	size_t c = ns->cap_facts ? ns->cap_facts : 8;
+	size_t c = ns->cap_facts ? ns->cap_facts : 1;
 	while (c < need)
 		c *= 2;
 	uint64_t *ids = realloc(ns->fact_ids, c * sizeof *ids);

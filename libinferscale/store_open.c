@@ -31,12 +31,31 @@ struct held {
 };
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct held *registry;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* A fork() while another thread holds the registry lock must not leave the
+ * child with a lock that nobody will release. */
+static void registry_prefork(void)
+{
+	pthread_mutex_lock(&registry_lock);
+}
+
+static void registry_postfork(void)
+{
+	pthread_mutex_unlock(&registry_lock);
+}
+
+static void registry_atfork(void)
+{
+	pthread_atfork(registry_prefork, registry_postfork, registry_postfork);
+}
 
 /* INFS_OK, INFS_EBUSY when this process holds the file already, or INFS_ENOMEM. */
 static int registry_add(dev_t dev, ino_t ino)
 {
 	int rc = INFS_OK;
 	pid_t pid = getpid();
+	pthread_once(&atfork_once, registry_atfork);
 	pthread_mutex_lock(&registry_lock);
 	for (struct held *h = registry; h; h = h->next)
 		if (h->dev == dev && h->ino == ino && h->pid == pid)
@@ -350,6 +369,13 @@ int infs_store_open(infs_store **out, const char *path, const infs_store_options
 
 	if ((rc = open_locked(s, &o, &geom)))
 		goto fail;
+	/* Compaction renames a new file over s->path: through a symbolic link
+	 * that would replace the link, not the store it points to. */
+	char *real = realpath(path, NULL);
+	if (real) {
+		free(s->path);
+		s->path = real;
+	}
 	struct stat st;
 	if (fstat(s->fd, &st) != 0) {
 		rc = infs__error(INFS_EIO, "infs_store_open: %s: %s", path, strerror(errno));
@@ -381,7 +407,7 @@ int infs_store_open(infs_store **out, const char *path, const infs_store_options
 	if (!s->readonly) {
 		/* A compaction that crashed before its rename left this behind. */
 		char *tmp;
-		if (asprintf(&tmp, "%s.compact", path) >= 0) {
+		if (asprintf(&tmp, "%s.compact", s->path) >= 0) {
 			unlink(tmp);
 			free(tmp);
 		}

@@ -210,6 +210,9 @@ static void bad_inputs(void)
 	void *holes[2] = { c.k[0], NULL };
 	l = c.lay, l.v_layers = holes;
 	BAD(INFS_EINVAL, "v_layers[1]", r, 1, 0, bt, 4, &l);
+	void *crooked[2] = { (char *)c.v[0] + 1, c.v[1] };
+	l = c.lay, l.v_layers = crooked;
+	BAD(INFS_EINVAL, "v_layers[0] is not aligned", r, 1, 0, bt, 4, &l);
 	l = c.lay, l.stride_slot = 0;
 	BAD(INFS_EINVAL, "stride_slot is 0", r, 1, 0, bt, 4, &l);
 	l = c.lay, l.stride_block = -256;

@@ -160,6 +160,7 @@ static void brute_force(infs_store *st, const char *ns, const facts *f, infs_bac
 typedef struct hammer {
 	infs_store *st;
 	const facts *f;
+	uint64_t stable_id; /* a fact of "u1" nobody deletes: injected meanwhile */
 	int writer;
 	int errors;
 } hammer;
@@ -170,6 +171,18 @@ static void *hammer_run(void *arg)
 	float q[DIM];
 	infs_hit out[20];
 	size_t n;
+	float kc[16 * 4], vc[16 * 4];
+	void *kl[1] = { kc }, *vl[1] = { vc };
+	infs_kv_layout lay = INFS_KV_LAYOUT_INIT;
+	lay.dtype = INFS_DTYPE_F32;
+	lay.n_layers = lay.n_kv_heads = 1;
+	lay.head_dim = 4;
+	lay.n_blocks = 1;
+	lay.block_size = 16;
+	lay.k_layers = kl;
+	lay.v_layers = vl;
+	lay.stride_block = 64, lay.stride_slot = 4, lay.stride_head = 4, lay.stride_dim = 1;
+	int32_t bt[1] = { 0 };
 	for (int it = 0; it < 200; it++) {
 		for (int d = 0; d < DIM; d++)
 			q[d] = (float)((it * 7 + d) % 11) - 5;
@@ -187,6 +200,10 @@ static void *hammer_run(void *arg)
 				h->errors += infs_fact_delete(h->st, "busy", id) != INFS_OK;
 			continue;
 		}
+		uint32_t next = 0;
+		h->errors += infs_inject_into_blocks(&next, h->st, "u1", &h->stable_id, 1, (uint32_t)it % 16, bt, 1, &lay,
+		                                     NULL) != INFS_OK;
+		h->errors += next != (uint32_t)it % 16 + 1 || vc[(it % 16) * 4 + 3] != 4;
 		infs_retrieve_options o = INFS_RETRIEVE_OPTIONS_INIT;
 		o.metric = it % 2 ? INFS_METRIC_COSINE : INFS_METRIC_IP;
 		o.backend = it % 4 < 2 ? INFS_BACKEND_AUTO : INFS_BACKEND_EXACT;
@@ -386,8 +403,8 @@ int main(void)
 	CHECK_ERR(infs_retrieve(hits, hit_n, st, "u1", q, 1, 3, &o), INFS_EUNSUPPORTED);
 #endif
 
-	/* readers (norms and indexes rebuilt under them) while a writer changes
-	 * the namespace */
+	/* readers searching (norms and indexes rebuilt under them) and injecting
+	 * while a writer changes the namespace */
 	for (int i = 0; i < 50; i++) {
 		for (int d = 0; d < DIM; d++)
 			e[d] = frnd();
@@ -402,7 +419,7 @@ int main(void)
 	hammer hm[4];
 	pthread_t th[4];
 	for (int i = 0; i < 4; i++) {
-		hm[i] = (hammer){ st, &u1, i == 0, 0 };
+		hm[i] = (hammer){ st, &u1, u1.ids[0], i == 0, 0 };
 		pthread_create(&th[i], NULL, hammer_run, &hm[i]);
 	}
 	for (int i = 0; i < 4; i++) {

@@ -4,6 +4,9 @@
  * mismatches, and bad input at every entry point leaving the store as it
  * was. */
 #include <math.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 #include "geometry.h"
 #include "store.h"
@@ -87,6 +90,7 @@ static void round_trip(infs_dtype dtype)
 		gen_fact_free(&f);
 	}
 	check_all(s, &g, ids, live);
+	CHECK_OK(infs_store_sync(s));
 	CHECK_OK(infs_store_geometry(&got, s));
 	CHECK(infs__geometry_diff(&got, &g) == NULL);
 	CHECK(strcmp(infs_store_identity(s), TEST_IDENTITY) == 0);
@@ -376,6 +380,20 @@ static void mismatch(void)
 	CHECK_ERR(infs_store_open(&s, missing, &o), INFS_EINVAL); /* no identity */
 	o.identity = "";
 	CHECK_ERR(infs_store_open(&s, missing, &o), INFS_EINVAL);
+	char *long_id = malloc(INFS_IDENTITY_MAX + 2);
+	memset(long_id, 'i', INFS_IDENTITY_MAX + 1);
+	long_id[INFS_IDENTITY_MAX + 1] = '\0';
+	o.identity = long_id;
+	CHECK_ERR(infs_store_open(&s, missing, &o), INFS_EINVAL);
+	long_id[INFS_IDENTITY_MAX] = '\0'; /* the limit itself is fine */
+	CHECK_OK(infs_store_open(&s, missing, &o));
+	CHECK(s && strlen(infs_store_identity(s)) == INFS_IDENTITY_MAX);
+	infs_store_close(s);
+	CHECK_OK(infs_store_open(&s, missing, &o));
+	infs_store_close(s);
+	s = NULL;
+	unlink(missing);
+	free(long_id);
 	CHECK_ERR(open_store(&s, missing, NULL, 0, INFS_SYNC_FULL), INFS_ENOTFOUND);
 	CHECK(access(missing, F_OK) != 0);
 	CHECK_ERR(open_store(&s, path, &g, INFS_OPEN_CREATE | INFS_OPEN_READONLY, INFS_SYNC_FULL), INFS_EINVAL);
@@ -411,6 +429,92 @@ static void mismatch(void)
 	CHECK_OK(infs_store_options_init(&o, INFS_STORE_OPTIONS_VERSION));
 	CHECK(o.device == -1 && o.sync == INFS_SYNC_FULL && o.faiss_min_facts == 100000);
 	infs_store_close(NULL);
+}
+
+/* Compacting through a symbolic link rewrites the store it points to and
+ * leaves the link a link. */
+static void through_symlink(void)
+{
+	char path[600], link_path[600];
+	scratch_path(path, sizeof path, "target.infs");
+	scratch_path(link_path, sizeof link_path, "link.infs");
+	infs_geometry g = small_geometry(INFS_DTYPE_F32);
+	infs_store *s;
+	CHECK_OK(open_store(&s, path, &g, INFS_OPEN_CREATE, INFS_SYNC_OFF));
+	infs_store_close(s);
+	CHECK(symlink("target.infs", link_path) == 0);
+	CHECK_OK(open_store(&s, link_path, &g, 0, INFS_SYNC_OFF));
+	gen_fact f;
+	gen_fact_make(&f, &g, 4, 0);
+	uint64_t a, b;
+	CHECK_OK(infs_fact_put(&a, s, "u", &f.fact));
+	CHECK_OK(infs_fact_put(&b, s, "u", &f.fact));
+	CHECK_OK(infs_fact_delete(s, "u", a));
+	CHECK_OK(infs_store_compact(s));
+	infs_store_close(s);
+	struct stat st;
+	CHECK(lstat(link_path, &st) == 0 && S_ISLNK(st.st_mode));
+	CHECK_OK(open_store(&s, path, &g, 0, INFS_SYNC_OFF));
+	uint64_t n;
+	CHECK_OK(infs_fact_count(&n, s, "u"));
+	CHECK(n == 1);
+	infs_store_close(s);
+	gen_fact_free(&f);
+}
+
+/* Writes that fail in the file system (here: the file size limit, so
+ * pwritev writes part of the record and then fails) leave the store and
+ * its file exactly as they were, and the store keeps working. */
+static void failed_writes(void)
+{
+	char path[600];
+	scratch_path(path, sizeof path, "efbig.infs");
+	infs_geometry g = small_geometry(INFS_DTYPE_F32);
+	infs_store *s;
+	CHECK_OK(open_store(&s, path, &g, INFS_OPEN_CREATE, INFS_SYNC_FULL));
+	gen_fact f;
+	gen_fact_make(&f, &g, 6, 0);
+	uint64_t a, b, id = 777;
+	CHECK_OK(infs_fact_put(&a, s, "u", &f.fact));
+	CHECK_OK(infs_fact_put(&b, s, "u", &f.fact));
+	CHECK_OK(infs_fact_delete(s, "u", a));
+	snapshot before, after;
+	take(&before, s);
+	struct rlimit old, lim;
+	signal(SIGXFSZ, SIG_IGN);
+	getrlimit(RLIMIT_FSIZE, &old);
+	lim = old;
+	lim.rlim_cur = (rlim_t)before.stats.file_bytes + 100;
+	setrlimit(RLIMIT_FSIZE, &lim);
+	CHECK_ERR(infs_fact_put(&id, s, "u", &f.fact), INFS_EIO);
+	CHECK_ERR(infs_fact_put(&id, s, "new-namespace", &f.fact), INFS_EIO);
+	CHECK(id == 777);
+	lim.rlim_cur = 200; /* below the compacted file's size */
+	setrlimit(RLIMIT_FSIZE, &lim);
+	CHECK_ERR(infs_store_compact(s), INFS_EIO);
+	setrlimit(RLIMIT_FSIZE, &old);
+	take(&after, s);
+	CHECK(same(&before, &after));
+	struct stat st;
+	CHECK(stat(path, &st) == 0 && (uint64_t)st.st_size == before.stats.file_bytes);
+	char tmp[700];
+	snprintf(tmp, sizeof tmp, "%s.compact", path);
+	CHECK(access(tmp, F_OK) != 0);
+	CHECK_OK(infs_fact_put(&id, s, "u", &f.fact));
+	CHECK(id == b + 1);
+	CHECK_OK(infs_store_compact(s));
+	infs_store_close(s);
+	CHECK_OK(open_store(&s, path, &g, 0, INFS_SYNC_FULL));
+	uint64_t *ids;
+	size_t n;
+	CHECK_OK(infs_fact_list(&ids, &n, s, "u"));
+	CHECK(n == 2 && ids[0] == b && ids[1] == id);
+	infs_free(ids);
+	infs_store_stats stats = { .version = INFS_STORE_STATS_VERSION };
+	CHECK_OK(infs_store_stats_get(&stats, s));
+	CHECK(stats.dropped_tail_bytes == 0 && stats.n_namespaces == 1);
+	infs_store_close(s);
+	gen_fact_free(&f);
 }
 
 static int destroyed;
@@ -620,6 +724,8 @@ int main(void)
 	isolation();
 	mismatch();
 	internal_interface();
+	through_symlink();
+	failed_writes();
 	bad_inputs();
 	no_embeddings();
 	scratch_cleanup();

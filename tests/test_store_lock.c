@@ -24,6 +24,63 @@ static int open_in_child(const char *path, unsigned flags)
 	return WIFEXITED(status) ? -WEXITSTATUS(status) : 999;
 }
 
+/* Processes racing to create the same store: the file appears whole once,
+ * every opener either writes to that one store or is told it is busy, and
+ * no temporary file is left behind. */
+static void create_race(void)
+{
+	char path[600];
+	scratch_path(path, sizeof path, "race.infs");
+	infs_geometry g = small_geometry(INFS_DTYPE_F32);
+	enum { N = 6 };
+	pid_t pids[N];
+	int go[2];
+	if (pipe(go) != 0)
+		abort();
+	for (int i = 0; i < N; i++) {
+		if ((pids[i] = fork()) == 0) {
+			char c;
+			close(go[1]);
+			if (read(go[0], &c, 1) != 0) /* wait for the start: the pipe closing */
+				_exit(90);
+			infs_store *s;
+			int rc = open_store(&s, path, &g, INFS_OPEN_CREATE, INFS_SYNC_FULL);
+			if (rc == INFS_EBUSY)
+				_exit(1);
+			if (rc != INFS_OK)
+				_exit(2);
+			gen_fact f;
+			gen_fact_make(&f, &g, (uint64_t)i, 0);
+			uint64_t id;
+			rc = infs_fact_put(&id, s, "race", &f.fact);
+			infs_store_close(s);
+			_exit(rc == INFS_OK ? 0 : 3);
+		}
+	}
+	close(go[0]);
+	close(go[1]);
+	int wrote = 0;
+	for (int i = 0; i < N; i++) {
+		int status;
+		waitpid(pids[i], &status, 0);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) <= 1);
+		wrote += WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	}
+	CHECK(wrote >= 1);
+	infs_store *s;
+	CHECK_OK(open_store(&s, path, &g, 0, INFS_SYNC_FULL));
+	uint64_t n = 0;
+	CHECK_OK(infs_fact_count(&n, s, "race"));
+	CHECK(n == (uint64_t)wrote);
+	infs_store_close(s);
+	DIR *d = opendir(scratch_dir);
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		CHECK(strstr(e->d_name, ".create-") == NULL);
+	if (d)
+		closedir(d);
+}
+
 static uint64_t count(infs_store *s, const char *ns)
 {
 	uint64_t n = 0;
@@ -84,6 +141,7 @@ int main(void)
 	CHECK(count(w2, "u") == 2);
 	infs_store_close(w2);
 	gen_fact_free(&f);
+	create_race();
 	scratch_cleanup();
 	CHECK_DONE();
 }
