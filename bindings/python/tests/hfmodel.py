@@ -88,6 +88,13 @@ def greedy(model, ids: List[int], n: int, cache=None, prefix_len: int = 0) -> Li
     return out[0, x.shape[1]:].tolist()
 
 
+def agreement(a: List[int], b: List[int]) -> float:
+    """Share of positions where two greedy continuations agree; a position
+    one of them did not reach (it stopped earlier) counts as a disagreement."""
+    n = max(len(a), len(b), 1)
+    return sum(x == y for x, y in zip(a, b)) / n
+
+
 def fill(model, tok, store, namespace, embedder, texts):
     """The header segment and every fact, each encoded after the header
     (context-window encoding), embedded with embedder; returns the header's
@@ -126,7 +133,7 @@ def divergence(model, tok, store, namespace, header_id, fact_tokens, k_values, q
             g_full = greedy(model, full_ids, n_greedy)
             g_mem = greedy(model, full_ids, n_greedy, cache)
             rows.append({"k": k, "question": question, **compare(full, mem),
-                         "greedy_agreement": float(np.mean([a == b for a, b in zip(g_full, g_mem)])),
+                         "greedy_agreement": agreement(g_full, g_mem),
                          "no_memory": compare(full, none),
                          "answer_full": tok.decode(g_full), "answer_memory": tok.decode(g_mem)})
     return rows
