@@ -226,8 +226,9 @@ class Store:
         tok = np.ascontiguousarray(tokens.detach().cpu().numpy() if hasattr(tokens, "detach") else tokens,
                                    dtype=np.int32).reshape(-1)
         shape = (g.n_layers, tok.shape[0], g.n_kv_heads, g.head_dim)
-        kp, kkeep = host_kv(k, g.kv_dtype, shape, "k")
-        vp, vkeep = host_kv(v, g.kv_dtype, shape, "v")
+        # The second values hold converted copies (or the inputs) alive through the call.
+        kp, _k_alive = host_kv(k, g.kv_dtype, shape, "k")
+        vp, _v_alive = host_kv(v, g.kv_dtype, shape, "v")
         f = ffi.new("infs_fact *")
         f.version = lib.INFS_FACT_VERSION
         f.flags = lib.INFS_FACT_SEGMENT if segment else 0
@@ -247,7 +248,6 @@ class Store:
         out = ffi.new("uint64_t *")
         with self._use() as p:
             check(lib.infs_fact_put(out, p, _ns(namespace), f))
-        del kkeep, vkeep, emb
         return int(out[0])
 
     def put_segment(self, namespace: str, tokens: Any, k: Any, v: Any, **kwargs: Any) -> int:
@@ -342,7 +342,10 @@ class Store:
         check(lib.infs_retrieve_options_init(opts, lib.INFS_RETRIEVE_OPTIONS_VERSION))
         opts.metric = int(Metric.coerce(metric))
         opts.backend = int(Backend.coerce(backend))
-        hits = np.zeros(nq * max(int(k), 1), dtype=[("id", "<u8"), ("score", "<f4"), ("_pad", "<u4")])
+        # k is checked by the library before it writes; a k past the maximum
+        # needs no room for the error it gets.
+        room = min(max(int(k), 1), int(lib.INFS_RETRIEVE_K_MAX))
+        hits = np.zeros(nq * room, dtype=[("id", "<u8"), ("score", "<f4"), ("_pad", "<u4")])
         if ffi.sizeof("infs_hit") != hits.dtype.itemsize:
             raise RuntimeError("infs_hit layout differs from the binding's")
         counts = np.zeros(nq, dtype=np.uintp)
@@ -387,10 +390,6 @@ class Store:
             check(lib.infs_inject_into_blocks(out, p, _ns(namespace), ids_p, id_arr.size, start_pos,
                                               bt_p, bt.size, cache._c, opts))
         return int(out[0])
-
-    def token_count(self, namespace: str, ids: Sequence[int]) -> int:
-        """Total tokens of records ``ids`` (what inject would write)."""
-        return sum(self.get(namespace, int(i)).n_tokens for i in ids)
 
 
 def rope_rotate(x: np.ndarray, positions: Any, geometry: Geometry) -> np.ndarray:
