@@ -8,5 +8,6 @@
 #include "inferscale/store.h"
 #include "inferscale/retrieve.h"
 #include "inferscale/inject.h"
+#include "inferscale/tokenizer.h"
 
 #endif

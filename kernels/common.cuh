@@ -1,0 +1,54 @@
+/* Helpers shared by the kernels: element types and their conversions. */
+#ifndef INFS_KERNELS_COMMON_CUH
+#define INFS_KERNELS_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+namespace infs {
+
+/* Storage types by bit pattern: conversions go through float and round to
+ * nearest even, exactly as libinferscale/dtype.h does on the CPU. */
+struct f32 {
+	using bits = float;
+};
+struct f16 {
+	using bits = uint16_t;
+};
+struct bf16 {
+	using bits = uint16_t;
+};
+
+__device__ __forceinline__ float to_float(f32, float x) { return x; }
+__device__ __forceinline__ float to_float(f16, uint16_t x) { return __half2float(__ushort_as_half(x)); }
+__device__ __forceinline__ float to_float(bf16, uint16_t x) { return __bfloat162float(__ushort_as_bfloat16(x)); }
+
+__device__ __forceinline__ float from_float(f32, float x) { return x; }
+__device__ __forceinline__ uint16_t from_float(f16, float x) { return __half_as_ushort(__float2half_rn(x)); }
+__device__ __forceinline__ uint16_t from_float(bf16, float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+
+/* N elements of T loaded or stored with one access of N * sizeof(bits)
+ * bytes (16, 8, 4 or 2), the address aligned to that size. */
+template <typename T, int N> struct alignas(N * sizeof(typename T::bits)) vec {
+	typename T::bits v[N];
+};
+
+/* Calls f with the tag types of a runtime (src, dst) dtype pair. */
+template <typename F> inline cudaError_t dispatch_dtype(int dtype, F &&f)
+{
+	switch (dtype) {
+	case INFS_K_F32: return f(f32{});
+	case INFS_K_F16: return f(f16{});
+	case INFS_K_BF16: return f(bf16{});
+	default: return cudaErrorInvalidValue;
+	}
+}
+
+inline unsigned div_up(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+
+} /* namespace infs */
+
+#endif

@@ -1,0 +1,89 @@
+/* The CUDA launchers as C sees them. Every launcher queues its work on the
+ * given stream and returns the launch's cudaError_t; arguments have been
+ * validated by the caller (libinferscale/device*.c), so a launcher trusts
+ * every index it is given. All pointers are device pointers unless said. */
+#ifndef INFS_KERNELS_H
+#define INFS_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types, numbered as infs_dtype. */
+enum { INFS_K_F32 = 0, INFS_K_F16 = 1, INFS_K_BF16 = 2 };
+
+/* One injection: the tokens of n_facts facts, laid end to end, land at
+ * positions start_pos, start_pos + 1, ... of a paged cache.
+ * Fact f's K (and V) is [n_layers][n][n_heads][head_dim] in src_dtype at
+ * src_k[f] (src_v[f]), n = fact_first[f + 1] - fact_first[f]. The token at
+ * position p goes to block blocks[p / block_size - start_pos / block_size],
+ * slot p % block_size; element (b, s, h, d) of layer l's K is at
+ * dst_k[l] + b*stride_block + s*stride_slot + h*stride_head + d*stride_dim
+ * elements of dst_dtype. Keys are rotated to p with inv_freq (rotary_dim / 2
+ * floats) and attn_scale, NeoX (style 0) or GPT-J (style 1) pairing; dims
+ * from rotary_dim on pass through, and values are copied. */
+typedef struct infs_k_inject_params {
+	const void *const *src_k;
+	const void *const *src_v;
+	const uint32_t *fact_first; /* n_facts + 1 token offsets, fact_first[0] = 0 */
+	uint32_t n_facts;
+	uint32_t n_tokens;          /* fact_first[n_facts] */
+	uint32_t start_pos;
+	uint32_t block_size;
+	const int32_t *blocks;
+	void *const *dst_k;         /* n_layers pointers */
+	void *const *dst_v;
+	int64_t stride_block, stride_slot, stride_head, stride_dim;
+	uint32_t n_layers, n_heads, head_dim, rotary_dim;
+	int style;
+	float attn_scale;
+	const float *inv_freq;
+	int src_dtype, dst_dtype;
+	/* Host-side facts the launcher needs to pick the vector path: every
+	 * src_k/src_v/dst_k/dst_v pointer's address bits OR-ed together. */
+	uintptr_t ptr_bits;
+} infs_k_inject_params;
+
+/* The path p takes: 0 scalar accesses (any strides), 1 16-byte vectors
+ * through registers, 2 16-byte vectors staged through shared memory. */
+int infs_k_inject_path(const infs_k_inject_params *p);
+
+cudaError_t infs_k_inject(const infs_k_inject_params *p, cudaStream_t stream);
+
+/* Top-k by score. scores is [n_queries][ld] floats, one column per row of
+ * the matrix they were computed from; row i's score is multiplied by
+ * row_scale[i] (row_scale NULL: by 1), its id is ids[i], and it is deleted,
+ * never returned, when bit i of dead is set (dead NULL: none is). Rows are
+ * in increasing id order, so equal scores are ordered by row. For each query
+ * q, out_id/out_score[q * k ..] receive the best min(k, live rows) hits, best
+ * first, and out_n[q] their count. */
+#define INFS_K_TOPK_MAX 4096u
+
+typedef struct infs_k_topk_params {
+	const float *scores;
+	size_t ld;
+	uint32_t n_rows;
+	uint32_t n_queries;
+	uint32_t k;
+	const float *row_scale;
+	const uint32_t *dead;
+	const uint64_t *ids;
+	uint64_t *out_id;
+	float *out_score;
+	uint32_t *out_n;
+	void *workspace;            /* infs_k_topk_workspace_bytes() bytes */
+} infs_k_topk_params;
+
+size_t infs_k_topk_workspace_bytes(uint32_t n_rows, uint32_t n_queries, uint32_t k);
+
+cudaError_t infs_k_topk(const infs_k_topk_params *p, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

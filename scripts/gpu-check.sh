@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# On a machine with a CUDA GPU: configure with CUDA, build, run the test
+# suites (the gpu suite included), compute-sanitizer memcheck and racecheck
+# over the gpu suite, and the benchmarks. Logs and JSON go to $OUT (default
+# ./gpu-out): gpu-check.log, testlog.txt, sanitizer.log, inject.json,
+# retrieve.json, benchmarks.json, benchmarks.md. Exits non-zero when a build,
+# test or sanitizer check fails.
+#   GPU_CHECK_SKIP=bench   skips the benchmarks; =sanitizer skips the sanitizer
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+BUILD=${BUILD:-build-gpu}
+skip=${GPU_CHECK_SKIP:-}
+exec > >(tee "$OUT/gpu-check.log") 2>&1
+fail=0
+
+echo "== device"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu --format=csv
+nvcc --version | tail -1
+
+echo "== build"
+if [ ! -d "$BUILD/meson-private" ]; then
+	meson setup "$BUILD" -Dcuda=enabled -Dfaiss=disabled -Dblas=disabled -Dwerror=true >/dev/null || exit 1
+fi
+ninja -C "$BUILD" -j"$(nproc)" >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
+rm -f "$OUT/build.log"
+
+echo "== tests"
+# every suite but 'model', whose real models (scripts/fetch-models.sh) the
+# GPU machine does not have
+meson test -C "$BUILD" --print-errorlogs --num-processes 4 --no-suite model || fail=1
+cp "$BUILD/meson-logs/testlog.txt" "$OUT/testlog.txt"
+
+if [[ $skip != *sanitizer* ]]; then
+	echo "== compute-sanitizer"
+	: >"$OUT/sanitizer.log"
+	for t in "$BUILD"/tests/gpu/test_gpu_*; do
+		[ -f "$t" ] && [ -x "$t" ] || continue
+		# racecheck looks at shared memory, which only the kernels of the
+		# inject and top-k tests use differently; the store test runs the
+		# same kernels (and cuBLAS) and takes many minutes under it.
+		tools="memcheck racecheck"
+		[[ $t == *store* ]] && tools=memcheck
+		for tool in $tools; do
+			echo "-- $tool $(basename "$t")" | tee -a "$OUT/sanitizer.log"
+			if INFS_TEST_SMALL=1 compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" >>"$OUT/sanitizer.log" 2>&1; then
+				tail -n 2 "$OUT/sanitizer.log"
+			else
+				echo "FAILED: $tool $(basename "$t")"
+				tail -n 30 "$OUT/sanitizer.log"
+				fail=1
+			fi
+		done
+	done
+fi
+
+if [[ $skip != *bench* ]]; then
+	echo "== benchmarks"
+	"$BUILD/benchmarks/bench_inject" "$OUT/inject.json" || fail=1
+	"$BUILD/benchmarks/bench_retrieve" "$OUT/retrieve.json" || fail=1
+	PYTHONUNBUFFERED=1 python3 benchmarks/torch_compare.py "$OUT/inject.json" "$OUT/retrieve.json" \
+		"$OUT/benchmarks.json" "$OUT/benchmarks.md" || fail=1
+fi
+
+echo "== gpu-check: $([ $fail = 0 ] && echo passed || echo FAILED)"
+exit $fail
