@@ -24,10 +24,11 @@ from .errors import __all__ as _errors_all
 from .geometry import Backend, DType, Geometry, Metric, RopeScaling, RopeStyle, SyncMode
 from .layout import KVLayout
 from .store import Fact, Hits, Store, StoreStats, rope_rotate
+from .tokenizer import ChatFormat, Tokenizer
 
 __all__ = [
     "Backend", "DType", "Geometry", "Metric", "RopeScaling", "RopeStyle", "SyncMode",
-    "KVLayout", "Fact", "Hits", "Store", "StoreStats", "rope_rotate",
+    "KVLayout", "Fact", "Hits", "Store", "StoreStats", "rope_rotate", "Tokenizer", "ChatFormat",
     "version", "version_number", "features", "get_include", "library_path",
     "__version__", *_errors_all,
 ]

@@ -248,3 +248,51 @@ int infs_inject_into_blocks(uint32_t *out_next_pos, infs_store *store, const cha
                             const infs_kv_layout *cache, const infs_inject_options *opts);
 int infs_rope_rotate(void *x, infs_dtype dtype, uint32_t n_tokens, uint32_t n_heads,
                      const int32_t *positions, const infs_geometry *g);
+
+/* tokenizer.h */
+typedef struct infs_tokenizer infs_tokenizer;
+typedef int32_t infs_token;
+
+int infs_tokenizer_load(infs_tokenizer **out, const char *path);
+void infs_tokenizer_free(infs_tokenizer *tok);
+
+#define INFS_TOKENIZE_ADD_SPECIAL 1
+#define INFS_TOKENIZE_PARSE_SPECIAL 2
+
+int infs_tokenize(const infs_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                  infs_token *out, size_t cap, size_t *n_out);
+
+#define INFS_DETOKENIZE_SKIP_SPECIAL 1
+
+int infs_detokenize(const infs_tokenizer *tok, const infs_token *tokens, size_t n,
+                    unsigned flags, char *out, size_t cap, size_t *n_out);
+int infs_token_to_piece(const infs_tokenizer *tok, infs_token token, char *out, size_t cap,
+                        size_t *n_out);
+infs_token infs_tokenizer_bos(const infs_tokenizer *tok);
+infs_token infs_tokenizer_eos(const infs_tokenizer *tok);
+size_t infs_tokenizer_vocab_size(const infs_tokenizer *tok);
+int infs_tokenizer_is_special(const infs_tokenizer *tok, infs_token token);
+
+typedef enum infs_chat_format {
+	INFS_CHAT_AUTO = 0,
+	INFS_CHAT_CHATML = 1,
+	INFS_CHAT_LLAMA3 = 2,
+	INFS_CHAT_MISTRAL = 3,
+	INFS_CHAT_LLAMA31 = 4
+} infs_chat_format;
+
+typedef struct infs_chat_message {
+	const char *role;
+	const char *content;
+} infs_chat_message;
+
+int infs_chat_format_detect(const infs_tokenizer *tok, infs_chat_format *out);
+
+#define INFS_CHAT_ADD_GENERATION_PROMPT 1
+
+int infs_chat_render(const infs_tokenizer *tok, infs_chat_format format,
+                     const infs_chat_message *messages, size_t n_messages, unsigned flags,
+                     char *out, size_t cap, size_t *n_out);
+int infs_chat_tokenize(const infs_tokenizer *tok, infs_chat_format format,
+                       const infs_chat_message *messages, size_t n_messages, unsigned flags,
+                       infs_token *out, size_t cap, size_t *n_out);
