@@ -106,22 +106,24 @@ def test_generate_from_memory_equals_full_prompt(model_tok, memory):
     assert got[0].tolist() == want, (tok.decode(got[0]), tok.decode(want))
 
 
-def test_k_facts_divergence_is_small(model_tok, memory):
+def test_k_facts_answer_from_memory(model_tok, memory):
     """Six facts, each encoded after the header alone, injected together: the
     model no longer sees them attend to each other, so logits drift from full
-    recompute (measured in docs/python.md), but stay far closer to it than
-    the same question asked with no memory at all."""
+    recompute (measured in docs/python.md), yet the answer comes from the
+    injected memory: the cat's name, which no model can guess without it."""
     model, tok = model_tok
     store, header, header_id, facts = memory
     ids = list(facts)
-    q = hfmodel.question_ids(tok, "What does Maya do for a living?")
+    q = hfmodel.question_ids(tok, "What is the name of Maya's cat?")
     full = hfmodel.logits_full(model, header + [t for i in ids for t in facts[i]] + q)[-len(q):]
-    mem, _ = hfmodel.logits_from_memory(model, store, "maya", [header_id] + ids, q)
-    none = hfmodel.logits_full(model, header + q)[-len(q):]
-    m, base = hfmodel.compare(full, mem), hfmodel.compare(full, none)
-    print("k=6 from memory", m, "no memory", base)
-    assert m["kl_last"] < base["kl_last"] / 2, (m, base)
-    assert m["top1_agreement"] >= 0.7, m
+    mem, prefix = hfmodel.logits_from_memory(model, store, "maya", [header_id] + ids, q)
+    m = hfmodel.compare(full, mem)
+    print("k=6 from memory", m)
+    assert m["top1_agreement"] >= 0.75 and m["kl_last"] < 1.0, m
+    answer = tok.decode(hf.generate(model, store, "maya", [header_id] + ids, q, max_new_tokens=24,
+                                    do_sample=False, pad_token_id=0)[0])
+    without = tok.decode(hfmodel.greedy(model, header + q, 24))
+    assert "Biscuit" in answer and "Biscuit" not in without, (answer, without)
 
 
 def test_sentence_transformers_embedder_retrieves_the_right_fact(model_tok, tmp_path):
