@@ -90,6 +90,7 @@ def test_one_fact_with_matching_context_equals_full_recompute(model_tok, memory)
     mem, prefix = hfmodel.logits_from_memory(model, store, "maya", [header_id, fid], q)
     assert prefix == header + fact
     m = hfmodel.compare(full, mem)
+    print("one fact, matching context", m)
     assert m["top1_agreement"] == 1.0 and m["top1_last_equal"], m
     assert m["kl_last"] < 1e-5, m
     torch.testing.assert_close(mem, full, atol=1e-3 * float(full.abs().max()), rtol=0)
