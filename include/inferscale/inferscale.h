@@ -8,6 +8,7 @@
 #include "inferscale/store.h"
 #include "inferscale/retrieve.h"
 #include "inferscale/inject.h"
+#include "inferscale/model.h"
 #include "inferscale/tokenizer.h"
 
 #endif

@@ -1,0 +1,125 @@
+/* inferscale — the model runtime: a Llama-family decoder (llama, mistral,
+ * qwen2, qwen3) loaded from a GGUF file or a Hugging Face directory, run on
+ * the CPU in f32. It gives the pre-RoPE KV a store keeps, in the store's
+ * layout, and next-token logits. */
+#ifndef INFERSCALE_MODEL_H
+#define INFERSCALE_MODEL_H
+
+#include "inferscale/inject.h"
+#include "inferscale/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A loaded model. Read-only after loading: any number of threads may run
+ * infs_model_forward on one model at the same time. */
+typedef struct infs_model infs_model;
+
+#define INFS_MODEL_OPTIONS_VERSION 1
+
+typedef struct infs_model_options {
+	unsigned version;
+	uint32_t n_threads; /* threads of the forward pass; 0 = the processors this process
+	                       may run on. Matrix products through OpenBLAS use its own
+	                       thread count (OPENBLAS_NUM_THREADS) and run while these
+	                       threads wait. */
+} infs_model_options;
+
+#define INFS_MODEL_OPTIONS_INIT { INFS_MODEL_OPTIONS_VERSION, 0 }
+
+INFS_API int infs_model_options_init(infs_model_options *opts, unsigned version);
+
+/* Loads path: a .gguf file (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q4_K, Q5_K, Q6_K tensors), or a directory holding config.json and
+ * model.safetensors (or shards listed by model.safetensors.index.json) in
+ * f32, f16 or bf16 (with tokenizer.json and tokenizer_config.json for the
+ * tokenizer). Weights are converted to f32 at load. opts may be NULL.
+ * Errors: INFS_ENOTFOUND, INFS_EIO, INFS_EFORMAT (a truncated or malformed
+ * file, missing tensors, shapes that contradict the configuration),
+ * INFS_EUNSUPPORTED (an architecture, tensor type or option not built in). */
+INFS_API int infs_model_load(infs_model **out, const char *path, const infs_model_options *opts);
+
+/* Releases the model. Accepts NULL. */
+INFS_API void infs_model_free(infs_model *model);
+
+/* The model's tokenizer and chat template (owned by the model, valid until
+ * infs_model_free), or NULL when the model came without one: a GGUF file
+ * without tokenizer.ggml.* metadata, a directory without tokenizer.json. */
+INFS_API const infs_tokenizer *infs_model_tokenizer(const infs_model *model);
+
+#define INFS_MODEL_INFO_VERSION 1
+
+typedef struct infs_model_info {
+	unsigned version;          /* set by the caller */
+	const char *architecture;  /* "llama", "mistral", "qwen2", "qwen3"; static */
+	uint32_t n_vocab;
+	uint32_t n_embd;
+	uint32_t n_layers;
+	uint32_t n_heads;
+	uint32_t n_kv_heads;
+	uint32_t head_dim;
+	uint32_t n_ff;
+	uint32_t n_ctx_train;      /* context length the model was trained for */
+	uint32_t sliding_window;   /* 0 = none */
+	uint64_t n_params;         /* weights held, in elements */
+} infs_model_info;
+
+INFS_API int infs_model_info_get(infs_model_info *out, const infs_model *model);
+
+/* The geometry of the model's KV with the given element type, ready for
+ * infs_store_options.geometry (embed_dim is left 0: the retrieval embedder
+ * sets it). */
+INFS_API int infs_model_geometry(infs_geometry *out, const infs_model *model, infs_dtype kv_dtype);
+
+/* A string naming everything that changes stored KV besides the geometry:
+ * architecture, a hash of the weights, of the tokenizer and chat template,
+ * and the KV dtype. Ready for infs_store_options.identity. Released with
+ * infs_free. */
+INFS_API int infs_model_identity(char **out, const infs_model *model, infs_dtype kv_dtype);
+
+#define INFS_FORWARD_OPTIONS_VERSION 1
+
+typedef struct infs_forward_options {
+	unsigned version;
+	int all_logits;               /* 0: logits of the last token only; 1: of every token */
+	infs_dtype kv_dtype;          /* element type of k_out and v_out */
+	/* Optional paged KV cache of earlier tokens, keys already rotated (as
+	 * infs_inject_into_blocks writes them): position p lives in block
+	 * block_table[p / block_size], slot p % block_size. Host memory only. */
+	const infs_kv_layout *cache;
+	const int32_t *block_table;
+	size_t block_table_len;
+	uint32_t n_past;              /* cache positions [0, n_past) are attended to */
+	int write_cache;              /* also store the new tokens' K (rotated) and V in the
+	                                 cache at their positions */
+	/* Optional: a sequence id per token, to run several independent
+	 * sequences (facts to encode, say) in one call: a token attends only to
+	 * tokens of its own sequence. Each sequence has its own positions. Not
+	 * combined with a cache. */
+	const int32_t *seq_ids;
+} infs_forward_options;
+
+#define INFS_FORWARD_OPTIONS_INIT { INFS_FORWARD_OPTIONS_VERSION, 0, INFS_DTYPE_F32, NULL, NULL, 0, 0, 0, NULL }
+
+INFS_API int infs_forward_options_init(infs_forward_options *opts, unsigned version);
+
+/* Runs the model over tokens[0..n_tokens) at positions[0..n_tokens)
+ * (NULL: 0, 1, ...). Token i attends to the cache positions below n_past
+ * that are <= positions[i] and to the new tokens j with
+ * positions[j] <= positions[i] (of its own sequence with seq_ids, and, for
+ * a sliding-window model, within the window). Outputs, each optional (NULL):
+ *   logits  n_vocab floats (all_logits: n_tokens * n_vocab, token-major);
+ *   k_out, v_out  the pre-RoPE K and V of the new tokens,
+ *           [n_layers][n_tokens][n_kv_heads][head_dim] in opts->kv_dtype,
+ *           the store's layout (Qwen3: keys after their RMSNorm).
+ * Every argument is checked before anything is computed; on error the
+ * outputs and the cache are untouched. opts may be NULL. */
+INFS_API int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model *model,
+                                const int32_t *tokens, const int32_t *positions, uint32_t n_tokens,
+                                const infs_forward_options *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,114 @@
+/* Attention, both paths (matrix products with BLAS, rows in plain C),
+ * against a double-precision reference: grouped heads, earlier tokens,
+ * positions out of order and repeated, a sliding window, independent
+ * sequences interleaved; 1 and 3 threads. */
+#include <math.h>
+
+#include "check.h"
+#include "forward.h"
+
+static float rnd(uint32_t *s)
+{
+	*s = *s * 1664525u + 1013904223u;
+	return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static void reference(float *out, const infs__attn_args *a)
+{
+	uint32_t n_past = a->n_ctx - a->n, hd = a->head_dim, qs = a->n_heads * hd, ks = a->n_kv_heads * hd;
+	double *w = malloc(a->n_ctx * sizeof *w);
+	for (uint32_t i = 0; i < a->n; i++)
+		for (uint32_t h = 0; h < a->n_heads; h++) {
+			uint32_t g = h / (a->n_heads / a->n_kv_heads);
+			double mx = -INFINITY, sum = 0;
+			for (uint32_t j = 0; j < a->n_ctx; j++) {
+				int64_t pj = j < n_past ? (int64_t)j : (int64_t)a->pos[j - n_past], p = a->pos[i];
+				int vis = pj <= p && (a->sliding_window == 0 || p - pj < (int64_t)a->sliding_window) &&
+				          !(a->seq && j >= n_past && a->seq[j - n_past] != a->seq[i]);
+				double d = 0;
+				for (uint32_t e = 0; e < hd; e++)
+					d += (double)a->q[i * qs + h * hd + e] * a->k[j * ks + g * hd + e];
+				w[j] = vis ? d / sqrt(hd) : -INFINITY;
+				mx = w[j] > mx ? w[j] : mx;
+			}
+			for (uint32_t j = 0; j < a->n_ctx; j++) {
+				w[j] = w[j] == -INFINITY ? 0 : exp(w[j] - mx);
+				sum += w[j];
+			}
+			for (uint32_t e = 0; e < hd; e++) {
+				double o = 0;
+				for (uint32_t j = 0; j < a->n_ctx; j++)
+					o += w[j] * a->v[j * ks + g * hd + e];
+				out[i * qs + h * hd + e] = (float)(o / sum);
+			}
+		}
+	free(w);
+}
+
+static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv, uint32_t hd, uint32_t window,
+                       int shuffled, int seqs, infs__pool *pool)
+{
+	uint32_t seed = n * 977 + n_past * 31 + heads + window, n_ctx = n + n_past;
+	size_t qn = (size_t)n * heads * hd, kn = (size_t)n_ctx * kv * hd;
+	float *q = malloc(qn * 4), *k = malloc(kn * 4), *v = malloc(kn * 4);
+	float *o1 = malloc(qn * 4), *o2 = malloc(qn * 4), *want = malloc(qn * 4);
+	float *rows = malloc((size_t)infs__pool_size(pool) * n_ctx * 4);
+	int32_t *pos = malloc(n * sizeof *pos), *seq = malloc(n * sizeof *seq);
+	for (size_t i = 0; i < qn; i++)
+		q[i] = 2 * rnd(&seed);
+	for (size_t i = 0; i < kn; i++) {
+		k[i] = 2 * rnd(&seed);
+		v[i] = rnd(&seed);
+	}
+	for (uint32_t i = 0; i < n; i++) /* shuffled: out of order, with repeats */
+		pos[i] = (int32_t)(n_past + (shuffled ? (i * 7) % (n - n / 4 > 0 ? n - n / 4 : 1) : i));
+	for (uint32_t i = 0; i < n; i++) /* seqs: interleaved sequences, positions from 0 in each */
+		seq[i] = seqs ? (int32_t)(i % 3) : 0;
+	if (seqs)
+		for (uint32_t i = 0; i < n; i++)
+			pos[i] = (int32_t)(i / 3);
+	infs__attn_args a = { o1, q, k, v, pos, n, n_ctx, heads, kv, hd, window, seqs ? seq : NULL, rows };
+	infs__attention(&a, pool);
+	a.out = o2;
+	infs__attention_rows(&a, pool);
+	reference(want, &a);
+	float d1 = 0, d2 = 0;
+	for (size_t i = 0; i < qn; i++) {
+		d1 = fabsf(o1[i] - want[i]) > d1 ? fabsf(o1[i] - want[i]) : d1;
+		d2 = fabsf(o2[i] - want[i]) > d2 ? fabsf(o2[i] - want[i]) : d2;
+	}
+	if (!(d1 < 1e-5f) || !(d2 < 1e-5f))
+		fprintf(stderr, "n %u past %u heads %u/%u hd %u window %u: %g %g\n", n, n_past, heads, kv, hd,
+		        window, d1, d2);
+	CHECK(d1 < 1e-5f);
+	CHECK(d2 < 1e-5f);
+	free(q);
+	free(k);
+	free(v);
+	free(o1);
+	free(o2);
+	free(want);
+	free(rows);
+	free(pos);
+	free(seq);
+}
+
+int main(void)
+{
+	for (uint32_t threads = 1; threads <= 3; threads += 2) {
+		infs__pool *pool = NULL;
+		CHECK_OK(infs__pool_create(&pool, threads));
+		if (!pool)
+			break;
+		check_case(1, 0, 2, 1, 8, 0, 0, 0, pool);
+		check_case(1, 9, 4, 2, 16, 0, 0, 0, pool);
+		check_case(17, 0, 4, 2, 16, 0, 0, 0, pool);
+		check_case(17, 5, 6, 3, 18, 0, 1, 0, pool);
+		check_case(30, 4, 4, 1, 8, 6, 0, 0, pool);
+		check_case(300, 10, 2, 2, 4, 0, 1, 0, pool);
+		check_case(31, 0, 4, 2, 16, 0, 0, 1, pool);
+		check_case(40, 0, 4, 2, 8, 5, 0, 1, pool);
+		infs__pool_free(pool);
+	}
+	CHECK_DONE();
+}
