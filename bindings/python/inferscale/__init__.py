@@ -25,10 +25,12 @@ from .geometry import Backend, DType, Geometry, Metric, RopeScaling, RopeStyle, 
 from .layout import KVLayout
 from .store import Fact, Hits, Store, StoreStats, rope_rotate
 from .tokenizer import ChatFormat, Tokenizer
+from .model import ForwardResult, Model, ModelInfo
 
 __all__ = [
     "Backend", "DType", "Geometry", "Metric", "RopeScaling", "RopeStyle", "SyncMode",
     "KVLayout", "Fact", "Hits", "Store", "StoreStats", "rope_rotate", "Tokenizer", "ChatFormat",
+    "Model", "ModelInfo", "ForwardResult",
     "version", "version_number", "features", "get_include", "library_path",
     "__version__", *_errors_all,
 ]

@@ -296,3 +296,58 @@ int infs_chat_render(const infs_tokenizer *tok, infs_chat_format format,
 int infs_chat_tokenize(const infs_tokenizer *tok, infs_chat_format format,
                        const infs_chat_message *messages, size_t n_messages, unsigned flags,
                        infs_token *out, size_t cap, size_t *n_out);
+
+/* model.h */
+typedef struct infs_model infs_model;
+
+#define INFS_MODEL_OPTIONS_VERSION 1
+
+typedef struct infs_model_options {
+	unsigned version;
+	uint32_t n_threads;
+} infs_model_options;
+
+int infs_model_options_init(infs_model_options *opts, unsigned version);
+int infs_model_load(infs_model **out, const char *path, const infs_model_options *opts);
+void infs_model_free(infs_model *model);
+const infs_tokenizer *infs_model_tokenizer(const infs_model *model);
+
+#define INFS_MODEL_INFO_VERSION 1
+
+typedef struct infs_model_info {
+	unsigned version;
+	const char *architecture;
+	uint32_t n_vocab;
+	uint32_t n_embd;
+	uint32_t n_layers;
+	uint32_t n_heads;
+	uint32_t n_kv_heads;
+	uint32_t head_dim;
+	uint32_t n_ff;
+	uint32_t n_ctx_train;
+	uint32_t sliding_window;
+	uint64_t n_params;
+} infs_model_info;
+
+int infs_model_info_get(infs_model_info *out, const infs_model *model);
+int infs_model_geometry(infs_geometry *out, const infs_model *model, infs_dtype kv_dtype);
+int infs_model_identity(char **out, const infs_model *model, infs_dtype kv_dtype);
+
+#define INFS_FORWARD_OPTIONS_VERSION 1
+
+typedef struct infs_forward_options {
+	unsigned version;
+	int all_logits;
+	infs_dtype kv_dtype;
+	const infs_kv_layout *cache;
+	const int32_t *block_table;
+	size_t block_table_len;
+	uint32_t n_past;
+	int write_cache;
+	const int32_t *seq_ids;
+} infs_forward_options;
+
+int infs_forward_options_init(infs_forward_options *opts, unsigned version);
+int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model *model,
+                       const int32_t *tokens, const int32_t *positions, uint32_t n_tokens,
+                       const infs_forward_options *opts);

@@ -66,11 +66,20 @@ class Tokenizer:
 
     load = classmethod(lambda cls, path: cls(path))
 
+    @classmethod
+    def _borrowed(cls, ptr: Any, owner: Any) -> "Tokenizer":
+        """A tokenizer owned by another object (a Model), kept alive by it."""
+        tok = cls.__new__(cls)
+        tok._lock = threading.Lock()
+        tok._ptr = ptr
+        tok._owner = owner
+        return tok
+
     def close(self) -> None:
         """Frees the tokenizer. Idempotent; no other thread may be using it."""
         with self._lock:
             ptr, self._ptr = self._ptr, None
-        if ptr is not None:
+        if ptr is not None and getattr(self, "_owner", None) is None:
             ffi.release(ptr)
 
     def __enter__(self) -> "Tokenizer":
@@ -81,7 +90,8 @@ class Tokenizer:
 
     @property
     def _p(self):
-        if self._ptr is None:
+        owner = getattr(self, "_owner", None)
+        if self._ptr is None or (owner is not None and owner.closed):
             raise InvalidArgumentError("tokenizer is closed", lib.INFS_EINVAL)
         return self._ptr
 
