@@ -5,11 +5,12 @@ into a paged KV cache (vLLM's layout, in host memory).
     pip install .                 # from the repository root
     python examples/python/quickstart.py
 
-With torch, transformers, gguf and accelerate installed and the SmolLM2 model
-fetched (scripts/fetch-models.sh), the facts' KV is captured from the real
-model, the cache handed to model.generate, and the model answers from memory
-without reading the facts again. Otherwise the KV is random and the script
-shows the same store, retrieval and injection steps.
+With the SmolLM2 model fetched (scripts/fetch-models.sh), the facts' KV is
+captured from the real model — through transformers when torch, transformers,
+gguf and accelerate are installed, else through the library's own model
+runtime — and the model answers from the injected memory without reading the
+facts again. Without the model the KV is random and the script shows the same
+store, retrieval and injection steps.
 """
 
 import hashlib
@@ -66,12 +67,33 @@ def load_model():
     return model, tok
 
 
+def answer_with_runtime(model, layout, block_table, n_past, question_ids, max_new=24):
+    """Greedy decoding with the library's runtime over the paged cache that
+    injection filled: the question is the only prompt the model runs."""
+    tok = model.tokenizer
+    ids, pos, out = np.asarray(question_ids), n_past, []
+    for _ in range(max_new):
+        positions = np.arange(pos, pos + len(ids))
+        logits = model.forward(ids, positions, cache=layout, block_table=block_table, n_past=pos,
+                               write_cache=True).logits
+        pos += len(ids)
+        nxt = int(logits.argmax())
+        if nxt == tok.eos:
+            break
+        out.append(nxt)
+        ids = np.array([nxt])
+    return tok.decode(out, skip_special=True)
+
+
 def main():
     print(f"inferscale {infs.version()}, features: {infs.features()}")
     facts = read_jsonl("facts.jsonl", "maya")
     questions = [r["question"] for r in read_jsonl("questions.jsonl", "maya")]
     embed = embedder()
     model, tok = load_model()
+    runtime = None
+    if model is None and os.path.exists(os.path.join(GGUF_DIR, GGUF_FILE)):
+        runtime = infs.Model(os.path.join(GGUF_DIR, GGUF_FILE))
     workdir = tempfile.mkdtemp(prefix="inferscale-")
     path = os.path.join(workdir, "memory.infs")
 
@@ -86,8 +108,18 @@ def main():
         for fact in facts:
             hf.put_fact(store, model, "maya", encode(fact["text"] + "\n"), embed(fact["text"]),
                         context_ids=header, text=fact["text"], metadata={"source": fact["source"]})
+    elif runtime is not None:
+        print("capturing KV from SmolLM2-135M-Instruct with inferscale's model runtime")
+        geo = runtime.geometry("f32", embed_dim=embed.dim)
+        store = infs.Store.create(path, geo, runtime.identity("f32"))
+        header = runtime.tokenizer.encode(HEADER, parse_special=True)
+        header_id = store.put_segment("maya", header, *runtime.capture(header), text=HEADER)
+        for fact in facts:
+            ids = runtime.tokenizer.encode(fact["text"] + "\n")
+            store.put("maya", ids, *runtime.capture(ids, context=header), embed(fact["text"]),
+                      text=fact["text"], metadata={"source": fact["source"]})
     else:
-        print("transformers or the model is missing: random KV for a small made-up geometry")
+        print("the model is missing: random KV for a small made-up geometry")
         geo = infs.Geometry(n_layers=4, n_kv_heads=2, head_dim=64, rope_theta=100000.0, kv_dtype="f16",
                             embed_dim=embed.dim)
         store = infs.Store.create(path, geo, "example: random KV")
@@ -110,7 +142,8 @@ def main():
 
         # A vLLM-style paged cache: per layer (2, n_blocks, block_size, heads, dim).
         block_size, n_blocks = 16, 32
-        caches = [np.zeros((2, n_blocks, block_size, geo.n_kv_heads, geo.head_dim), np.float16)
+        cache_dtype = np.float32 if runtime is not None else np.float16  # the runtime reads f32 caches
+        caches = [np.zeros((2, n_blocks, block_size, geo.n_kv_heads, geo.head_dim), cache_dtype)
                   for _ in range(geo.n_layers)]
         layout = infs.KVLayout.vllm(caches)
         block_table = np.random.default_rng(1).permutation(n_blocks).astype(np.int32)
@@ -126,6 +159,11 @@ def main():
                     add_special_tokens=False).input_ids
             answer = hf.generate(model, store, "maya", ids, q, max_new_tokens=24, do_sample=False)
             print(f"\nA (from injected memory, facts not prefilled): {tok.decode(answer[0], skip_special_tokens=True)}")
+        elif runtime is not None:
+            q = runtime.tokenizer.encode(f"<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n"
+                                         "<|im_start|>assistant\n", parse_special=True)
+            answer = answer_with_runtime(runtime, layout, block_table, end, q)
+            print(f"\nA (from injected memory, facts not prefilled): {answer}")
     return 0
 
 
