@@ -250,6 +250,18 @@ class Store:
             check(lib.infs_fact_put(out, p, _ns(namespace), f))
         return int(out[0])
 
+    def encode(self, namespace: str, model: Any, tokens: Any, embedding: Any = None, *,
+               context: Any = None, segment: bool = False, **put_kwargs: Any) -> int:
+        """Captures the pre-RoPE KV of tokens from model run after context (whose
+        KV is not stored: context-window encoding) and stores it; returns the id.
+        model is an inferscale.Model or a transformers Llama/Mistral/Qwen model."""
+        if hasattr(model, "capture"):
+            k, v = model.capture(tokens, context, kv_dtype=self._geometry.kv_dtype)
+        else:
+            from . import hf
+            k, v = hf.capture_kv(model, tokens, context)
+        return self.put(namespace, tokens, k, v, embedding, segment=segment, **put_kwargs)
+
     def put_segment(self, namespace: str, tokens: Any, k: Any, v: Any, **kwargs: Any) -> int:
         """Stores a segment (memory header, separator, footer): injectable, never retrieved."""
         return self.put(namespace, tokens, k, v, None, segment=True, **kwargs)

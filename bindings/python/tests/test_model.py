@@ -57,8 +57,11 @@ def test_answer_from_injected_memory_equals_full_recompute(model, tmp_path):
                           "<|im_start|>assistant\n", parse_special=True)
     geo = model.geometry("f32", embed_dim=4)
     with infs.Store.create(tmp_path / "m.infs", geo, model.identity("f32"), sync="off") as store:
-        hid = store.put_segment("maya", header, *model.capture(header))
+        hid = store.encode("maya", model, header, segment=True)
         fid = store.put("maya", fact, *model.capture(fact, context=header), np.ones(4))
+        again = store.encode("maya", model, fact, np.ones(4), context=header)
+        np.testing.assert_array_equal(store.get("maya", again).k, store.get("maya", fid).k)
+        store.delete("maya", again)
         bs, nb = 16, 8
         caches = [np.zeros((2, nb, bs, geo.n_kv_heads, geo.head_dim), np.float32) for _ in range(geo.n_layers)]
         layout = infs.KVLayout.vllm(caches)
