@@ -10,5 +10,6 @@
 #include "inferscale/inject.h"
 #include "inferscale/model.h"
 #include "inferscale/tokenizer.h"
+#include "inferscale/embedder.h"
 
 #endif
