@@ -36,21 +36,21 @@ def read_jsonl(name, namespace):
 
 
 def embedder():
-    """MiniLM through sentence-transformers when installed, else a hashed
-    bag of words (enough to find facts sharing the question's words)."""
-    try:
-        from inferscale.embedders import SentenceTransformerEmbedder
-        return SentenceTransformerEmbedder(os.path.join(CACHE, "minilm"))
-    except Exception:
-        dim = 256
+    """The library's built-in embedder on all-MiniLM-L6-v2 (fetched by
+    scripts/fetch-models.sh), else a hashed bag of words (enough to find
+    facts sharing the question's words)."""
+    path = os.path.join(CACHE, "minilm")
+    if os.path.exists(os.path.join(path, "model.safetensors")):
+        return infs.Embedder(path)
+    dim = 256
 
-        def embed(text):
-            v = np.zeros(dim, np.float32)
-            for word in text.lower().replace("?", " ").replace(".", " ").replace("'s", " ").split():
-                v[int(hashlib.md5(word.encode()).hexdigest(), 16) % dim] += 1.0
-            return v / max(np.linalg.norm(v), 1e-6)
-        embed.dim = dim
-        return embed
+    def embed(text):
+        v = np.zeros(dim, np.float32)
+        for word in text.lower().replace("?", " ").replace(".", " ").replace("'s", " ").split():
+            v[int(hashlib.md5(word.encode()).hexdigest(), 16) % dim] += 1.0
+        return v / max(np.linalg.norm(v), 1e-6)
+    embed.dim = dim
+    return embed
 
 
 def load_model():

@@ -26,11 +26,12 @@ from .layout import KVLayout
 from .store import Fact, Hits, Store, StoreStats, rope_rotate
 from .tokenizer import ChatFormat, Tokenizer
 from .model import ForwardResult, Model, ModelInfo
+from .embedders import Embedder
 
 __all__ = [
     "Backend", "DType", "Geometry", "Metric", "RopeScaling", "RopeStyle", "SyncMode",
     "KVLayout", "Fact", "Hits", "Store", "StoreStats", "rope_rotate", "Tokenizer", "ChatFormat",
-    "Model", "ModelInfo", "ForwardResult",
+    "Model", "ModelInfo", "ForwardResult", "Embedder",
     "version", "version_number", "features", "get_include", "library_path",
     "__version__", *_errors_all,
 ]

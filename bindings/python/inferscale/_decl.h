@@ -351,3 +351,32 @@ int infs_forward_options_init(infs_forward_options *opts, unsigned version);
 int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model *model,
                        const int32_t *tokens, const int32_t *positions, uint32_t n_tokens,
                        const infs_forward_options *opts);
+
+/* embedder.h */
+typedef struct infs_embedder infs_embedder;
+
+#define INFS_EMBEDDER_OPTIONS_VERSION 1
+
+typedef struct infs_embedder_options {
+	unsigned version;
+	uint32_t n_threads;
+	int device;
+	uint32_t max_seq_length;
+} infs_embedder_options;
+
+int infs_embedder_options_init(infs_embedder_options *opts, unsigned version);
+int infs_embedder_load(infs_embedder **out, const char *path, const infs_embedder_options *opts);
+void infs_embedder_free(infs_embedder *embedder);
+uint32_t infs_embedder_dim(const infs_embedder *embedder);
+uint32_t infs_embedder_max_seq_length(const infs_embedder *embedder);
+
+#define INFS_EMBED_OPTIONS_VERSION 1
+
+typedef struct infs_embed_options {
+	unsigned version;
+	const char *prompt;
+} infs_embed_options;
+
+int infs_embed_options_init(infs_embed_options *opts, unsigned version);
+int infs_embed(float *out, const infs_embedder *embedder, const char *const *texts,
+               size_t n_texts, const infs_embed_options *opts);
