@@ -60,3 +60,23 @@ def test_retrieve(path, tmp_path):
 def test_errors_are_reported(tmp_path):
     run = cli("stats", str(tmp_path / "missing.infs"), check=False)
     assert run.returncode == 1 and "NotFoundError" in run.stderr
+
+
+def test_encode_and_ask(tmp_path):
+    from conftest import REPO
+    cache = os.environ.get("INFS_CACHE", os.path.expanduser("~/.cache/inferscale"))
+    assert os.path.exists(os.path.join(cache, "minilm", "model.safetensors")), "run scripts/fetch-models.sh"
+    with open(os.path.join(REPO, "examples", "memory", "facts.jsonl")) as f:
+        lines = [line for line in f if line.strip()][:8]
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text("".join(lines))
+    store = str(tmp_path / "m.infs")
+    out = json.loads(cli("--json", "encode", str(facts), "--store", store, "--kv-dtype", "f32").stdout)
+    assert out == {"maya": 8}
+    assert json.loads(cli("list", store, "--json").stdout) == {"maya": 9}  # and the header segment
+    ans = json.loads(cli("--json", "ask", "What is Maya allergic to?", "--store", store, "-n", "maya",
+                         "-k", "3", "--max-tokens", "16").stdout)
+    assert "peanut" in ans["answer"] and "allergic" in ans["facts"][0]["text"], ans
+    assert ans["prefilled_tokens"] < ans["memory_tokens"]
+    run = cli("ask", "Anything?", "--store", store, "-n", "nobody", check=False)
+    assert run.returncode == 1 and "no memory" in run.stderr
