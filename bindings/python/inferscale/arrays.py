@@ -84,7 +84,6 @@ def host_kv(x: Any, dtype: DType, shape: Sequence[int], what: str) -> Tuple[Any,
     fits is passed by pointer; anything else is converted into a copy."""
     shape = tuple(int(s) for s in shape)
     if is_torch(x):
-        import torch
         t = x.detach()
         if tuple(t.shape) != shape:
             raise ValueError(f"{what}: expected shape {shape}, got {tuple(t.shape)}")

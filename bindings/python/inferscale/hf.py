@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple
 
 from .geometry import DType, Geometry, RopeScaling
 from .layout import KVLayout

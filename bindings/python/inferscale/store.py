@@ -15,7 +15,7 @@ import numpy as np
 from ._ffi import check, cstr, ffi, lib, pystr
 from .arrays import as_float32_vectors, host_kv, kv_from_c
 from .errors import InvalidArgumentError
-from .geometry import Backend, DType, Geometry, Metric, SyncMode
+from .geometry import Backend, Geometry, Metric, SyncMode
 from .layout import KVLayout
 
 __all__ = ["Store", "Fact", "Hits", "StoreStats"]

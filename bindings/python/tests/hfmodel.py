@@ -8,7 +8,6 @@ import json
 import os
 from typing import Dict, List
 
-import numpy as np
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 CACHE = os.environ.get("INFS_CACHE", os.path.expanduser("~/.cache/inferscale"))
@@ -77,7 +76,7 @@ def compare(full, mem) -> Dict[str, float]:
             "top1_last_equal": bool(full[-1].argmax() == mem[-1].argmax())}
 
 
-def greedy(model, ids: List[int], n: int, cache=None, prefix_len: int = 0) -> List[int]:
+def greedy(model, ids: List[int], n: int, cache=None) -> List[int]:
     import torch
     from inferscale import hf
     x = torch.tensor([ids])

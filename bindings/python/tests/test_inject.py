@@ -138,7 +138,7 @@ def test_errors_leave_the_cache_untouched(store, geometry, facts):
 
 
 def test_layout_validation(geometry):
-    L, H, D = geometry.n_layers, geometry.n_kv_heads, geometry.head_dim
+    H, D = geometry.n_kv_heads, geometry.head_dim
     with pytest.raises(ValueError, match="shape"):
         infs.KVLayout([np.zeros((NB, BS, H, D), np.float32), np.zeros((NB, BS, H, D + 1), np.float32)],
                       [np.zeros((NB, BS, H, D), np.float32)] * 2)

@@ -58,7 +58,6 @@ def test_namespaces_fail_closed(filled, geometry):
 
 
 def test_ties_ordered_by_id(store, geometry):
-    rng = np.random.default_rng(23)
     k = np.zeros((geometry.n_layers, 1, geometry.n_kv_heads, geometry.head_dim), np.float32)
     e = np.ones(geometry.embed_dim, np.float32)
     ids = [store.put("t", [1], k, k, e) for _ in range(6)]

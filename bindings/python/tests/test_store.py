@@ -41,7 +41,8 @@ def test_segments_have_no_embedding_and_are_not_retrieved(store, geometry):
 def test_count_list_delete_namespaces_drop(store):
     rng = np.random.default_rng(3)
     a = [put_random(store, "alice", 2, rng) for _ in range(4)]
-    b = [put_random(store, "bob", 3, rng) for _ in range(2)]
+    for _ in range(2):
+        put_random(store, "bob", 3, rng)
     assert store.count("alice") == 4 and store.count("bob") == 2 and store.count("carol") == 0
     assert store.list("alice").tolist() == sorted(a)
     assert store.list("nobody").dtype == np.uint64 and store.list("nobody").size == 0
