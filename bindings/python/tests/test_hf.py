@@ -144,3 +144,48 @@ def test_sentence_transformers_embedder_retrieves_the_right_fact(model_tok, tmp_
         assert "Biscuit" in ids[int(hits.ids[0])]
         hits = store.retrieve("maya", torch.from_numpy(emb("What is Maya allergic to?")), 1)
         assert "allergic" in ids[int(hits.ids[0])]
+
+
+def _tiny(arch, rope_parameters):
+    import transformers
+    cfg_cls, model_cls = {
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+        "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+    }[arch]
+    cfg = cfg_cls(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=4096,
+                  rope_parameters=rope_parameters)
+    torch.manual_seed(0)
+    return model_cls(cfg).eval()
+
+
+@pytest.mark.parametrize("arch,rope", [
+    ("llama", {"rope_type": "default", "rope_theta": 500000.0}),
+    ("llama", {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}),
+    ("mistral", {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}),
+    ("qwen2", {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
+               "original_max_position_embeddings": 64}),
+    ("qwen3", {"rope_type": "default", "rope_theta": 1000000.0}),
+])
+def test_capture_and_geometry_for_each_architecture(arch, rope):
+    """Tiny random models: the geometry read from the config and the keys
+    captured before RoPE (after k_norm for Qwen3), rotated by inferscale,
+    equal the keys transformers caches, also with rope scaling."""
+    model = _tiny(arch, rope)
+    geo = hf.geometry_from_config(model.config)
+    assert geo.rope_scaling.name.lower() == {"default": "none"}.get(rope["rope_type"], rope["rope_type"])
+    ctx, ids = list(range(3, 40)), list(range(40, 100))
+    k, v = hf.capture_kv(model, ids, context_ids=ctx)
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor([ctx + ids]), use_cache=True)
+    cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
+    pos = np.arange(len(ctx), len(ctx) + len(ids), dtype=np.int32)
+    for layer in range(geo.n_layers):
+        want = cache.layers[layer].keys[0, :, len(ctx):].transpose(0, 1).numpy()
+        got = infs.rope_rotate(k[layer].numpy().copy(), pos, geo)
+        np.testing.assert_allclose(got, want, atol=1e-4 * np.abs(want).max())
+        np.testing.assert_array_equal(v[layer].numpy(), cache.layers[layer].values[0, :, len(ctx):]
+                                      .transpose(0, 1).numpy())
