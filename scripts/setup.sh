@@ -21,5 +21,21 @@ python3 -m pip install -q --disable-pip-version-check -r scripts/requirements-bu
 
 scripts/build-faiss-c.sh
 
+# Go for the Go binding (bindings/go, examples/go): golang-1.23 from
+# bookworm-backports (cgo with runtime.Pinner needs Go >= 1.21; bookworm's own
+# golang-go is 1.19). The backports suite is added once, from the mirror the
+# machine already uses for bookworm.
+if ! [ -x /usr/lib/go-1.23/bin/go ]; then
+  if ! apt-get indextargets --format '$(RELEASE)' | grep -qx bookworm-backports; then
+    mirror=$(apt-get indextargets --format '$(REPO_URI)' 'Release: bookworm' | head -n1)
+    [ -n "$mirror" ] || { echo "setup: no bookworm apt source to add backports beside" >&2; exit 1; }
+    printf '%s\n' 'Types: deb' "URIs: $mirror" 'Suites: bookworm-backports' 'Components: main' \
+      'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' |
+      $SUDO tee /etc/apt/sources.list.d/bookworm-backports.sources >/dev/null
+  fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -t bookworm-backports golang-1.23-go >/dev/null
+fi
+
 # The Python binding's build and test requirements (bindings/python).
 python3 -m pip install -q --disable-pip-version-check -r bindings/python/requirements-test.txt

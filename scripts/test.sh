@@ -30,6 +30,35 @@ meson_suite c build -Dwerror=true
 meson_suite sanitizers build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
 	-Dcuda=disabled -Dbuildtype=debug
 
+# go_suite: go vet and go test -race for the Go binding and the example
+# service, built against the library in build/ (its uninstalled pkg-config
+# file; the include dirs are added because that file lists only the
+# library's private ones). A vet or build failure counts as one failed test.
+go_suite() {
+	echo "== go"
+	local root=$PWD log rc=0
+	log=$(mktemp)
+	(
+		export PATH="/usr/lib/go-1.23/bin:$PATH" GOTOOLCHAIN=local \
+			PKG_CONFIG_PATH="$root/build/meson-uninstalled${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}" \
+			CGO_CFLAGS="-I$root/include -I$root/build/include" \
+			LD_LIBRARY_PATH="$root/build/libinferscale${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+		status=0
+		for mod in bindings/go examples/go; do
+			(cd "$mod" && go vet ./... && go test -race -count=1 -v ./...) || status=1
+		done
+		exit $status
+	) 2>&1 | tee "$log" || rc=1
+	local pass fail skip
+	pass=$(grep -cE '^ *--- PASS' "$log")
+	fail=$(grep -cE '^ *--- FAIL' "$log")
+	skip=$(grep -cE '^ *--- SKIP' "$log")
+	[ "$rc" -ne 0 ] && [ "$fail" -eq 0 ] && fail=1
+	echo "go $pass $fail $skip" >>"$tally"
+	rm -f "$log"
+}
+go_suite
+
 # python_suite: build the wheel with meson-python, install it into a fresh
 # virtual environment (seeing the machine's packages, so torch and transformers
 # are used where installed) and run the binding's pytest suite there.

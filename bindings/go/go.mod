@@ -1,0 +1,3 @@
+module github.com/inferscale/inferscale/bindings/go
+
+go 1.21
