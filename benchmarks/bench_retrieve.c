@@ -1,9 +1,7 @@
 /* Retrieval on the GPU: one query and batches of 32 against 10K, 100K and 1M
  * facts of dimension 384 (f16) in one namespace: a cuBLAS GEMM (f32
- * accumulate) into f32 scores, then the top-k selection; and the fused
- * kernels (scores filtered on chip, kernels/retrieve.cu) where they apply.
- * Reports latency against the memory-bound time (embedding bytes /
- * cudaMemcpy bandwidth).
+ * accumulate) into f32 scores, then the top-k selection. Reports latency
+ * against the memory-bound time (embedding bytes / cudaMemcpy bandwidth).
  * Small sets are kept in several copies used in turn, so that the L2 cache
  * does not hold the timed call's embeddings. Then infs_retrieve itself on a
  * store with a device copy (10K and 100K facts): the host's exact rescoring
@@ -32,16 +30,8 @@ typedef struct ctx {
 	const uint16_t *q;
 	float *scores;
 	infs_k_topk_params tp;
-	infs_k_fused_params fp;
 	int gemm_only;
 } ctx;
-
-static void fused_run(void *arg, int rep)
-{
-	ctx *c = arg;
-	c->fp.emb = c->emb[rep % c->copies];
-	CUDA_OK(infs_k_fused_topk(&c->fp, c->stream));
-}
 
 static void retrieve_run(void *arg, int rep)
 {
@@ -119,11 +109,8 @@ int main(int argc, char **argv)
 			uint32_t nq = nqs[b];
 			c.n = n, c.nq = nq;
 			CUDA_OK(cudaMalloc((void **)&c.scores, (size_t)nq * n * sizeof(float)));
-			void *ws = NULL, *fws = NULL, *oid, *osc, *on;
+			void *ws = NULL, *oid, *osc, *on;
 			size_t wsb = infs_k_topk_workspace_bytes(n, nq, K);
-			int fused = infs_k_fused_supported(n, DIMS, nq, K);
-			if (fused)
-				CUDA_OK(cudaMalloc(&fws, infs_k_fused_workspace_bytes(n, nq, K)));
 			if (wsb)
 				CUDA_OK(cudaMalloc(&ws, wsb));
 			CUDA_OK(cudaMalloc(&oid, nq * K * 8));
@@ -140,32 +127,12 @@ int main(int argc, char **argv)
 			float us = time_us(retrieve_run, &c, 5, 50, c.stream);
 			double bound_us = bytes / copy_bw * 1e6;
 			fprintf(out, "%s    {\"n\": %u, \"queries\": %u, \"latency_us\": %.2f, \"gemm_us\": %.2f, "
-			             "\"embedding_bytes\": %zu, \"memory_bound_us\": %.2f, \"ratio_vs_bound\": %.3f",
+			             "\"embedding_bytes\": %zu, \"memory_bound_us\": %.2f, \"ratio_vs_bound\": %.3f}",
 			        first ? "" : ",\n", n, nq, us, gemm_us, bytes, bound_us, us / bound_us);
 			first = 0;
 			fprintf(stderr, "retrieve n=%u batch=%u: %.1f us (gemm %.1f us), memory bound %.1f us, %.2fx\n", n, nq,
 			        us, gemm_us, bound_us, us / bound_us);
-			if (fused) {
-				/* The fused kernels on the same data, and how many of their
-				 * queries would have fallen back to the GEMM path. */
-				infs_k_fused_params fp = {
-					.emb = c.emb[0], .queries = q, .n_rows = n, .dim = DIMS, .n_queries = nq, .k = K,
-					.row_scale = NULL, .dead = NULL, .ids = ids, .out_id = oid, .out_score = osc, .out_n = on,
-					.workspace = fws,
-				};
-				c.fp = fp;
-				float fused_us = time_us(fused_run, &c, 5, 50, c.stream);
-				uint32_t hn[32], retries = 0;
-				CUDA_OK(cudaMemcpy(hn, on, nq * 4, cudaMemcpyDeviceToHost));
-				for (uint32_t i = 0; i < nq; i++)
-					retries += hn[i] == INFS_K_FUSED_RETRY;
-				fprintf(out, ", \"fused_us\": %.2f, \"fused_ratio_vs_bound\": %.3f, \"fused_retries\": %u", fused_us,
-				        fused_us / bound_us, retries);
-				fprintf(stderr, "  fused: %.1f us, %.2fx the bound, %u of %u queries to retry\n", fused_us,
-				        fused_us / bound_us, retries, nq);
-			}
-			fprintf(out, "}");
-			cudaFree(c.scores), cudaFree(ws), cudaFree(fws), cudaFree(oid), cudaFree(osc), cudaFree(on);
+			cudaFree(c.scores), cudaFree(ws), cudaFree(oid), cudaFree(osc), cudaFree(on);
 		}
 		for (int i = 0; i < c.copies; i++)
 			cudaFree((void *)c.emb[i]);

@@ -83,40 +83,6 @@ size_t infs_k_topk_workspace_bytes(uint32_t n_rows, uint32_t n_queries, uint32_t
 
 cudaError_t infs_k_topk(const infs_k_topk_params *p, cudaStream_t stream);
 
-/* Fused retrieval (kernels/retrieve.cu): scores of f16 rows against a
- * batch of f16 queries computed and filtered on chip, never stored. emb is
- * [n_rows][dim], queries [n_queries][dim]; row_scale, dead, ids, out_id,
- * out_score and out_n as for infs_k_topk, scores being the f32-accumulated
- * dot products. A query for which the filter could not prove its top k
- * exact gets out_n = INFS_K_FUSED_RETRY: the caller computes it another
- * way. Only shapes for which infs_k_fused_supported() is true are taken. */
-#define INFS_K_FUSED_MAX 512u
-#define INFS_K_FUSED_MAX_QUERIES 32u
-#define INFS_K_FUSED_MIN_ROWS 32768u
-#define INFS_K_FUSED_RETRY UINT32_MAX
-
-typedef struct infs_k_fused_params {
-	const uint16_t *emb;
-	const uint16_t *queries;
-	uint32_t n_rows;
-	uint32_t dim;
-	uint32_t n_queries;
-	uint32_t k;
-	const float *row_scale;
-	const uint32_t *dead;
-	const uint64_t *ids;
-	uint64_t *out_id;
-	float *out_score;
-	uint32_t *out_n;
-	void *workspace;            /* infs_k_fused_workspace_bytes() bytes */
-} infs_k_fused_params;
-
-int infs_k_fused_supported(uint32_t n_rows, uint32_t dim, uint32_t n_queries, uint32_t k);
-
-size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t n_queries, uint32_t k);
-
-cudaError_t infs_k_fused_topk(const infs_k_fused_params *p, cudaStream_t stream);
-
 #ifdef __cplusplus
 }
 #endif

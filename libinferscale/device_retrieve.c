@@ -1,12 +1,9 @@
-/* Exact retrieval on the store's device copy: the queries (f16, unit
- * length) against the namespace's f16 unit rows with f32 accumulation, the
- * best candidates selected on the device, then the host rescores them
+/* Exact retrieval on the store's device copy: a cuBLAS GEMM of the queries
+ * (f16, unit length) against the namespace's f16 unit rows with f32
+ * accumulation, the top-k kernel, then the host rescores the candidates
  * exactly as the CPU path does, from the store's own f32 matrix, so scores
  * and order are the CPU's. A margin of extra candidates absorbs the f16
- * rounding of the ranking. Up to 32 queries and k up to FUSED_K_MAX take
- * the fused kernels (one pass over the rows, no score matrix); the others,
- * and any query the fused filter could not settle, a cuBLAS GEMM into f32
- * scores and the top-k kernel. Called under the store's read lock. */
+ * rounding of the ranking. Called under the store's read lock. */
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdlib.h>
@@ -23,9 +20,6 @@ static const char fn[] = "infs_retrieve";
 
 /* f32 scores held at once: larger batches run in several rounds. */
 #define SCORES_MAX (64u << 20)
-/* Largest k for the fused kernels: beyond it the candidate lists grow
- * large and the GEMM path is not slower. */
-#define FUSED_K_MAX 256
 
 void infs__device_blas_destroy(infs__device *d)
 {
@@ -96,18 +90,9 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 		kk = INFS_K_TOPK_MAX;
 	size_t qc = SCORES_MAX / rows;
 	qc = qc < 1 ? 1 : qc > n_queries ? n_queries : qc;
-	const int fused = n_queries <= INFS_K_FUSED_MAX_QUERIES && k <= FUSED_K_MAX &&
-	                  infs_k_fused_supported((uint32_t)rows, (uint32_t)dim, (uint32_t)n_queries, (uint32_t)kk);
-	if (fused)
-		qc = n_queries;
 
 	const size_t q_bytes = up256(qc * dim * 2), s_bytes = up256(qc * rows * 4);
-	size_t ws_bytes = infs_k_topk_workspace_bytes((uint32_t)rows, (uint32_t)qc, (uint32_t)kk);
-	if (fused) {
-		size_t f = infs_k_fused_workspace_bytes((uint32_t)rows, (uint32_t)qc, (uint32_t)kk);
-		ws_bytes = f > ws_bytes ? f : ws_bytes;
-	}
-	ws_bytes = up256(ws_bytes);
+	const size_t ws_bytes = up256(infs_k_topk_workspace_bytes((uint32_t)rows, (uint32_t)qc, (uint32_t)kk));
 	const size_t id_bytes = up256(qc * kk * 8), sc_bytes = up256(qc * kk * 4), n_bytes = up256(qc * 4);
 	const size_t need = q_bytes + s_bytes + ws_bytes + id_bytes + sc_bytes + n_bytes;
 	uint16_t *q16 = malloc(qc * dim * 2);
@@ -172,53 +157,30 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 			rc = infs__cuda_error(err, fn, "uploading the queries");
 			break;
 		}
-		/* Pass 0 is the fused path, pass 1 the GEMM path: taken when the
-		 * fused one does not apply or left a query unsettled. */
-		for (int pass = fused ? 0 : 1; pass < 2; pass++) {
-			if (pass == 0) {
-				infs_k_fused_params fp = {
-					.emb = p->emb, .queries = dq, .n_rows = (uint32_t)rows, .dim = (uint32_t)dim,
-					.n_queries = (uint32_t)qn, .k = (uint32_t)kk,
-					.row_scale = metric == INFS_METRIC_IP ? p->norm : NULL,
-					.dead = p->n_dead ? p->dead : NULL, .ids = p->ids, .out_id = d_id, .out_score = d_sc,
-					.out_n = d_n, .workspace = ws,
-				};
-				err = infs_k_fused_topk(&fp, d->stream);
-			} else {
-				cublasStatus_t st = cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)qn, (int)dim,
-				                                 &one, p->emb, CUDA_R_16F, (int)dim, dq, CUDA_R_16F, (int)dim,
-				                                 &zero, scores, CUDA_R_32F, (int)rows, CUBLAS_COMPUTE_32F,
-				                                 CUBLAS_GEMM_DEFAULT);
-				if (st != CUBLAS_STATUS_SUCCESS) {
-					rc = blas_error(st, "scoring the namespace");
-					break;
-				}
-				infs_k_topk_params tp = {
-					.scores = scores, .ld = rows, .n_rows = (uint32_t)rows, .n_queries = (uint32_t)qn,
-					.k = (uint32_t)kk, .row_scale = metric == INFS_METRIC_IP ? p->norm : NULL,
-					.dead = p->n_dead ? p->dead : NULL, .ids = p->ids, .out_id = d_id, .out_score = d_sc,
-					.out_n = d_n, .workspace = ws,
-				};
-				err = infs_k_topk(&tp, d->stream);
-			}
-			if (err == cudaSuccess)
-				err = cudaMemcpyAsync(h_id, d_id, qn * kk * 8, cudaMemcpyDeviceToHost, d->stream);
-			if (err == cudaSuccess)
-				err = cudaMemcpyAsync(h_n, d_n, qn * 4, cudaMemcpyDeviceToHost, d->stream);
-			if (err == cudaSuccess)
-				err = cudaStreamSynchronize(d->stream);
-			if (err != cudaSuccess) {
-				rc = infs__cuda_error(err, fn, "selecting the top k");
-				break;
-			}
-			size_t unsettled = 0;
-			for (size_t q = 0; q < qn; q++)
-				unsettled += h_n[q] == INFS_K_FUSED_RETRY;
-			if (!unsettled)
-				break;
-		}
-		if (rc)
+		cublasStatus_t st = cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)qn, (int)dim, &one, p->emb,
+		                                 CUDA_R_16F, (int)dim, dq, CUDA_R_16F, (int)dim, &zero, scores, CUDA_R_32F,
+		                                 (int)rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+		if (st != CUBLAS_STATUS_SUCCESS) {
+			rc = blas_error(st, "scoring the namespace");
 			break;
+		}
+		infs_k_topk_params tp = {
+			.scores = scores, .ld = rows, .n_rows = (uint32_t)rows, .n_queries = (uint32_t)qn,
+			.k = (uint32_t)kk, .row_scale = metric == INFS_METRIC_IP ? p->norm : NULL,
+			.dead = p->n_dead ? p->dead : NULL, .ids = p->ids, .out_id = d_id, .out_score = d_sc,
+			.out_n = d_n, .workspace = ws,
+		};
+		err = infs_k_topk(&tp, d->stream);
+		if (err == cudaSuccess)
+			err = cudaMemcpyAsync(h_id, d_id, qn * kk * 8, cudaMemcpyDeviceToHost, d->stream);
+		if (err == cudaSuccess)
+			err = cudaMemcpyAsync(h_n, d_n, qn * 4, cudaMemcpyDeviceToHost, d->stream);
+		if (err == cudaSuccess)
+			err = cudaStreamSynchronize(d->stream);
+		if (err != cudaSuccess) {
+			rc = infs__cuda_error(err, fn, "selecting the top k");
+			break;
+		}
 		for (size_t q = 0; q < qn; q++) {
 			const float *x = queries + (q0 + q) * dim;
 			size_t m = 0;
