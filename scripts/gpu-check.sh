@@ -38,10 +38,11 @@ if [[ $skip != *sanitizer* ]]; then
 	for t in "$BUILD"/tests/gpu/test_gpu_*; do
 		[ -f "$t" ] && [ -x "$t" ] || continue
 		# racecheck looks at shared memory, which only the kernels of the
-		# inject and top-k tests use differently; the store test runs the
-		# same kernels (and cuBLAS) and takes many minutes under it.
+		# inject and top-k tests use differently; the store and retrieve
+		# tests run the same kernels (and cuBLAS) and take many minutes
+		# under it.
 		tools="memcheck racecheck"
-		[[ $t == *store* ]] && tools=memcheck
+		[[ $t == *store* || $t == *retrieve* ]] && tools=memcheck
 		for tool in $tools; do
 			echo "-- $tool $(basename "$t")" | tee -a "$OUT/sanitizer.log"
 			if INFS_TEST_SMALL=1 compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" >>"$OUT/sanitizer.log" 2>&1; then

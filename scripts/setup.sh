@@ -36,3 +36,6 @@ if ! [ -x /usr/lib/go-1.23/bin/go ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -t bookworm-backports golang-1.23-go >/dev/null
 fi
+
+# The Python binding's build and test requirements (bindings/python).
+python3 -m pip install -q --disable-pip-version-check -r bindings/python/requirements-test.txt

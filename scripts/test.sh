@@ -59,6 +59,36 @@ go_suite() {
 }
 go_suite
 
+# python_suite: build the wheel with meson-python, install it into a fresh
+# virtual environment (seeing the machine's packages, so torch and transformers
+# are used where installed) and run the binding's pytest suite there.
+python_suite() {
+	local name=python dir=build-python
+	echo "== $name"
+	mkdir -p "$dir"
+	rm -rf "$dir/dist" "$dir/venv"
+	if ! python3 -m build --wheel --no-isolation -Cbuild-dir="$dir/meson" --outdir "$dir/dist" . \
+		>"$dir/build.log" 2>&1; then
+		tail -40 "$dir/build.log"
+		echo "$name 0 1 0" >>"$tally"
+		return
+	fi
+	python3 -m venv --system-site-packages "$dir/venv" &&
+		"$dir/venv/bin/python" -m pip install -q --disable-pip-version-check "$dir"/dist/*.whl ||
+		{ echo "$name 0 1 0" >>"$tally"; return; }
+	INFERSCALE_WHEEL=$(ls "$dir"/dist/*.whl) "$dir/venv/bin/python" -m pytest bindings/python/tests \
+		-p no:cacheprovider -q -rs --junitxml="$dir/junit.xml"
+	local rc=$?
+	if [ $rc -eq 5 ]; then
+		echo "python: pytest collected no tests"
+		echo "$name 0 1 0" >>"$tally"
+		return
+	fi
+	python3 bindings/python/junit-tally.py "$name" "$dir/junit.xml" "$rc" >>"$tally"
+}
+
+python_suite
+
 echo "== summary"
 awk '{ printf "%-12s %d passed, %d failed, %d skipped\n", $1, $2, $3, $4; p += $2; f += $3; s += $4 }
      END { printf "%d passed, %d failed, %d skipped\n", p, f, s; exit f > 0 }' "$tally"

@@ -1,0 +1,112 @@
+"""Arrays in and out of the C library: numpy arrays and torch tensors (CPU or
+CUDA) are handed over by data pointer, without copies, whenever their dtype
+and memory order already fit; otherwise a converted copy is made."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence, Tuple
+
+import numpy as np
+
+from ._ffi import ffi
+from .geometry import DType
+
+__all__ = ["is_torch", "as_float32_vectors", "bf16_to_float32", "float32_to_bf16"]
+
+_NP_DTYPES = {DType.F32: np.dtype(np.float32), DType.F16: np.dtype(np.float16),
+              DType.BF16: np.dtype(np.uint16)}
+
+
+def is_torch(x: Any) -> bool:
+    """True for a torch.Tensor (without importing torch)."""
+    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def torch_dtype(dtype: DType):
+    import torch
+    return {DType.F32: torch.float32, DType.F16: torch.float16, DType.BF16: torch.bfloat16}[dtype]
+
+
+def dtype_of(x: Any) -> DType:
+    """The DType of a torch tensor or numpy array (ValueError for others)."""
+    if is_torch(x):
+        import torch
+        table = {torch.float32: DType.F32, torch.float16: DType.F16, torch.bfloat16: DType.BF16}
+        if x.dtype in table:
+            return table[x.dtype]
+    else:
+        table = {np.dtype(np.float32): DType.F32, np.dtype(np.float16): DType.F16}
+        dt = np.asarray(x).dtype
+        if dt in table:
+            return table[dt]
+        if dt.name == "bfloat16":  # ml_dtypes
+            return DType.BF16
+    raise ValueError(f"unsupported KV element type {getattr(x, 'dtype', type(x))}; "
+                     "use float32, float16 or bfloat16")
+
+
+def bf16_to_float32(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 values given as their uint16 bit patterns, as float32."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def float32_to_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 rounded to bfloat16 (nearest, ties to even), as uint16 bit patterns."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(x)
+    if nan.any():
+        rounded[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)
+    return rounded
+
+
+def as_float32_vectors(x: Any, dim: int, what: str = "vector") -> np.ndarray:
+    """A C-contiguous float32 (n, dim) array from a vector or a batch of vectors
+    (numpy, torch on any device, or a sequence); no copy when x already is one."""
+    if is_torch(x):
+        x = x.detach()
+        if x.device.type != "cpu":
+            x = x.cpu()
+        if x.dtype != __import__("torch").float32:
+            x = x.float()
+        x = x.numpy()
+    a = np.ascontiguousarray(x, dtype=np.float32)
+    if a.ndim == 1:
+        a = a.reshape(1, -1)
+    if a.ndim != 2 or a.shape[1] != dim:
+        raise ValueError(f"{what}: expected {dim} floats per vector, got shape {tuple(np.shape(x))}")
+    return a
+
+
+def host_kv(x: Any, dtype: DType, shape: Sequence[int], what: str) -> Tuple[Any, Any]:
+    """(void* pointer, keepalive) to host memory holding x as a C-contiguous
+    array of dtype and shape. A torch CPU tensor or numpy array that already
+    fits is passed by pointer; anything else is converted into a copy."""
+    shape = tuple(int(s) for s in shape)
+    if is_torch(x):
+        t = x.detach()
+        if tuple(t.shape) != shape:
+            raise ValueError(f"{what}: expected shape {shape}, got {tuple(t.shape)}")
+        t = t.to(device="cpu", dtype=torch_dtype(dtype)).contiguous()
+        return ffi.cast("void *", t.data_ptr()), t
+    a = np.asarray(x)
+    if a.shape != shape:
+        raise ValueError(f"{what}: expected shape {shape}, got {a.shape}")
+    if dtype == DType.BF16:
+        if a.dtype == np.uint16 or a.dtype.name == "bfloat16":
+            a = np.ascontiguousarray(a).view(np.uint16)
+        else:
+            a = float32_to_bf16(a.astype(np.float32, copy=False))
+    else:
+        a = np.ascontiguousarray(a, dtype=_NP_DTYPES[dtype])
+    return ffi.cast("void *", ffi.from_buffer(a)), a
+
+
+def kv_from_c(ptr, dtype: DType, shape: Sequence[int]) -> np.ndarray:
+    """A numpy copy of C memory holding a C-contiguous dtype array of shape;
+    bfloat16 comes back as float32 (exact)."""
+    n = int(np.prod(shape))
+    np_dtype = _NP_DTYPES[dtype]
+    a = np.frombuffer(ffi.buffer(ffi.cast("char *", ptr), n * np_dtype.itemsize), dtype=np_dtype)
+    a = a.reshape(shape)
+    return bf16_to_float32(a) if dtype == DType.BF16 else a.copy()

@@ -1,0 +1,113 @@
+"""Embedders: anything that turns text into the store's retrieval vectors.
+
+Every call of the binding that needs a vector takes a numpy array or a torch
+tensor, so any embedder works. ``Embedder`` is the library's built-in one (a
+BERT-family sentence encoder such as all-MiniLM-L6-v2, no torch needed);
+``SentenceTransformerEmbedder`` adapts any sentence-transformers model. Both
+are called the same way: one text gives a vector, a list an (n, dim) array.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from ._ffi import check, cstr, ffi, lib
+from .errors import InvalidArgumentError
+
+__all__ = ["Embedder", "SentenceTransformerEmbedder"]
+
+
+class Embedder:
+    """The library's embedder, loaded from a sentence-transformers model
+    directory (config.json, vocab.txt, model.safetensors, ...); computes what
+    ``SentenceTransformer(path).encode(texts)`` does, on the CPU. Safe to share
+    between threads; ``close()`` or ``with`` frees it, as does garbage
+    collection."""
+
+    def __init__(self, path: Union[str, "os.PathLike[str]"], *, n_threads: int = 0,
+                 max_seq_length: int = 0) -> None:
+        self._ptr = None
+        self._lock = threading.Lock()
+        opts = ffi.new("infs_embedder_options *")
+        check(lib.infs_embedder_options_init(opts, lib.INFS_EMBEDDER_OPTIONS_VERSION))
+        opts.n_threads = n_threads
+        opts.max_seq_length = max_seq_length
+        out = ffi.new("infs_embedder **")
+        check(lib.infs_embedder_load(out, cstr(os.fsdecode(path), "path"), opts))
+        self._ptr = ffi.gc(out[0], lib.infs_embedder_free)
+        self.dim = int(lib.infs_embedder_dim(self._ptr))
+        self.max_seq_length = int(lib.infs_embedder_max_seq_length(self._ptr))
+
+    def close(self) -> None:
+        """Frees the embedder. Idempotent; no other thread may be using it."""
+        with self._lock:
+            ptr, self._ptr = self._ptr, None
+        if ptr is not None:
+            ffi.release(ptr)
+
+    def __enter__(self) -> "Embedder":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __call__(self, texts: Union[str, Sequence[str]], *, prompt: Optional[str] = None) -> np.ndarray:
+        """Embeddings (float32) of one text, or of a list of texts as (n, dim).
+        prompt is prepended to every text (e5's "query: ", say)."""
+        if self._ptr is None:
+            raise InvalidArgumentError("embedder is closed", lib.INFS_EINVAL)
+        single = isinstance(texts, str)
+        items = [texts] if single else list(texts)
+        keep = [cstr(t, "text") for t in items]
+        arr = ffi.new("const char *[]", keep) if keep else ffi.NULL
+        opts = ffi.new("infs_embed_options *")
+        check(lib.infs_embed_options_init(opts, lib.INFS_EMBED_OPTIONS_VERSION))
+        p = cstr(prompt, "prompt")
+        opts.prompt = p
+        out = np.zeros((len(items), self.dim), dtype=np.float32)
+        if items:
+            check(lib.infs_embed(ffi.cast("float *", ffi.from_buffer(out)), self._ptr, arr, len(items), opts))
+        return out[0] if single else out
+
+    embed = __call__
+
+
+class SentenceTransformerEmbedder:
+    """Wraps a sentence-transformers model (or the name/path to load one).
+
+    ``embedder("text")`` gives one float32 vector, ``embedder(["a", "b"])`` an
+    ``(n, dim)`` array; ``dim`` is the store's ``embed_dim`` to use. With
+    ``normalize=True`` (the default) vectors have unit length, so the inner
+    product and cosine metrics agree.
+    """
+
+    def __init__(self, model: Any, *, normalize: bool = True, batch_size: int = 32,
+                 device: Union[str, None] = None) -> None:
+        if isinstance(model, str):
+            from sentence_transformers import SentenceTransformer
+            model = SentenceTransformer(model, device=device)
+        self.model = model
+        self.normalize = normalize
+        self.batch_size = batch_size
+        get_dim = (getattr(model, "get_embedding_dimension", None)
+                   or getattr(model, "get_sentence_embedding_dimension", None))
+        dim = get_dim() if get_dim else None
+        if dim is None:
+            dim = int(self._encode(["dimension probe"]).shape[1])
+        self.dim = int(dim)
+
+    def _encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
+                                normalize_embeddings=self.normalize, show_progress_bar=False)
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+    def __call__(self, texts: Union[str, Sequence[str]]) -> np.ndarray:
+        if isinstance(texts, str):
+            return self._encode([texts])[0]
+        return self._encode(texts)
+
+    embed = __call__

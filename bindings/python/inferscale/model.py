@@ -1,0 +1,176 @@
+"""The library's model runtime: a Llama-family decoder (llama, mistral,
+qwen2, qwen3) from a GGUF file or a Hugging Face directory, run on the CPU in
+float32. It gives the pre-RoPE KV a store keeps and next-token logits, and
+can attend to a paged KV cache that injection filled."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from typing import Any, NamedTuple, Optional, Union
+
+import numpy as np
+
+from ._ffi import check, cstr, ffi, lib, pystr
+from .errors import InvalidArgumentError
+from .geometry import DType, Geometry
+from .layout import KVLayout
+from .tokenizer import Tokenizer
+
+__all__ = ["Model", "ModelInfo", "ForwardResult"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInfo:
+    """``infs_model_info``: architecture and shape of a loaded model."""
+    architecture: str
+    n_vocab: int
+    n_embd: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    n_ff: int
+    n_ctx_train: int
+    sliding_window: int
+    n_params: int
+
+
+class ForwardResult(NamedTuple):
+    """logits: (n_vocab,) for the last token, or (n_tokens, n_vocab) with
+    all_logits; k, v: pre-RoPE (n_layers, n_tokens, n_kv_heads, head_dim) when
+    asked for (kv=True), else None."""
+    logits: np.ndarray
+    k: Optional[np.ndarray]
+    v: Optional[np.ndarray]
+
+
+_NP = {DType.F32: np.float32, DType.F16: np.float16, DType.BF16: np.uint16}
+
+
+class Model:
+    """A model loaded by the library (read-only; forward is safe from many
+    threads at once). ``close()`` or ``with`` frees it, as does garbage
+    collection."""
+
+    def __init__(self, path: Union[str, "os.PathLike[str]"], *, n_threads: int = 0) -> None:
+        self._ptr = None
+        self._lock = threading.Lock()
+        opts = ffi.new("infs_model_options *")
+        check(lib.infs_model_options_init(opts, lib.INFS_MODEL_OPTIONS_VERSION))
+        opts.n_threads = n_threads
+        out = ffi.new("infs_model **")
+        check(lib.infs_model_load(out, cstr(os.fsdecode(path), "path"), opts))
+        self._ptr = ffi.gc(out[0], lib.infs_model_free)
+        info = ffi.new("infs_model_info *")
+        info.version = lib.INFS_MODEL_INFO_VERSION
+        check(lib.infs_model_info_get(info, self._ptr))
+        self.info = ModelInfo(pystr(info.architecture), *(int(getattr(info, f.name))
+                                                          for f in dataclasses.fields(ModelInfo)[1:]))
+        tok = lib.infs_model_tokenizer(self._ptr)
+        self.tokenizer: Optional[Tokenizer] = None if tok == ffi.NULL else Tokenizer._borrowed(tok, self)
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def close(self) -> None:
+        """Frees the model (and its tokenizer). Idempotent; no other thread
+        may be using it."""
+        with self._lock:
+            ptr, self._ptr = self._ptr, None
+        if ptr is not None:
+            ffi.release(ptr)
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def _p(self):
+        if self._ptr is None:
+            raise InvalidArgumentError("model is closed", lib.INFS_EINVAL)
+        return self._ptr
+
+    def geometry(self, kv_dtype: Union[DType, str] = DType.F32, embed_dim: int = 0) -> Geometry:
+        """The geometry of the model's KV, for Store.create."""
+        g = ffi.new("infs_geometry *")
+        check(lib.infs_model_geometry(g, self._p, int(DType.coerce(kv_dtype))))
+        geo = Geometry._from_c(g)
+        geo.embed_dim = embed_dim
+        return geo
+
+    def identity(self, kv_dtype: Union[DType, str] = DType.F32) -> str:
+        """Architecture, weight, tokenizer and template hashes and KV dtype: the
+        identity string for Store.create."""
+        out = ffi.new("char **")
+        check(lib.infs_model_identity(out, self._p, int(DType.coerce(kv_dtype))))
+        try:
+            return pystr(out[0])
+        finally:
+            lib.infs_free(out[0])
+
+    def forward(self, tokens: Any, positions: Any = None, *, all_logits: bool = False,
+                kv: bool = False, kv_dtype: Union[DType, str] = DType.F32,
+                cache: Optional[KVLayout] = None, block_table: Any = None, n_past: int = 0,
+                write_cache: bool = False, seq_ids: Any = None) -> ForwardResult:
+        """Runs the model over tokens at positions (default 0, 1, ...).
+
+        With cache (a host KVLayout, e.g. filled by Store.inject) the tokens
+        also attend to cache positions below n_past; write_cache stores their
+        own K (rotated) and V there. seq_ids runs independent sequences in one
+        call, each with its own positions. kv=True also returns the tokens'
+        pre-RoPE K and V in kv_dtype, the store's layout."""
+        tok = np.ascontiguousarray(np.asarray(tokens).reshape(-1), dtype=np.int32)
+        n = int(tok.shape[0])
+        keep = [tok]
+        pos_p = ffi.NULL
+        if positions is not None:
+            pos = np.ascontiguousarray(np.asarray(positions).reshape(-1), dtype=np.int32)
+            if pos.shape[0] != n:
+                raise ValueError(f"{pos.shape[0]} positions for {n} tokens")
+            keep.append(pos)
+            pos_p = ffi.cast("const int32_t *", ffi.from_buffer(pos))
+        dt = DType.coerce(kv_dtype)
+        opts = ffi.new("infs_forward_options *")
+        check(lib.infs_forward_options_init(opts, lib.INFS_FORWARD_OPTIONS_VERSION))
+        opts.all_logits = int(all_logits)
+        opts.kv_dtype = int(dt)
+        if cache is not None:
+            bt = np.arange(cache.n_blocks) if block_table is None else np.asarray(block_table)
+            bt = np.ascontiguousarray(bt.reshape(-1), dtype=np.int32)
+            keep.append(bt)
+            opts.cache = cache._c
+            opts.block_table = ffi.cast("const int32_t *", ffi.from_buffer(bt))
+            opts.block_table_len = bt.shape[0]
+            opts.n_past = n_past
+            opts.write_cache = int(write_cache)
+        if seq_ids is not None:
+            sid = np.ascontiguousarray(np.asarray(seq_ids).reshape(-1), dtype=np.int32)
+            if sid.shape[0] != n:
+                raise ValueError(f"{sid.shape[0]} seq_ids for {n} tokens")
+            keep.append(sid)
+            opts.seq_ids = ffi.cast("const int32_t *", ffi.from_buffer(sid))
+        info = self.info
+        logits = np.zeros((n if all_logits else 1, info.n_vocab), dtype=np.float32)
+        k = v = None
+        k_p = v_p = ffi.NULL
+        if kv:
+            shape = (info.n_layers, n, info.n_kv_heads, info.head_dim)
+            k, v = np.zeros(shape, _NP[dt]), np.zeros(shape, _NP[dt])
+            k_p, v_p = ffi.from_buffer(k), ffi.from_buffer(v)
+        tok_p = ffi.cast("const int32_t *", ffi.from_buffer(tok)) if n else ffi.NULL
+        check(lib.infs_model_forward(ffi.cast("float *", ffi.from_buffer(logits)), k_p, v_p, self._p,
+                                     tok_p, pos_p, n, opts))
+        return ForwardResult(logits if all_logits else logits[0], k, v)
+
+    def capture(self, tokens: Any, context: Any = None, kv_dtype: Union[DType, str] = DType.F32):
+        """The pre-RoPE (k, v) of tokens run after context (whose KV is not
+        returned), ready for Store.put."""
+        tok = np.asarray(tokens, dtype=np.int32).reshape(-1)
+        ctx = np.zeros(0, np.int32) if context is None else np.asarray(context, dtype=np.int32).reshape(-1)
+        r = self.forward(np.concatenate([ctx, tok]), kv=True, kv_dtype=kv_dtype)
+        return (np.ascontiguousarray(r.k[:, ctx.shape[0]:]), np.ascontiguousarray(r.v[:, ctx.shape[0]:]))

@@ -1,0 +1,432 @@
+"""The fact store: open/create, put/get/delete, namespaces, retrieval and
+injection into a KV cache."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import threading
+from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+from ._ffi import check, cstr, ffi, lib, pystr
+from .arrays import as_float32_vectors, host_kv, kv_from_c
+from .errors import InvalidArgumentError
+from .geometry import Backend, Geometry, Metric, SyncMode
+from .layout import KVLayout
+
+__all__ = ["Store", "Fact", "Hits", "StoreStats"]
+
+PathLike = Union[str, bytes, "os.PathLike[str]"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Fact:
+    """A stored fact or segment, copied out of the store.
+
+    ``k`` and ``v`` are ``(n_layers, n_tokens, n_kv_heads, head_dim)`` arrays of the
+    store's kv_dtype (bfloat16 comes back as float32), keys before rotary
+    embedding; ``embedding`` is None for segments.
+    """
+
+    id: int
+    flags: int
+    tokens: np.ndarray
+    embedding: Optional[np.ndarray]
+    k: np.ndarray
+    v: np.ndarray
+    text: str
+    metadata: str
+    source_id: int
+    timestamp: int
+
+    @property
+    def is_segment(self) -> bool:
+        return bool(self.flags & lib.INFS_FACT_SEGMENT)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.tokens.shape[0])
+
+
+class Hits(NamedTuple):
+    """Result of retrieval for one query: ids (uint64) and scores (float32), best first."""
+    ids: np.ndarray
+    scores: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class StoreStats:
+    """Counters of ``infs_store_stats``."""
+    n_facts: int
+    n_segments: int
+    n_namespaces: int
+    file_bytes: int
+    live_bytes: int
+    dropped_tail_bytes: int
+    device_bytes: int
+
+
+def _ns(namespace: str):
+    return cstr(namespace, "namespace")
+
+
+class Store:
+    """A fact store file bound to one model geometry and identity.
+
+    ``Store.create(path, geometry, identity)`` makes a new store (or opens an
+    existing one after checking both); ``Store(path)`` opens one. A store is
+    safe to share between threads; close it with ``close()`` or a ``with``
+    block (it is also closed when garbage collected). A second writer on the
+    same file raises BusyError.
+    """
+
+    def __init__(self, path: PathLike, geometry: Optional[Geometry] = None,
+                 identity: Optional[str] = None, *, create: bool = False, readonly: bool = False,
+                 sync: Union[SyncMode, str] = SyncMode.FULL, device: int = -1,
+                 device_budget_bytes: int = 0, faiss_index: Optional[str] = None,
+                 faiss_min_facts: Optional[int] = None) -> None:
+        self._ptr = None
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._users = 0
+        self.path = os.fsdecode(path)
+        opts = ffi.new("infs_store_options *")
+        check(lib.infs_store_options_init(opts, lib.INFS_STORE_OPTIONS_VERSION))
+        opts.flags = (lib.INFS_OPEN_CREATE if create else 0) | (lib.INFS_OPEN_READONLY if readonly else 0)
+        keep = []
+        if geometry is not None:
+            g = geometry._to_c()
+            keep.append(g)
+            opts.geometry = g
+        if identity is not None:
+            ident = cstr(identity, "identity")
+            keep.append(ident)
+            opts.identity = ident
+        opts.sync = int(SyncMode.coerce(sync))
+        opts.device = device
+        opts.device_budget_bytes = device_budget_bytes
+        if faiss_index is not None:
+            fi = cstr(faiss_index, "faiss_index")
+            keep.append(fi)
+            opts.faiss_index = fi
+        if faiss_min_facts is not None:
+            opts.faiss_min_facts = faiss_min_facts
+        out = ffi.new("infs_store **")
+        check(lib.infs_store_open(out, cstr(self.path, "path"), opts))
+        self._ptr = ffi.gc(out[0], lib.infs_store_close)
+        self._geometry = self._read_geometry()
+
+    @classmethod
+    def create(cls, path: PathLike, geometry: Geometry, identity: str, **kwargs: Any) -> "Store":
+        """Creates the store at path, or opens it if it exists with the same
+        geometry and identity (MismatchError otherwise)."""
+        return cls(path, geometry, identity, create=True, **kwargs)
+
+    @classmethod
+    def open(cls, path: PathLike, **kwargs: Any) -> "Store":
+        """Opens an existing store (NotFoundError if there is none)."""
+        return cls(path, **kwargs)
+
+    # Lifetime: calls in flight hold a use count; close() waits for them, so
+    # infs_store_close never runs under another thread's call, and runs once.
+
+    @contextlib.contextmanager
+    def _use(self) -> Iterator[Any]:
+        with self._lock:
+            if self._ptr is None:
+                raise InvalidArgumentError(f"store {self.path!r} is closed", lib.INFS_EINVAL)
+            self._users += 1
+            ptr = self._ptr
+        try:
+            yield ptr
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    self._idle.notify_all()
+
+    def close(self) -> None:
+        """Flushes (per the sync mode) and closes the store. Idempotent."""
+        with self._lock:
+            ptr, self._ptr = self._ptr, None
+            while ptr is not None and self._users:
+                self._idle.wait()
+        if ptr is not None:
+            ffi.release(ptr)  # runs infs_store_close now and disarms the GC's call
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else self._geometry.kv_dtype.name.lower()
+        return f"<inferscale.Store {self.path!r} {state}>"
+
+    # Geometry and identity
+
+    def _read_geometry(self) -> Geometry:
+        g = ffi.new("infs_geometry *")
+        with self._use() as p:
+            check(lib.infs_store_geometry(g, p))
+        return Geometry._from_c(g)
+
+    @property
+    def geometry(self) -> Geometry:
+        """The geometry the store is bound to (a copy)."""
+        return dataclasses.replace(self._geometry)
+
+    @property
+    def identity(self) -> str:
+        """The identity string (model, tokenizer, template...) the store is bound to."""
+        with self._use() as p:
+            return pystr(lib.infs_store_identity(p))
+
+    def sync(self) -> None:
+        """Forces every acknowledged write to stable storage."""
+        with self._use() as p:
+            check(lib.infs_store_sync(p))
+
+    def compact(self) -> None:
+        """Rewrites the file without deleted records, atomically."""
+        with self._use() as p:
+            check(lib.infs_store_compact(p))
+
+    def stats(self) -> StoreStats:
+        s = ffi.new("infs_store_stats *")
+        s.version = lib.INFS_STORE_STATS_VERSION
+        with self._use() as p:
+            check(lib.infs_store_stats_get(s, p))
+        return StoreStats(*(int(getattr(s, f.name)) for f in dataclasses.fields(StoreStats)))
+
+    # Facts
+
+    def put(self, namespace: str, tokens: Any, k: Any, v: Any, embedding: Any = None, *,
+            text: Optional[str] = None, metadata: Union[None, str, dict] = None,
+            source_id: int = 0, timestamp: int = 0, segment: bool = False) -> int:
+        """Stores a fact (or with segment=True a header/separator segment) and
+        returns its id.
+
+        tokens: the token ids (n_tokens). k, v: pre-RoPE keys and values of every
+        layer, ``(n_layers, n_tokens, n_kv_heads, head_dim)``, numpy or torch, in
+        the store's kv_dtype (passed without a copy) or any float type
+        (converted). embedding: embed_dim floats, required for a fact and not
+        given for a segment. metadata: a str, or a dict stored as JSON.
+        """
+        g = self._geometry
+        tok = np.ascontiguousarray(tokens.detach().cpu().numpy() if hasattr(tokens, "detach") else tokens,
+                                   dtype=np.int32).reshape(-1)
+        shape = (g.n_layers, tok.shape[0], g.n_kv_heads, g.head_dim)
+        # The second values hold converted copies (or the inputs) alive through the call.
+        kp, _k_alive = host_kv(k, g.kv_dtype, shape, "k")
+        vp, _v_alive = host_kv(v, g.kv_dtype, shape, "v")
+        f = ffi.new("infs_fact *")
+        f.version = lib.INFS_FACT_VERSION
+        f.flags = lib.INFS_FACT_SEGMENT if segment else 0
+        f.n_tokens = tok.shape[0]
+        f.tokens = ffi.cast("const int32_t *", ffi.from_buffer(tok))
+        emb = None
+        if embedding is not None:
+            emb = as_float32_vectors(embedding, g.embed_dim, "embedding")
+            f.embedding = ffi.cast("const float *", ffi.from_buffer(emb))
+        f.k, f.v = kp, vp
+        if isinstance(metadata, dict):
+            metadata = json.dumps(metadata, ensure_ascii=False)
+        ctext, cmeta = cstr(text, "text"), cstr(metadata, "metadata")
+        f.text, f.metadata = ctext, cmeta
+        f.source_id = source_id
+        f.timestamp = timestamp
+        out = ffi.new("uint64_t *")
+        with self._use() as p:
+            check(lib.infs_fact_put(out, p, _ns(namespace), f))
+        return int(out[0])
+
+    def encode(self, namespace: str, model: Any, tokens: Any, embedding: Any = None, *,
+               context: Any = None, segment: bool = False, **put_kwargs: Any) -> int:
+        """Captures the pre-RoPE KV of tokens from model run after context (whose
+        KV is not stored: context-window encoding) and stores it; returns the id.
+        model is an inferscale.Model or a transformers Llama/Mistral/Qwen model."""
+        if hasattr(model, "capture"):
+            k, v = model.capture(tokens, context, kv_dtype=self._geometry.kv_dtype)
+        else:
+            from . import hf
+            k, v = hf.capture_kv(model, tokens, context)
+        return self.put(namespace, tokens, k, v, embedding, segment=segment, **put_kwargs)
+
+    def put_segment(self, namespace: str, tokens: Any, k: Any, v: Any, **kwargs: Any) -> int:
+        """Stores a segment (memory header, separator, footer): injectable, never retrieved."""
+        return self.put(namespace, tokens, k, v, None, segment=True, **kwargs)
+
+    def get(self, namespace: str, fact_id: int) -> Fact:
+        """The fact (or segment) fact_id of namespace; NotFoundError if the
+        namespace has no such id (also when another namespace has it)."""
+        out = ffi.new("infs_fact_record **")
+        with self._use() as p:
+            check(lib.infs_fact_get(out, p, _ns(namespace), fact_id))
+        r = out[0]
+        try:
+            g = self._geometry
+            n = int(r.n_tokens)
+            shape = (g.n_layers, n, g.n_kv_heads, g.head_dim)
+            tokens = np.frombuffer(ffi.buffer(r.tokens, 4 * n), dtype=np.int32).copy()
+            embedding = None
+            if r.embedding != ffi.NULL and g.embed_dim:
+                embedding = np.frombuffer(ffi.buffer(r.embedding, 4 * g.embed_dim), dtype=np.float32).copy()
+            return Fact(id=int(r.id), flags=int(r.flags), tokens=tokens, embedding=embedding,
+                        k=kv_from_c(r.k, g.kv_dtype, shape), v=kv_from_c(r.v, g.kv_dtype, shape),
+                        text=pystr(r.text), metadata=pystr(r.metadata),
+                        source_id=int(r.source_id), timestamp=int(r.timestamp))
+        finally:
+            lib.infs_fact_record_free(r)
+
+    def delete(self, namespace: str, fact_id: int) -> None:
+        """Deletes fact_id of namespace (NotFoundError if it has none)."""
+        with self._use() as p:
+            check(lib.infs_fact_delete(p, _ns(namespace), fact_id))
+
+    def count(self, namespace: str) -> int:
+        """Live facts and segments in namespace (0 for an unknown one)."""
+        out = ffi.new("uint64_t *")
+        with self._use() as p:
+            check(lib.infs_fact_count(out, p, _ns(namespace)))
+        return int(out[0])
+
+    def list(self, namespace: str) -> np.ndarray:
+        """The ids of namespace in increasing order (uint64 array)."""
+        out_ids = ffi.new("uint64_t **")
+        out_n = ffi.new("size_t *")
+        with self._use() as p:
+            check(lib.infs_fact_list(out_ids, out_n, p, _ns(namespace)))
+        try:
+            n = int(out_n[0])
+            if n == 0:
+                return np.zeros(0, dtype=np.uint64)
+            return np.frombuffer(ffi.buffer(out_ids[0], 8 * n), dtype=np.uint64).copy()
+        finally:
+            lib.infs_free(out_ids[0])
+
+    def namespaces(self) -> List[str]:
+        """Names of the namespaces holding live records, sorted."""
+        out_names = ffi.new("char ***")
+        out_n = ffi.new("size_t *")
+        with self._use() as p:
+            check(lib.infs_namespace_list(out_names, out_n, p))
+        try:
+            return [pystr(out_names[0][i]) for i in range(int(out_n[0]))]
+        finally:
+            lib.infs_free(out_names[0])
+
+    def drop(self, namespace: str) -> None:
+        """Deletes every record of namespace."""
+        with self._use() as p:
+            check(lib.infs_namespace_drop(p, _ns(namespace)))
+
+    def __contains__(self, namespace: str) -> bool:
+        return self.count(namespace) > 0
+
+    # Retrieval
+
+    def retrieve(self, namespace: str, query: Any, k: int = 10, *,
+                 metric: Union[Metric, str] = Metric.COSINE,
+                 backend: Union[Backend, str] = Backend.AUTO) -> Union[Hits, List[Hits]]:
+        """The k best facts of namespace for query, best first (ties by increasing id).
+
+        query: one vector (embed_dim floats) or a batch ``(n, embed_dim)``, numpy or
+        torch on any device. Returns Hits(ids, scores) for one vector and a list of
+        Hits for a batch; fewer than k when the namespace is smaller, none for an
+        empty or unknown namespace. Segments and other namespaces' facts are
+        never returned.
+        """
+        g = self._geometry
+        single = np.ndim(query) == 1 if not hasattr(query, "dim") else query.dim() == 1
+        q = as_float32_vectors(query, g.embed_dim, "query")
+        nq = q.shape[0]
+        opts = ffi.new("infs_retrieve_options *")
+        check(lib.infs_retrieve_options_init(opts, lib.INFS_RETRIEVE_OPTIONS_VERSION))
+        opts.metric = int(Metric.coerce(metric))
+        opts.backend = int(Backend.coerce(backend))
+        # k is checked by the library before it writes; a k past the maximum
+        # needs no room for the error it gets.
+        room = min(max(int(k), 1), int(lib.INFS_RETRIEVE_K_MAX))
+        hits = np.zeros(nq * room, dtype=[("id", "<u8"), ("score", "<f4"), ("_pad", "<u4")])
+        if ffi.sizeof("infs_hit") != hits.dtype.itemsize:
+            raise RuntimeError("infs_hit layout differs from the binding's")
+        counts = np.zeros(nq, dtype=np.uintp)
+        with self._use() as p:
+            check(lib.infs_retrieve(ffi.cast("infs_hit *", ffi.from_buffer(hits)),
+                                    ffi.cast("size_t *", ffi.from_buffer(counts)), p, _ns(namespace),
+                                    ffi.cast("const float *", ffi.from_buffer(q)), nq, k, opts))
+        results = []
+        for i in range(nq):
+            row = hits[i * k: i * k + int(counts[i])]
+            results.append(Hits(row["id"].copy(), row["score"].copy()))
+        return results[0] if single else results
+
+    # Injection
+
+    def inject(self, namespace: str, ids: Sequence[int], cache: KVLayout, block_table: Any = None,
+               start_pos: int = 0, *, stream: Any = None) -> int:
+        """Writes the KV of records ``ids`` of namespace, in that order, into cache
+        at consecutive positions from start_pos, keys rotated to their positions
+        (Chunked RoPE). The token at position p lands in block
+        ``block_table[p // block_size]``, slot ``p % block_size``. block_table
+        defaults to ``range(n_blocks)``. Returns the first position after the
+        injected tokens. Everything is checked before anything is written.
+
+        For a CUDA cache the writes are queued on ``stream`` (a torch.cuda.Stream
+        or a raw handle), by default ``torch.cuda.current_stream()``, and complete
+        asynchronously in that stream's order.
+        """
+        id_arr = np.ascontiguousarray(np.asarray(ids, dtype=np.uint64).reshape(-1))
+        if block_table is None:
+            block_table = np.arange(cache.n_blocks, dtype=np.int32)
+        elif hasattr(block_table, "detach"):
+            block_table = block_table.detach().cpu().numpy()
+        bt = np.ascontiguousarray(np.asarray(block_table).reshape(-1), dtype=np.int32)
+        opts = ffi.new("infs_inject_options *")
+        check(lib.infs_inject_options_init(opts, lib.INFS_INJECT_OPTIONS_VERSION))
+        opts.stream = cache.stream_for(stream)
+        out = ffi.new("uint32_t *")
+        ids_p = ffi.cast("const uint64_t *", ffi.from_buffer(id_arr)) if id_arr.size else ffi.NULL
+        bt_p = ffi.cast("const int32_t *", ffi.from_buffer(bt)) if bt.size else ffi.NULL
+        with self._use() as p:
+            check(lib.infs_inject_into_blocks(out, p, _ns(namespace), ids_p, id_arr.size, start_pos,
+                                              bt_p, bt.size, cache._c, opts))
+        return int(out[0])
+
+
+def rope_rotate(x: np.ndarray, positions: Any, geometry: Geometry) -> np.ndarray:
+    """Rotates x in place, ``(n_tokens, n_heads, head_dim)`` host memory of a KV dtype
+    (float32/float16 numpy or torch CPU, any float type for bfloat16 torch), token t
+    to position ``positions[t]``, with the geometry's rotary embedding: the same
+    arithmetic as injection. Returns x."""
+    from .arrays import dtype_of, is_torch
+    dtype = dtype_of(x)
+    if is_torch(x):
+        if x.device.type != "cpu" or not x.is_contiguous():
+            raise ValueError("rope_rotate: x must be a contiguous CPU tensor")
+        ptr = ffi.cast("void *", x.data_ptr())
+    else:
+        if not (x.flags.c_contiguous and x.flags.writeable):
+            raise ValueError("rope_rotate: x must be a writable C-contiguous array")
+        ptr = ffi.cast("void *", ffi.from_buffer(x))
+    if len(x.shape) != 3:
+        raise ValueError(f"rope_rotate: x must be (n_tokens, n_heads, head_dim), got {tuple(x.shape)}")
+    if int(x.shape[2]) != geometry.head_dim:
+        raise ValueError(f"rope_rotate: head_dim {x.shape[2]} differs from the geometry's {geometry.head_dim}")
+    pos = np.ascontiguousarray(positions, dtype=np.int32).reshape(-1)
+    if pos.shape[0] != x.shape[0]:
+        raise ValueError(f"rope_rotate: {pos.shape[0]} positions for {x.shape[0]} tokens")
+    g = geometry._to_c()
+    check(lib.infs_rope_rotate(ptr, int(dtype), x.shape[0], x.shape[1],
+                               ffi.cast("const int32_t *", ffi.from_buffer(pos)), g))
+    return x

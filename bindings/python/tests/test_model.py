@@ -1,0 +1,95 @@
+"""The library's model runtime from Python, on SmolLM2-135M-Instruct (GGUF):
+its KV against transformers' (committed golden), and answering from a cache
+filled by injection equals full recompute for one fact with matching
+context: the whole path in C, no torch needed."""
+
+import json
+import os
+import types
+
+import numpy as np
+import pytest
+
+import inferscale as infs
+from inferscale import hf
+
+CACHE = os.environ.get("INFS_CACHE", os.path.expanduser("~/.cache/inferscale"))
+SMOLLM2 = os.path.join(CACHE, "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "transformers")
+HEADER = "<|im_start|>system\nWhat you remember about the user:\n"
+
+
+@pytest.fixture(scope="module")
+def model():
+    assert os.path.exists(SMOLLM2), "run scripts/fetch-models.sh"
+    with infs.Model(SMOLLM2) as m:
+        yield m
+
+
+def test_info_geometry_identity(model):
+    assert model.info.architecture == "llama"
+    assert (model.info.n_layers, model.info.n_kv_heads, model.info.head_dim) == (30, 3, 64)
+    with open(os.path.join(FIXTURE, "golden.json")) as f:
+        cfg = types.SimpleNamespace(**json.load(f)["config"])
+    assert model.geometry("f32", embed_dim=384) == hf.geometry_from_config(cfg, kv_dtype="f32", embed_dim=384)
+    assert model.identity("f32") != model.identity("f16")
+    assert model.tokenizer.encode("Hello world").tolist() == infs.Tokenizer(SMOLLM2).encode("Hello world").tolist()
+
+
+def test_kv_matches_transformers(model):
+    z = np.load(os.path.join(FIXTURE, "golden.npz"))
+    ids = np.concatenate([z["header_ids"], z["fact_ids"]])
+    nh = len(z["header_ids"])
+    hk, hv = model.capture(z["header_ids"])
+    fk, fv = model.capture(z["fact_ids"], context=z["header_ids"])
+    k, v = np.concatenate([hk, fk], 1), np.concatenate([hv, fv], 1)
+    assert k.shape == z["pre_k"].shape and len(ids) == k.shape[1] and nh < k.shape[1]
+    for got, want in ((k, z["pre_k"]), (v, z["v"])):
+        want = want.astype(np.float32)
+        assert np.abs(got - want).max() <= 2e-2 * np.abs(want).max()
+
+
+def test_answer_from_injected_memory_equals_full_recompute(model, tmp_path):
+    tok = model.tokenizer
+    header = tok.encode(HEADER, parse_special=True)
+    fact = tok.encode("Maya is allergic to peanuts.\n")
+    question = tok.encode("<|im_end|>\n<|im_start|>user\nWhat is Maya allergic to?<|im_end|>\n"
+                          "<|im_start|>assistant\n", parse_special=True)
+    geo = model.geometry("f32", embed_dim=4)
+    with infs.Store.create(tmp_path / "m.infs", geo, model.identity("f32"), sync="off") as store:
+        hid = store.encode("maya", model, header, segment=True)
+        fid = store.put("maya", fact, *model.capture(fact, context=header), np.ones(4))
+        again = store.encode("maya", model, fact, np.ones(4), context=header)
+        np.testing.assert_array_equal(store.get("maya", again).k, store.get("maya", fid).k)
+        store.delete("maya", again)
+        bs, nb = 16, 8
+        caches = [np.zeros((2, nb, bs, geo.n_kv_heads, geo.head_dim), np.float32) for _ in range(geo.n_layers)]
+        layout = infs.KVLayout.vllm(caches)
+        table = np.array([6, 2, 5, 0, 7, 1, 3, 4], np.int32)
+        n_past = store.inject("maya", [hid, fid], layout, table, 0)
+        assert n_past == len(header) + len(fact)
+        positions = np.arange(n_past, n_past + len(question))
+        mem = model.forward(question, positions, all_logits=True, cache=layout, block_table=table,
+                            n_past=n_past).logits
+    full = model.forward(np.concatenate([header, fact, question]), all_logits=True).logits[n_past:]
+    assert (mem.argmax(-1) == full.argmax(-1)).all()
+    assert np.abs(mem - full).max() <= 1e-3 * np.abs(full).max()
+    answer = tok.decode([int(full[-1].argmax())])
+    assert answer.strip() == "Maya"
+
+
+def test_errors(model):
+    with pytest.raises(infs.InferscaleError):
+        model.forward([model.info.n_vocab])
+    with pytest.raises(ValueError, match="positions"):
+        model.forward([1, 2], [0])
+    with pytest.raises(infs.NotFoundError):
+        infs.Model(os.path.join(CACHE, "no-such-model.gguf"))
+    m = infs.Model(SMOLLM2)
+    t = m.tokenizer
+    m.close()
+    m.close()
+    with pytest.raises(infs.InvalidArgumentError, match="closed"):
+        m.forward([1])
+    with pytest.raises(infs.InvalidArgumentError, match="closed"):
+        t.encode("x")
