@@ -380,3 +380,125 @@ typedef struct infs_embed_options {
 int infs_embed_options_init(infs_embed_options *opts, unsigned version);
 int infs_embed(float *out, const infs_embedder *embedder, const char *const *texts,
                size_t n_texts, const infs_embed_options *opts);
+
+/* encode.h */
+#define INFS_FACT_INPUT_VERSION 1
+
+typedef struct infs_fact_input {
+	unsigned version;
+	unsigned flags;
+	const char *text;
+	const int32_t *tokens;
+	uint32_t n_tokens;
+	const char *embed_text;
+	const float *embedding;
+	const int32_t *context;
+	uint32_t n_context;
+	const char *metadata;
+	uint64_t source_id;
+	int64_t timestamp;
+} infs_fact_input;
+
+typedef int (*infs_progress_fn)(void *user, size_t done, size_t total);
+
+#define INFS_ENCODE_OPTIONS_VERSION 1
+
+typedef struct infs_encode_options {
+	unsigned version;
+	const int32_t *context;
+	uint32_t n_context;
+	const infs_embedder *embedder;
+	infs_progress_fn progress;
+	void *progress_user;
+} infs_encode_options;
+
+int infs_encode_options_init(infs_encode_options *opts, unsigned version);
+int infs_fact_input_init(infs_fact_input *fact, unsigned version);
+
+int infs_fact_encode(uint64_t *out_ids, infs_store *store, const char *ns,
+               const infs_model *model, const infs_fact_input *facts, size_t n_facts,
+               const infs_encode_options *opts);
+
+/* engine.h */
+typedef struct infs_engine infs_engine;
+
+#define INFS_ENGINE_OPTIONS_VERSION 1
+
+typedef struct infs_engine_options {
+	unsigned version;
+	uint32_t n_ctx;
+	uint32_t block_size;
+	infs_dtype kv_dtype;
+	const char *system;
+	const char *memory_intro;
+} infs_engine_options;
+
+int infs_engine_options_init(infs_engine_options *opts, unsigned version);
+
+int infs_engine_create(infs_engine **out, const infs_model *model, const infs_engine_options *opts);
+void infs_engine_free(infs_engine *engine);
+
+int infs_engine_header(const int32_t **out_tokens, uint32_t *out_n, const infs_engine *engine);
+
+int infs_fact_render(char **out, const char *text, const char *metadata);
+
+int infs_engine_prepare(infs_engine *engine, infs_store *store);
+
+void infs_engine_reset(infs_engine *engine);
+
+uint32_t infs_engine_n_past(const infs_engine *engine);
+
+int infs_engine_inject(infs_engine *engine, infs_store *store, const char *ns,
+               const uint64_t *ids, size_t n);
+
+int infs_engine_prefill(infs_engine *engine, const int32_t *tokens, uint32_t n);
+
+const float *infs_engine_logits(const infs_engine *engine);
+
+#define INFS_GENERATE_OPTIONS_VERSION 1
+
+typedef struct infs_generate_options {
+	unsigned version;
+	uint32_t max_tokens;
+	float temperature;
+	float top_p;
+	uint64_t seed;
+	const char *stop;
+} infs_generate_options;
+
+int infs_generate_options_init(infs_generate_options *opts, unsigned version);
+
+int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *engine,
+               const infs_generate_options *opts);
+
+#define INFS_ASK_OPTIONS_VERSION 1
+
+typedef struct infs_ask_options {
+	unsigned version;
+	uint32_t k;
+	int full_recompute;
+	infs_metric metric;
+	const uint64_t *fact_ids;
+	size_t n_fact_ids;
+	infs_generate_options generate;
+} infs_ask_options;
+
+int infs_ask_options_init(infs_ask_options *opts, unsigned version);
+
+typedef struct infs_answer {
+	char *text;
+	uint32_t n_tokens;
+	uint32_t n_prompt;
+	uint32_t n_prefilled;
+	size_t n_facts;
+	uint64_t *fact_ids;
+	float *scores;
+	float *first_logits;
+	uint32_t n_vocab;
+	double embed_ms, retrieve_ms, inject_ms, prefill_ms, ttft_ms, decode_ms;
+} infs_answer;
+
+int infs_engine_ask(infs_answer **out, infs_engine *engine, infs_store *store,
+               const infs_embedder *embedder, const char *ns, const char *question,
+               const infs_ask_options *opts);
+void infs_answer_free(infs_answer *answer);
