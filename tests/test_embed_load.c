@@ -158,7 +158,7 @@ int main(void)
 	if (!e)
 		CHECK_DONE();
 	const size_t dim = 384;
-	const char *texts[] = {"Melanie signed up for a pottery class.", "What does Melanie do?"};
+	const char *texts[] = {"Tomas signed up for a pottery class.", "What does Tomas do?"};
 	float ref[2 * 384], out[2 * 384];
 	CHECK_OK(infs_embed(ref, e, texts, 2, NULL));
 	infs_embedder_free(e);

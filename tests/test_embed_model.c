@@ -266,9 +266,9 @@ static void *embed_thread(void *arg)
 static void check_concurrent(const infs_embedder *e)
 {
 	static const char *const texts[] = {
-		"Caroline went to a pride parade.", "Melanie paints sunsets.",
-		"What did Caroline research?", "Melanie ran a charity race for mental health.",
-		"When did Melanie sign up for a pottery class?", "Caroline is a transgender woman.",
+		"Maya ran along the river at dawn.", "Tomas builds furniture from cork oak.",
+		"What does Maya study?", "Tomas ran a charity race in Lisbon.",
+		"When did Tomas sign up for a pottery class?", "Maya is learning the cello.",
 	};
 	size_t n = sizeof texts / sizeof texts[0], dim = infs_embedder_dim(e);
 	float *ref = malloc(n * dim * sizeof *ref);
@@ -316,7 +316,7 @@ static void check_api(const char *dir, const infs_embedder *e)
 	CHECK(infs_embedder_dim(NULL) == 0 && infs_embedder_max_seq_length(NULL) == 0);
 
 	size_t dim = infs_embedder_dim(e);
-	const char *texts[] = {"Caroline went to a pride parade.", NULL, "What is Melanie's hobby?"};
+	const char *texts[] = {"Maya ran along the river at dawn.", NULL, "What is Tomas's hobby?"};
 	float *out = malloc(3 * dim * sizeof *out), *ref = malloc(3 * dim * sizeof *ref);
 	for (size_t i = 0; i < 3 * dim; i++)
 		out[i] = 42.0f;
@@ -338,7 +338,7 @@ static void check_api(const char *dir, const infs_embedder *e)
 	CHECK(untouched);
 
 	/* Unit length, and a text's vector does not depend on its batch. */
-	texts[1] = "Melanie paints sunsets.";
+	texts[1] = "Tomas builds furniture from cork oak.";
 	CHECK_OK(infs_embed(out, e, texts, 3, NULL));
 	for (size_t i = 0; i < 3; i++) {
 		double n2 = 0;
@@ -350,7 +350,7 @@ static void check_api(const char *dir, const infs_embedder *e)
 	}
 
 	/* A prompt is prepended to the text. */
-	const char *prompted[] = {"query: What is Melanie's hobby?"};
+	const char *prompted[] = {"query: What is Tomas's hobby?"};
 	eo.version = INFS_EMBED_OPTIONS_VERSION;
 	eo.prompt = "query: ";
 	CHECK_OK(infs_embed(out, e, texts + 2, 1, &eo));
