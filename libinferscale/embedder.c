@@ -11,6 +11,7 @@
 #include "embedder.h"
 #include "error.h"
 #include "inferscale/embedder.h"
+#include "options.h"
 #include "json.h"
 #include "pool.h"
 #include "safetensors.h"
@@ -38,31 +39,9 @@ struct infs_embedder {
 	uint32_t n_threads;
 };
 
-int infs_embedder_options_init(infs_embedder_options *opts, unsigned version)
-{
-	if (!opts)
-		return infs__error(INFS_EINVAL, "infs_embedder_options_init: opts is NULL");
-	if (version != INFS_EMBEDDER_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL,
-		                   "infs_embedder_options_init: unknown version %u (this library knows %u)",
-		                   version, INFS_EMBEDDER_OPTIONS_VERSION);
-	infs_embedder_options init = INFS_EMBEDDER_OPTIONS_INIT;
-	*opts = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_embedder_options_init, infs_embedder_options, INFS_EMBEDDER_OPTIONS_VERSION, INFS_EMBEDDER_OPTIONS_INIT)
 
-int infs_embed_options_init(infs_embed_options *opts, unsigned version)
-{
-	if (!opts)
-		return infs__error(INFS_EINVAL, "infs_embed_options_init: opts is NULL");
-	if (version != INFS_EMBED_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL,
-		                   "infs_embed_options_init: unknown version %u (this library knows %u)",
-		                   version, INFS_EMBED_OPTIONS_VERSION);
-	infs_embed_options init = INFS_EMBED_OPTIONS_INIT;
-	*opts = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_embed_options_init, infs_embed_options, INFS_EMBED_OPTIONS_VERSION, INFS_EMBED_OPTIONS_INIT)
 
 /* ---- files ---------------------------------------------------------------- */
 

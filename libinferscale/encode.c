@@ -6,6 +6,7 @@
 #include "inferscale/encode.h"
 #include "encode.h"
 #include "error.h"
+#include "options.h"
 #include "forward.h"
 #include "kvcache.h"
 
@@ -13,29 +14,9 @@
  * granularity at which a cancel is noticed while embedding. */
 #define EMBED_CHUNK 32
 
-int infs_encode_options_init(infs_encode_options *opts, unsigned version)
-{
-	if (!opts)
-		return infs__error(INFS_EINVAL, "infs_encode_options_init: opts is NULL");
-	if (version != INFS_ENCODE_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL, "infs_encode_options_init: unknown version %u (this library knows %u)",
-		                   version, INFS_ENCODE_OPTIONS_VERSION);
-	infs_encode_options init = INFS_ENCODE_OPTIONS_INIT;
-	*opts = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_encode_options_init, infs_encode_options, INFS_ENCODE_OPTIONS_VERSION, INFS_ENCODE_OPTIONS_INIT)
 
-int infs_fact_input_init(infs_fact_input *fact, unsigned version)
-{
-	if (!fact)
-		return infs__error(INFS_EINVAL, "infs_fact_input_init: fact is NULL");
-	if (version != INFS_FACT_INPUT_VERSION)
-		return infs__error(INFS_EINVAL, "infs_fact_input_init: unknown version %u (this library knows %u)",
-		                   version, INFS_FACT_INPUT_VERSION);
-	infs_fact_input init = INFS_FACT_INPUT_INIT;
-	*fact = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_fact_input_init, infs_fact_input, INFS_FACT_INPUT_VERSION, INFS_FACT_INPUT_INIT)
 
 int infs__encode_check_store(infs_geometry *out, infs_store *store, const infs_model *model)
 {

@@ -8,6 +8,7 @@
 #include "compose.h"
 #include "encode.h"
 #include "error.h"
+#include "options.h"
 #include "forward.h"
 #include "kvcache.h"
 #include "sampling.h"
@@ -41,41 +42,11 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-int infs_engine_options_init(infs_engine_options *opts, unsigned version)
-{
-	if (!opts)
-		return infs__error(INFS_EINVAL, "infs_engine_options_init: opts is NULL");
-	if (version != INFS_ENGINE_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL, "infs_engine_options_init: unknown version %u (this library knows %u)",
-		                   version, INFS_ENGINE_OPTIONS_VERSION);
-	infs_engine_options init = INFS_ENGINE_OPTIONS_INIT;
-	*opts = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_engine_options_init, infs_engine_options, INFS_ENGINE_OPTIONS_VERSION, INFS_ENGINE_OPTIONS_INIT)
 
-int infs_generate_options_init(infs_generate_options *opts, unsigned version)
-{
-	if (!opts)
-		return infs__error(INFS_EINVAL, "infs_generate_options_init: opts is NULL");
-	if (version != INFS_GENERATE_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL, "infs_generate_options_init: unknown version %u (this library knows %u)",
-		                   version, INFS_GENERATE_OPTIONS_VERSION);
-	infs_generate_options init = INFS_GENERATE_OPTIONS_INIT;
-	*opts = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_generate_options_init, infs_generate_options, INFS_GENERATE_OPTIONS_VERSION, INFS_GENERATE_OPTIONS_INIT)
 
-int infs_ask_options_init(infs_ask_options *opts, unsigned version)
-{
-	if (!opts)
-		return infs__error(INFS_EINVAL, "infs_ask_options_init: opts is NULL");
-	if (version != INFS_ASK_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL, "infs_ask_options_init: unknown version %u (this library knows %u)",
-		                   version, INFS_ASK_OPTIONS_VERSION);
-	infs_ask_options init = INFS_ASK_OPTIONS_INIT;
-	*opts = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_ask_options_init, infs_ask_options, INFS_ASK_OPTIONS_VERSION, INFS_ASK_OPTIONS_INIT)
 
 int infs_engine_create(infs_engine **out, const infs_model *model, const infs_engine_options *opts)
 {

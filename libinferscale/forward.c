@@ -8,6 +8,7 @@
 
 #include "dtype.h"
 #include "error.h"
+#include "options.h"
 #include "forward.h"
 #include "matmul.h"
 
@@ -294,17 +295,7 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 	return INFS_OK;
 }
 
-int infs_forward_options_init(infs_forward_options *opts, unsigned version)
-{
-	if (!opts)
-		return infs__error(INFS_EINVAL, "infs_forward_options_init: opts is NULL");
-	if (version != INFS_FORWARD_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL, "infs_forward_options_init: unknown version %u (this library knows %u)",
-		                   version, INFS_FORWARD_OPTIONS_VERSION);
-	infs_forward_options init = INFS_FORWARD_OPTIONS_INIT;
-	*opts = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_forward_options_init, infs_forward_options, INFS_FORWARD_OPTIONS_VERSION, INFS_FORWARD_OPTIONS_INIT)
 
 int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model *model,
                        const int32_t *tokens, const int32_t *positions, uint32_t n_tokens,

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "options.h"
 #include "rope.h"
 
 size_t infs_dtype_size(infs_dtype dtype)
@@ -16,17 +17,7 @@ size_t infs_dtype_size(infs_dtype dtype)
 	}
 }
 
-int infs_geometry_init(infs_geometry *g, unsigned version)
-{
-	if (!g)
-		return infs__error(INFS_EINVAL, "infs_geometry_init: geometry is NULL");
-	if (version != INFS_GEOMETRY_VERSION)
-		return infs__error(INFS_EINVAL, "infs_geometry_init: unknown version %u (this library knows %u)",
-		                   version, INFS_GEOMETRY_VERSION);
-	infs_geometry init = INFS_GEOMETRY_INIT;
-	*g = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_geometry_init, infs_geometry, INFS_GEOMETRY_VERSION, INFS_GEOMETRY_INIT)
 
 int infs__geometry_copy(infs_geometry *dst, const infs_geometry *src)
 {

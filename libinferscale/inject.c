@@ -10,31 +10,12 @@
 
 #include "dtype.h"
 #include "error.h"
+#include "options.h"
 #include "rope.h"
 
-int infs_kv_layout_init(infs_kv_layout *layout, unsigned version)
-{
-	if (!layout)
-		return infs__error(INFS_EINVAL, "infs_kv_layout_init: layout is NULL");
-	if (version != INFS_KV_LAYOUT_VERSION)
-		return infs__error(INFS_EINVAL, "infs_kv_layout_init: unknown version %u (this library knows %u)",
-		                   version, INFS_KV_LAYOUT_VERSION);
-	infs_kv_layout init = INFS_KV_LAYOUT_INIT;
-	*layout = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_kv_layout_init, infs_kv_layout, INFS_KV_LAYOUT_VERSION, INFS_KV_LAYOUT_INIT)
 
-int infs_inject_options_init(infs_inject_options *opts, unsigned version)
-{
-	if (!opts)
-		return infs__error(INFS_EINVAL, "infs_inject_options_init: options are NULL");
-	if (version != INFS_INJECT_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL, "infs_inject_options_init: unknown version %u (this library knows %u)",
-		                   version, INFS_INJECT_OPTIONS_VERSION);
-	infs_inject_options init = INFS_INJECT_OPTIONS_INIT;
-	*opts = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_inject_options_init, infs_inject_options, INFS_INJECT_OPTIONS_VERSION, INFS_INJECT_OPTIONS_INIT)
 
 /* The four indexed dimensions of one layer's K (or V). Slots of distinct
  * (block, slot, head, dim) must be distinct elements: sorted by stride, each

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "options.h"
 #include "forward.h"
 #include "model.h"
 #include "quant.h"
@@ -422,17 +423,7 @@ static int load_hf_dir(infs_model *m, const char *dir)
 	return has_tok ? load_tokenizer(m, NULL, dir) : INFS_OK;
 }
 
-int infs_model_options_init(infs_model_options *opts, unsigned version)
-{
-	if (!opts)
-		return infs__error(INFS_EINVAL, "infs_model_options_init: opts is NULL");
-	if (version != INFS_MODEL_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL, "infs_model_options_init: unknown version %u (this library knows %u)",
-		                   version, INFS_MODEL_OPTIONS_VERSION);
-	infs_model_options init = INFS_MODEL_OPTIONS_INIT;
-	*opts = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_model_options_init, infs_model_options, INFS_MODEL_OPTIONS_VERSION, INFS_MODEL_OPTIONS_INIT)
 
 void infs_model_free(infs_model *m)
 {

@@ -8,22 +8,13 @@
 #include <string.h>
 
 #include "error.h"
+#include "options.h"
 #include "topk.h"
 #ifdef INFS_HAVE_FAISS
 #include "retrieve_faiss.h"
 #endif
 
-int infs_retrieve_options_init(infs_retrieve_options *opts, unsigned version)
-{
-	if (!opts)
-		return infs__error(INFS_EINVAL, "infs_retrieve_options_init: options are NULL");
-	if (version != INFS_RETRIEVE_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL, "infs_retrieve_options_init: unknown version %u (this library knows %u)",
-		                   version, INFS_RETRIEVE_OPTIONS_VERSION);
-	infs_retrieve_options init = INFS_RETRIEVE_OPTIONS_INIT;
-	*opts = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_retrieve_options_init, infs_retrieve_options, INFS_RETRIEVE_OPTIONS_VERSION, INFS_RETRIEVE_OPTIONS_INIT)
 
 /* The store's cache: a hash table of namespace entries. */
 typedef struct ns_table {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "options.h"
 #include "geometry.h"
 #include "store_impl.h"
 #ifdef INFS_HAVE_CUDA
@@ -101,17 +102,7 @@ void infs__registry_update(dev_t old_dev, ino_t old_ino, dev_t dev, ino_t ino)
 	pthread_mutex_unlock(&registry_lock);
 }
 
-int infs_store_options_init(infs_store_options *opts, unsigned version)
-{
-	if (!opts)
-		return infs__error(INFS_EINVAL, "infs_store_options_init: opts is NULL");
-	if (version != INFS_STORE_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL, "infs_store_options_init: unknown version %u (this library knows %u)",
-		                   version, INFS_STORE_OPTIONS_VERSION);
-	infs_store_options init = INFS_STORE_OPTIONS_INIT;
-	*opts = init;
-	return INFS_OK;
-}
+INFS__DEFINE_INIT(infs_store_options_init, infs_store_options, INFS_STORE_OPTIONS_VERSION, INFS_STORE_OPTIONS_INIT)
 
 int infs__fsync_dir(const char *path)
 {

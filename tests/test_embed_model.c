@@ -338,7 +338,7 @@ static void check_api(const char *dir, const infs_embedder *e)
 	CHECK(untouched);
 
 	/* Unit length, and a text's vector does not depend on its batch. */
-	texts[1] = "Tomas builds furniture from cork oak.";
+	texts[1] = "Tomas paints sunsets.";
 	CHECK_OK(infs_embed(out, e, texts, 3, NULL));
 	for (size_t i = 0; i < 3; i++) {
 		double n2 = 0;
