@@ -9,6 +9,7 @@
 #include "../tests/cache_path.h"
 #include "inferscale/inferscale.h"
 #include "json.h"
+#include "../tests/read_file.h"
 
 static double now(void)
 {
@@ -17,29 +18,11 @@ static double now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static char *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
 /* Appends every session turn's text of one conversation file to text. */
 static void add_turns(const char *path, char **text, size_t *len, size_t *cap)
 {
 	size_t n;
-	char *raw = read_all(path, &n);
+	char *raw = read_file(path, &n);
 	infs__json *j = NULL;
 	if (!raw || infs__json_parse(&j, raw, n) != INFS_OK) {
 		free(raw);

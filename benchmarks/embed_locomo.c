@@ -21,6 +21,7 @@
 
 #include "embedder.h"
 #include "json.h"
+#include "../tests/read_file.h"
 
 #define MAX_CITES 8
 #define N_K 3
@@ -38,26 +39,6 @@ typedef struct question {
 	char **evidence; /* dia_ids, split at ';' */
 	size_t n_evidence;
 } question;
-
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf)
-		buf[n] = '\0';
-	*len = (size_t)n;
-	return buf;
-}
 
 static double now(void)
 {
@@ -124,7 +105,7 @@ static double wall_all, cpu_all;
 static int run_conversation(const infs_embedder *e, const char *path)
 {
 	size_t len;
-	char *text = slurp(path, &len);
+	char *text = read_file(path, &len);
 	infs__json *root = NULL;
 	if (!text || infs__json_parse(&root, text, len) != INFS_OK) {
 		fprintf(stderr, "%s: cannot read: %s\n", path, infs_error_last());

@@ -9,26 +9,7 @@
 #include "bert.h"
 #include "check.h"
 #include "json.h"
-
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf)
-		buf[n] = '\0';
-	*len = (size_t)n;
-	return buf;
-}
+#include "read_file.h"
 
 /* The weights, converted to float, kept alive for the test. */
 static float *arena[64];
@@ -76,7 +57,7 @@ int main(int argc, char **argv)
 	char path[4096];
 	snprintf(path, sizeof path, "%s/tiny_bert.json", argv[1]);
 	size_t len;
-	char *text = slurp(path, &len);
+	char *text = read_file(path, &len);
 	CHECK(text != NULL);
 	if (!text)
 		CHECK_DONE();

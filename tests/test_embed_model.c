@@ -17,33 +17,14 @@
 #include "check.h"
 #include "embedder.h"
 #include "json.h"
+#include "read_file.h"
 
 #define MIN_COSINE 0.999
-
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf)
-		buf[n] = '\0';
-	*len = (size_t)n;
-	return buf;
-}
 
 static infs__json *load_json(const char *path)
 {
 	size_t len;
-	char *text = slurp(path, &len);
+	char *text = read_file(path, &len);
 	if (!text) {
 		fprintf(stderr, "cannot read %s\n", path);
 		return NULL;
@@ -186,7 +167,7 @@ static void check_locomo(const infs_embedder *e, const char *fixtures, const cha
 	infs__json *conv = load_json(path);
 	snprintf(path, sizeof path, "%s/locomo-%s.bin", fixtures, conv_name);
 	size_t len;
-	uint8_t *gold = (uint8_t *)slurp(path, &len);
+	uint8_t *gold = (uint8_t *)read_file(path, &len);
 	CHECK(conv != NULL && gold != NULL);
 	if (!conv || !gold) {
 		infs__json_free(conv);

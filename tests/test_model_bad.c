@@ -10,27 +10,10 @@
 #include "check.h"
 #include "model.h"
 #include "safetensors.h"
+#include "read_file.h"
 
 static char tmp[256];
 static const char *fixtures;
-
-static unsigned char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	unsigned char *b = malloc((size_t)n + 1);
-	if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-		free(b);
-		b = NULL;
-	}
-	fclose(f);
-	*len = (size_t)n;
-	return b;
-}
 
 static void spit(const char *path, const void *data, size_t len)
 {
@@ -57,7 +40,7 @@ static void make_dir(const char *config, const void *st, size_t st_len)
 	} else {
 		size_t n;
 		snprintf(p, sizeof p, "%s/llama/config.json", fixtures);
-		unsigned char *c = slurp(p, &n);
+		unsigned char *c = (unsigned char *)read_file(p, &n);
 		snprintf(p, sizeof p, "%s/config.json", tmp);
 		spit(p, c, n);
 		free(c);
@@ -178,7 +161,7 @@ static char *config_with(const char *from, const char *to)
 	char p[600];
 	size_t n;
 	snprintf(p, sizeof p, "%s/llama/config.json", fixtures);
-	char *c = (char *)slurp(p, &n);
+	char *c = read_file(p, &n);
 	c[n] = 0;
 	char *at = strstr(c, from);
 	if (!at)
@@ -389,7 +372,7 @@ static void bad_gguf(void)
 	char p[600];
 	size_t n;
 	snprintf(p, sizeof p, "%s/gguf_llama.gguf", fixtures);
-	unsigned char *orig = slurp(p, &n), *b = malloc(n);
+	unsigned char *orig = (unsigned char *)read_file(p, &n), *b = malloc(n);
 	const char *out = tpath("x.gguf");
 
 	memcpy(b, orig, n);
@@ -458,7 +441,7 @@ static void mutations(void)
 	char p[600];
 	size_t n;
 	snprintf(p, sizeof p, "%s/llama/model.safetensors", fixtures);
-	unsigned char *st = slurp(p, &n), *b = malloc(n);
+	unsigned char *st = (unsigned char *)read_file(p, &n), *b = malloc(n);
 	size_t hlen = 8 + (size_t)st[0] + ((size_t)st[1] << 8); /* headers of the fixtures are < 64 KiB */
 	int loaded = 0;
 	for (int round = 0; round < 150; round++) {
@@ -487,7 +470,7 @@ static void mutations(void)
 	unlink(tpath("model.safetensors"));
 
 	snprintf(p, sizeof p, "%s/gguf_llama.gguf", fixtures);
-	unsigned char *g = slurp(p, &n);
+	unsigned char *g = (unsigned char *)read_file(p, &n);
 	b = malloc(n);
 	size_t meta = find_in(g, n, "blk.1.ffn_down.weight") + 64; /* header, metadata and tensor infos */
 	for (int round = 0; round < 300; round++) {

@@ -6,24 +6,7 @@
 
 #include "check.h"
 #include "quant.h"
-
-static unsigned char *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	unsigned char *buf = malloc((size_t)n);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
+#include "read_file.h"
 
 static uint32_t u32_at(const unsigned char *p)
 {
@@ -36,7 +19,7 @@ int main(int argc, char **argv)
 	if (argc != 2)
 		CHECK_DONE();
 	size_t len;
-	unsigned char *buf = read_all(argv[1], &len);
+	unsigned char *buf = (unsigned char *)read_file(argv[1], &len);
 	CHECK(buf != NULL);
 	if (!buf)
 		CHECK_DONE();
