@@ -1,7 +1,11 @@
 /* Retrieval on the GPU: one query and batches of 32 against 10K, 100K and 1M
- * facts of dimension 384 (f16) in one namespace: a cuBLAS GEMM (f32
- * accumulate) into f32 scores, then the top-k selection. Reports latency
- * against the memory-bound time (embedding bytes / cudaMemcpy bandwidth).
+ * facts of dimension 384 (f16) in one namespace, both ways infs_retrieve can
+ * take: the fused kernels (kernels/retrieve.cu) and a cuBLAS GEMM (f32
+ * accumulate) into f32 scores followed by the top-k selection. latency_us is
+ * the way infs_retrieve takes for the batch size. Reports latency against
+ * the memory-bound time: the embedding bytes over the bandwidth of a
+ * cudaMemcpy that moves as many bytes (read + written), and over the
+ * bandwidth of a 1 GiB copy.
  * Small sets are kept in several copies used in turn, so that the L2 cache
  * does not hold the timed call's embeddings. Then infs_retrieve itself on a
  * store with a device copy (10K and 100K facts): the host's exact rescoring
@@ -30,8 +34,27 @@ typedef struct ctx {
 	const uint16_t *q;
 	float *scores;
 	infs_k_topk_params tp;
+	infs_k_fused_params fp;
 	int gemm_only;
+	void *copy_dst;
+	size_t copy_bytes;
 } ctx;
+
+static void fused_run(void *arg, int rep)
+{
+	ctx *c = arg;
+	c->fp.emb = c->emb[rep % c->copies];
+	CUDA_OK(infs_k_fused_topk(&c->fp, c->stream));
+}
+
+/* A copy of half the embeddings: as many bytes read + written as a scan
+ * reads. */
+static void half_copy_run(void *arg, int rep)
+{
+	ctx *c = arg;
+	CUDA_OK(cudaMemcpyAsync(c->copy_dst, c->emb[rep % c->copies], c->copy_bytes, cudaMemcpyDeviceToDevice,
+	                        c->stream));
+}
 
 static void retrieve_run(void *arg, int rep)
 {
@@ -105,14 +128,23 @@ int main(int argc, char **argv)
 			CUDA_OK(cudaMemcpy(e, host + (size_t)i * 1000 % (max_n - n + 1) * DIMS, bytes, cudaMemcpyHostToDevice));
 			c.emb[i] = e;
 		}
+		CUDA_OK(cudaMalloc(&c.copy_dst, bytes / 2));
+		c.copy_bytes = bytes / 2;
+		const float copy_same_us = time_us(half_copy_run, &c, 5, 50, c.stream);
+		cudaFree(c.copy_dst);
 		for (int b = 0; b < 2; b++) {
 			uint32_t nq = nqs[b];
 			c.n = n, c.nq = nq;
 			CUDA_OK(cudaMalloc((void **)&c.scores, (size_t)nq * n * sizeof(float)));
-			void *ws = NULL, *oid, *osc, *on;
+			void *ws = NULL, *fws, *oid, *osc, *on;
 			size_t wsb = infs_k_topk_workspace_bytes(n, nq, K);
 			if (wsb)
 				CUDA_OK(cudaMalloc(&ws, wsb));
+			if (!infs_k_fused_supported(DIMS, nq, K)) {
+				fprintf(stderr, "the fused kernels do not take %u queries of dimension %d\n", nq, DIMS);
+				return 1;
+			}
+			CUDA_OK(cudaMalloc(&fws, infs_k_fused_workspace_bytes(n, DIMS, nq, K)));
 			CUDA_OK(cudaMalloc(&oid, nq * K * 8));
 			CUDA_OK(cudaMalloc(&osc, nq * K * 4));
 			CUDA_OK(cudaMalloc(&on, nq * 4));
@@ -120,19 +152,34 @@ int main(int argc, char **argv)
 				.scores = c.scores, .ld = n, .n_rows = n, .n_queries = nq, .k = K, .row_scale = NULL,
 				.dead = NULL, .ids = ids, .out_id = oid, .out_score = osc, .out_n = on, .workspace = ws,
 			};
+			infs_k_fused_params fp = {
+				.emb = c.emb[0], .queries = q, .n_rows = n, .dim = DIMS, .n_queries = nq, .k = K,
+				.row_scale = NULL, .dead = NULL, .ids = ids, .out_id = oid, .out_score = osc, .out_n = on,
+				.workspace = fws,
+			};
 			c.tp = tp;
+			c.fp = fp;
 			c.gemm_only = 1;
 			float gemm_us = time_us(retrieve_run, &c, 5, 50, c.stream);
 			c.gemm_only = 0;
-			float us = time_us(retrieve_run, &c, 5, 50, c.stream);
-			double bound_us = bytes / copy_bw * 1e6;
-			fprintf(out, "%s    {\"n\": %u, \"queries\": %u, \"latency_us\": %.2f, \"gemm_us\": %.2f, "
-			             "\"embedding_bytes\": %zu, \"memory_bound_us\": %.2f, \"ratio_vs_bound\": %.3f}",
-			        first ? "" : ",\n", n, nq, us, gemm_us, bytes, bound_us, us / bound_us);
+			float gemm_path_us = time_us(retrieve_run, &c, 5, 50, c.stream);
+			float fused_us = time_us(fused_run, &c, 5, 50, c.stream);
+			const char *path = nq <= INFS_K_FUSED_BATCH ? "fused" : "gemm";
+			float us = nq <= INFS_K_FUSED_BATCH ? fused_us : gemm_path_us;
+			double peak_us = bytes / copy_bw * 1e6;
+			fprintf(out, "%s    {\"n\": %u, \"queries\": %u, \"path\": \"%s\", \"latency_us\": %.2f, "
+			             "\"fused_us\": %.2f, \"gemm_path_us\": %.2f, \"gemm_us\": %.2f, \"embedding_bytes\": %zu, "
+			             "\"memory_bound_us\": %.2f, \"ratio_vs_bound\": %.3f, \"peak_bound_us\": %.2f, "
+			             "\"ratio_vs_peak_bound\": %.3f}",
+			        first ? "" : ",\n", n, nq, path, us, fused_us, gemm_path_us, gemm_us, bytes, copy_same_us,
+			        us / copy_same_us, peak_us, us / peak_us);
 			first = 0;
-			fprintf(stderr, "retrieve n=%u batch=%u: %.1f us (gemm %.1f us), memory bound %.1f us, %.2fx\n", n, nq,
-			        us, gemm_us, bound_us, us / bound_us);
-			cudaFree(c.scores), cudaFree(ws), cudaFree(oid), cudaFree(osc), cudaFree(on);
+			fprintf(stderr,
+			        "retrieve n=%u batch=%u: %s %.1f us (fused %.1f, GEMM path %.1f, GEMM %.1f), memory bound %.1f us "
+			        "(%.2fx), at peak copy bandwidth %.1f us (%.2fx)\n",
+			        n, nq, path, us, fused_us, gemm_path_us, gemm_us, copy_same_us, us / copy_same_us, peak_us,
+			        us / peak_us);
+			cudaFree(c.scores), cudaFree(ws), cudaFree(fws), cudaFree(oid), cudaFree(osc), cudaFree(on);
 		}
 		for (int i = 0; i < c.copies; i++)
 			cudaFree((void *)c.emb[i]);

@@ -83,6 +83,42 @@ size_t infs_k_topk_workspace_bytes(uint32_t n_rows, uint32_t n_queries, uint32_t
 
 cudaError_t infs_k_topk(const infs_k_topk_params *p, cudaStream_t stream);
 
+/* Fused retrieval (kernels/retrieve.cu): the scores of f16 rows against a
+ * batch of f16 queries computed and selected on chip, never stored. emb is
+ * [n_rows][dim], queries [n_queries][dim]; row_scale, dead, ids, out_id,
+ * out_score and out_n as for infs_k_topk, the scores being the
+ * f32-accumulated dot products; exact, ties by row. Takes the shapes for
+ * which infs_k_fused_supported() is true on the current device: dim a
+ * multiple of 32, up to INFS_K_FUSED_MAX_QUERIES queries, k up to
+ * INFS_K_FUSED_MAX. */
+#define INFS_K_FUSED_MAX 128u
+#define INFS_K_FUSED_MAX_QUERIES 32u
+/* Batches up to this size are faster fused than through a GEMM and the
+ * top-k kernel on an H200 (docs/benchmarks.md); larger ones are not. */
+#define INFS_K_FUSED_BATCH 8u
+
+typedef struct infs_k_fused_params {
+	const uint16_t *emb;
+	const uint16_t *queries;
+	uint32_t n_rows;
+	uint32_t dim;
+	uint32_t n_queries;
+	uint32_t k;
+	const float *row_scale;
+	const uint32_t *dead;
+	const uint64_t *ids;
+	uint64_t *out_id;
+	float *out_score;
+	uint32_t *out_n;
+	void *workspace;            /* infs_k_fused_workspace_bytes() bytes */
+} infs_k_fused_params;
+
+int infs_k_fused_supported(uint32_t dim, uint32_t n_queries, uint32_t k);
+
+size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t dim, uint32_t n_queries, uint32_t k);
+
+cudaError_t infs_k_fused_topk(const infs_k_fused_params *p, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

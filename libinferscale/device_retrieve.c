@@ -1,9 +1,12 @@
-/* Exact retrieval on the store's device copy: a cuBLAS GEMM of the queries
- * (f16, unit length) against the namespace's f16 unit rows with f32
- * accumulation, the top-k kernel, then the host rescores the candidates
+/* Exact retrieval on the store's device copy: the queries (f16, unit
+ * length) against the namespace's f16 unit rows with f32 accumulation, the
+ * best candidates selected on the device, then the host rescores them
  * exactly as the CPU path does, from the store's own f32 matrix, so scores
  * and order are the CPU's. A margin of extra candidates absorbs the f16
- * rounding of the ranking. Called under the store's read lock. */
+ * rounding of the ranking. Batches of up to INFS_K_FUSED_BATCH queries and
+ * up to INFS_K_FUSED_MAX candidates take the fused kernels (one pass over
+ * the rows, no score matrix); the others a cuBLAS GEMM into f32 scores and
+ * the top-k kernel. Called under the store's read lock. */
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdlib.h>
@@ -88,11 +91,18 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 	size_t kk = k + (k < 64 ? 16 : k / 4);
 	if (kk > INFS_K_TOPK_MAX)
 		kk = INFS_K_TOPK_MAX;
+	int prev;
+	if ((rc = infs__device_enter(&prev, d->device, fn)))
+		return rc;
+	const int fused = n_queries <= INFS_K_FUSED_BATCH &&
+	                  infs_k_fused_supported((uint32_t)dim, (uint32_t)n_queries, (uint32_t)kk);
 	size_t qc = SCORES_MAX / rows;
-	qc = qc < 1 ? 1 : qc > n_queries ? n_queries : qc;
+	qc = fused ? n_queries : qc < 1 ? 1 : qc > n_queries ? n_queries : qc;
 
-	const size_t q_bytes = up256(qc * dim * 2), s_bytes = up256(qc * rows * 4);
-	const size_t ws_bytes = up256(infs_k_topk_workspace_bytes((uint32_t)rows, (uint32_t)qc, (uint32_t)kk));
+	const size_t q_bytes = up256(qc * dim * 2), s_bytes = fused ? 0 : up256(qc * rows * 4);
+	const size_t ws_bytes =
+		up256(fused ? infs_k_fused_workspace_bytes((uint32_t)rows, (uint32_t)dim, (uint32_t)qc, (uint32_t)kk)
+		            : infs_k_topk_workspace_bytes((uint32_t)rows, (uint32_t)qc, (uint32_t)kk));
 	const size_t id_bytes = up256(qc * kk * 8), sc_bytes = up256(qc * kk * 4), n_bytes = up256(qc * 4);
 	const size_t need = q_bytes + s_bytes + ws_bytes + id_bytes + sc_bytes + n_bytes;
 	uint16_t *q16 = malloc(qc * dim * 2);
@@ -105,9 +115,6 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 	}
 
 	pthread_mutex_lock(&d->scratch_lock);
-	int prev;
-	if ((rc = infs__device_enter(&prev, d->device, fn)))
-		goto unlock;
 	cudaError_t err = cudaSuccess;
 	if (d->scratch_bytes < need) {
 		cudaFree(d->scratch);
@@ -115,7 +122,7 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 		d->scratch_bytes = 0;
 		if ((err = cudaMalloc(&d->scratch, need)) != cudaSuccess) {
 			rc = infs__cuda_error(err, fn, "allocating search scratch");
-			goto restore;
+			goto unlock;
 		}
 		d->scratch_bytes = need;
 	}
@@ -124,7 +131,7 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 		cublasStatus_t st = cublasCreate(&h);
 		if (st != CUBLAS_STATUS_SUCCESS) {
 			rc = blas_error(st, "creating a handle");
-			goto restore;
+			goto unlock;
 		}
 		d->blas = h;
 	}
@@ -157,20 +164,30 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 			rc = infs__cuda_error(err, fn, "uploading the queries");
 			break;
 		}
-		cublasStatus_t st = cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)qn, (int)dim, &one, p->emb,
-		                                 CUDA_R_16F, (int)dim, dq, CUDA_R_16F, (int)dim, &zero, scores, CUDA_R_32F,
-		                                 (int)rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-		if (st != CUBLAS_STATUS_SUCCESS) {
-			rc = blas_error(st, "scoring the namespace");
-			break;
+		const float *row_scale = metric == INFS_METRIC_IP ? p->norm : NULL;
+		const uint32_t *dead = p->n_dead ? p->dead : NULL;
+		if (fused) {
+			infs_k_fused_params fp = {
+				.emb = p->emb, .queries = dq, .n_rows = (uint32_t)rows, .dim = (uint32_t)dim,
+				.n_queries = (uint32_t)qn, .k = (uint32_t)kk, .row_scale = row_scale, .dead = dead,
+				.ids = p->ids, .out_id = d_id, .out_score = d_sc, .out_n = d_n, .workspace = ws,
+			};
+			err = infs_k_fused_topk(&fp, d->stream);
+		} else {
+			cublasStatus_t st = cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)qn, (int)dim, &one,
+			                                 p->emb, CUDA_R_16F, (int)dim, dq, CUDA_R_16F, (int)dim, &zero, scores,
+			                                 CUDA_R_32F, (int)rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+			if (st != CUBLAS_STATUS_SUCCESS) {
+				rc = blas_error(st, "scoring the namespace");
+				break;
+			}
+			infs_k_topk_params tp = {
+				.scores = scores, .ld = rows, .n_rows = (uint32_t)rows, .n_queries = (uint32_t)qn,
+				.k = (uint32_t)kk, .row_scale = row_scale, .dead = dead, .ids = p->ids, .out_id = d_id,
+				.out_score = d_sc, .out_n = d_n, .workspace = ws,
+			};
+			err = infs_k_topk(&tp, d->stream);
 		}
-		infs_k_topk_params tp = {
-			.scores = scores, .ld = rows, .n_rows = (uint32_t)rows, .n_queries = (uint32_t)qn,
-			.k = (uint32_t)kk, .row_scale = metric == INFS_METRIC_IP ? p->norm : NULL,
-			.dead = p->n_dead ? p->dead : NULL, .ids = p->ids, .out_id = d_id, .out_score = d_sc,
-			.out_n = d_n, .workspace = ws,
-		};
-		err = infs_k_topk(&tp, d->stream);
 		if (err == cudaSuccess)
 			err = cudaMemcpyAsync(h_id, d_id, qn * kk * 8, cudaMemcpyDeviceToHost, d->stream);
 		if (err == cudaSuccess)
@@ -195,11 +212,10 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 			out_n[q0 + q] = m;
 		}
 	}
-restore:
-	infs__device_restore(prev);
 unlock:
 	pthread_mutex_unlock(&d->scratch_lock);
 done:
+	infs__device_restore(prev);
 	free(q16), free(h_id), free(h_n), free(hits);
 	return rc;
 }

@@ -5,7 +5,8 @@
 # ./gpu-out): gpu-check.log, testlog.txt, sanitizer.log, inject.json,
 # retrieve.json, benchmarks.json, benchmarks.md. Exits non-zero when a build,
 # test or sanitizer check fails.
-#   GPU_CHECK_SKIP=bench   skips the benchmarks; =sanitizer skips the sanitizer
+#   GPU_CHECK_SKIP=bench   skips the benchmarks; =sanitizer skips the sanitizer;
+#   =tests skips the test suites (words combine: GPU_CHECK_SKIP=tests,bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -26,11 +27,13 @@ fi
 ninja -C "$BUILD" -j"$(nproc)" >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
 rm -f "$OUT/build.log"
 
-echo "== tests"
-# every suite but 'model', whose real models (scripts/fetch-models.sh) the
-# GPU machine does not have
-meson test -C "$BUILD" --print-errorlogs --num-processes 4 --no-suite model || fail=1
-cp "$BUILD/meson-logs/testlog.txt" "$OUT/testlog.txt"
+if [[ $skip != *tests* ]]; then
+	echo "== tests"
+	# every suite but 'model', whose real models (scripts/fetch-models.sh)
+	# the GPU machine does not have
+	meson test -C "$BUILD" --print-errorlogs --num-processes 4 --no-suite model || fail=1
+	cp "$BUILD/meson-logs/testlog.txt" "$OUT/testlog.txt"
+fi
 
 if [[ $skip != *sanitizer* ]]; then
 	echo "== compute-sanitizer"
@@ -38,9 +41,9 @@ if [[ $skip != *sanitizer* ]]; then
 	for t in "$BUILD"/tests/gpu/test_gpu_*; do
 		[ -f "$t" ] && [ -x "$t" ] || continue
 		# racecheck looks at shared memory, which only the kernels of the
-		# inject and top-k tests use differently; the store and retrieve
-		# tests run the same kernels (and cuBLAS) and take many minutes
-		# under it.
+		# inject, top-k and fused tests use differently; the store and
+		# retrieve tests run the same kernels (and cuBLAS) and take many
+		# minutes under it.
 		tools="memcheck racecheck"
 		[[ $t == *store* || $t == *retrieve* ]] && tools=memcheck
 		for tool in $tools; do

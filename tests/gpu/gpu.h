@@ -40,6 +40,21 @@ static inline uint64_t rng_next(uint64_t *s)
 	return z ^ (z >> 31);
 }
 
+/* A row's score, for CPU references of the top-k kernels: qsort with
+ * row_hit_cmp puts the best first, equal scores by increasing row. */
+typedef struct row_hit {
+	float score;
+	uint32_t row;
+} row_hit;
+
+static inline int row_hit_cmp(const void *a, const void *b)
+{
+	const row_hit *x = a, *y = b;
+	if (x->score != y->score)
+		return x->score > y->score ? -1 : 1;
+	return x->row < y->row ? -1 : x->row > y->row;
+}
+
 /* Uniform in [-1, 1). */
 static inline float rng_float(uint64_t *s)
 {

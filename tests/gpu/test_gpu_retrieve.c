@@ -1,9 +1,9 @@
 /* Retrieval on the device through the public API at the benchmark's shape
- * (384 dimensions, tens of thousands of facts, so that the top-k kernel
- * cuts the rows down by a sampled threshold): the CUDA backend equals exact
- * search on the CPU (ids, order and scores) for both metrics, one query and
- * batches of 32, k from 1 to 300, before and after deletes, with facts of
- * equal embeddings that must tie by increasing id. */
+ * (384 dimensions, tens of thousands of facts): the CUDA backend equals
+ * exact search on the CPU (ids, order and scores) for both metrics, one
+ * query and batches of 5 (the fused kernels) and 32 (the GEMM path), k from
+ * 1 to 300 (past the fused kernels' largest), before and after deletes,
+ * with facts of equal embeddings that must tie by increasing id. */
 #include <math.h>
 #include <string.h>
 
@@ -92,6 +92,7 @@ int main(void)
 		for (int m = 0; m < 2; m++)
 			for (size_t b = 0; b < n_ks; b++) {
 				compare(st, q, 1, ks[b], (infs_metric)m);
+				compare(st, q, 5, ks[b], (infs_metric)m);
 				compare(st, q, 32, ks[b], (infs_metric)m);
 			}
 		/* then without every fifth fact, some of the tied ones among them */

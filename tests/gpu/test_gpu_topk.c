@@ -8,19 +8,6 @@
 #include "gpu.h"
 #include "kernels.h"
 
-typedef struct hit {
-	float score;
-	uint32_t row;
-} hit;
-
-static int hit_cmp(const void *a, const void *b)
-{
-	const hit *x = a, *y = b;
-	if (x->score != y->score)
-		return x->score > y->score ? -1 : 1;
-	return x->row < y->row ? -1 : x->row > y->row;
-}
-
 enum { TIES_NONE, TIES_SOME, TIES_ALL };
 
 static void run_case(uint32_t n, uint32_t nq, uint32_t k, int ties, int with_scale, int with_dead, uint64_t seed)
@@ -77,7 +64,7 @@ static void run_case(uint32_t n, uint32_t nq, uint32_t k, int ties, int with_sca
 	CUDA_OK(cudaMemcpy(out_score, d_out_score, (size_t)nq * k * sizeof(float), cudaMemcpyDeviceToHost));
 	CUDA_OK(cudaMemcpy(out_n, d_out_n, nq * sizeof(uint32_t), cudaMemcpyDeviceToHost));
 
-	hit *h = malloc((n + 1) * sizeof *h);
+	row_hit *h = malloc((n + 1) * sizeof *h);
 	int bad = 0;
 	for (uint32_t q = 0; q < nq; q++) {
 		uint32_t live = 0;
@@ -88,7 +75,7 @@ static void run_case(uint32_t n, uint32_t nq, uint32_t k, int ties, int with_sca
 			h[live].score = with_scale ? s * scale[i] : s;
 			h[live++].row = i;
 		}
-		qsort(h, live, sizeof *h, hit_cmp);
+		qsort(h, live, sizeof *h, row_hit_cmp);
 		uint32_t want = live < k ? live : k;
 		if (out_n[q] != want) {
 			fprintf(stderr, "n %u k %u q %u: %u hits, expected %u\n", n, k, q, out_n[q], want);

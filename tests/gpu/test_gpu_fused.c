@@ -1,0 +1,161 @@
+/* The fused retrieval kernels against a CPU sort. Rows and queries hold
+ * small multiples of 1/16, so every dot product is a multiple of 1/256
+ * that f32 holds exactly whatever the order of the sums: the GPU's scores
+ * must equal the CPU's bit for bit, and the many equal scores must come out
+ * by increasing row. 1 to 32 queries, k from 1 to the maximum, deleted rows,
+ * row scales, sets from one row to a million (partial tiles, blocks with
+ * fewer rows than k, so that the merge takes its radix path), and sets of
+ * all-equal rows, where the order is the rows' alone. */
+#include <string.h>
+
+#include "dtype.h"
+#include "gpu.h"
+#include "kernels.h"
+
+enum { DIM = 384 };
+
+/* An integer in [-3, 3]. */
+static int small_int(uint64_t *rng)
+{
+	return (int)(rng_next(rng) % 7) - 3;
+}
+
+static void run_case(uint32_t n, uint32_t nq, uint32_t k, int all_equal, int with_scale, int with_dead, uint64_t seed)
+{
+	uint64_t rng = seed;
+	CHECK(infs_k_fused_supported(DIM, nq, k));
+	int8_t *e = malloc((size_t)n * DIM), *qi = malloc((size_t)nq * DIM);
+	uint16_t *e16 = malloc((size_t)n * DIM * 2), *q16 = malloc((size_t)nq * DIM * 2);
+	float *scale = malloc(n * sizeof *scale);
+	uint64_t *ids = malloc(n * sizeof *ids);
+	uint32_t *dead = calloc(n / 32 + 1, sizeof *dead);
+	for (size_t i = 0; i < (size_t)n * DIM; i++) {
+		e[i] = (int8_t)(all_equal ? (int)(i % DIM % 5) - 2 : small_int(&rng));
+		e16[i] = infs__f32_to_f16(e[i] / 16.0f);
+	}
+	for (size_t i = 0; i < (size_t)nq * DIM; i++) {
+		qi[i] = (int8_t)small_int(&rng);
+		q16[i] = infs__f32_to_f16(qi[i] / 16.0f);
+	}
+	uint64_t id = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		id += 1 + rng_next(&rng) % 3;
+		ids[i] = id;
+		scale[i] = 0.5f + (float)(rng_next(&rng) % 1000) / 500.0f;
+		if (with_dead && rng_next(&rng) % 4 == 0)
+			dead[i / 32] |= 1u << (i % 32);
+	}
+
+	uint16_t *d_e, *d_q;
+	float *d_scale, *d_out_score;
+	uint64_t *d_ids, *d_out_id;
+	uint32_t *d_dead, *d_out_n;
+	void *ws;
+	CUDA_OK(cudaMalloc((void **)&d_e, (size_t)n * DIM * 2));
+	CUDA_OK(cudaMalloc((void **)&d_q, (size_t)nq * DIM * 2));
+	CUDA_OK(cudaMalloc((void **)&d_scale, n * sizeof(float)));
+	CUDA_OK(cudaMalloc((void **)&d_ids, n * sizeof(uint64_t)));
+	CUDA_OK(cudaMalloc((void **)&d_dead, (n / 32 + 1) * sizeof(uint32_t)));
+	CUDA_OK(cudaMalloc((void **)&d_out_id, (size_t)nq * k * sizeof(uint64_t)));
+	CUDA_OK(cudaMalloc((void **)&d_out_score, (size_t)nq * k * sizeof(float)));
+	CUDA_OK(cudaMalloc((void **)&d_out_n, nq * sizeof(uint32_t)));
+	CUDA_OK(cudaMalloc(&ws, infs_k_fused_workspace_bytes(n, DIM, nq, k)));
+	CUDA_OK(cudaMemcpy(d_e, e16, (size_t)n * DIM * 2, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(d_q, q16, (size_t)nq * DIM * 2, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(d_scale, scale, n * sizeof(float), cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(d_ids, ids, n * sizeof(uint64_t), cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(d_dead, dead, (n / 32 + 1) * sizeof(uint32_t), cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemset(d_out_id, 0xff, (size_t)nq * k * sizeof(uint64_t)));
+
+	infs_k_fused_params p = {
+		.emb = d_e, .queries = d_q, .n_rows = n, .dim = DIM, .n_queries = nq, .k = k,
+		.row_scale = with_scale ? d_scale : NULL, .dead = with_dead ? d_dead : NULL, .ids = d_ids,
+		.out_id = d_out_id, .out_score = d_out_score, .out_n = d_out_n, .workspace = ws,
+	};
+	CUDA_OK(infs_k_fused_topk(&p, 0));
+	CUDA_OK(cudaDeviceSynchronize());
+	uint64_t *out_id = malloc((size_t)nq * k * sizeof *out_id);
+	float *out_score = malloc((size_t)nq * k * sizeof *out_score);
+	uint32_t *out_n = malloc(nq * sizeof *out_n);
+	CUDA_OK(cudaMemcpy(out_id, d_out_id, (size_t)nq * k * sizeof(uint64_t), cudaMemcpyDeviceToHost));
+	CUDA_OK(cudaMemcpy(out_score, d_out_score, (size_t)nq * k * sizeof(float), cudaMemcpyDeviceToHost));
+	CUDA_OK(cudaMemcpy(out_n, d_out_n, nq * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+
+	row_hit *h = malloc(n * sizeof *h);
+	int bad = 0;
+	for (uint32_t q = 0; q < nq; q++) {
+		uint32_t live = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			if (with_dead && (dead[i / 32] >> (i % 32) & 1))
+				continue;
+			int32_t dot = 0;
+			for (int d = 0; d < DIM; d++)
+				dot += qi[(size_t)q * DIM + d] * e[(size_t)i * DIM + d];
+			float s = (float)dot / 256.0f;
+			h[live].score = with_scale ? s * scale[i] : s;
+			h[live++].row = i;
+		}
+		qsort(h, live, sizeof *h, row_hit_cmp);
+		uint32_t want = live < k ? live : k;
+		if (out_n[q] != want) {
+			if (bad++ < 5)
+				fprintf(stderr, "n %u k %u q %u: %u hits, expected %u\n", n, k, q, out_n[q], want);
+			continue;
+		}
+		for (uint32_t j = 0; j < want; j++) {
+			if (out_id[(size_t)q * k + j] != ids[h[j].row] || out_score[(size_t)q * k + j] != h[j].score) {
+				if (bad++ < 5)
+					fprintf(stderr, "n %u nq %u k %u q %u hit %u: id %llu score %g, expected id %llu score %g\n",
+					        n, nq, k, q, j, (unsigned long long)out_id[(size_t)q * k + j],
+					        out_score[(size_t)q * k + j], (unsigned long long)ids[h[j].row], h[j].score);
+			}
+		}
+	}
+	CHECK(bad == 0);
+	cudaFree(d_e), cudaFree(d_q), cudaFree(d_scale), cudaFree(d_ids), cudaFree(d_dead), cudaFree(d_out_id);
+	cudaFree(d_out_score), cudaFree(d_out_n), cudaFree(ws);
+	free(e), free(qi), free(e16), free(q16), free(scale), free(ids), free(dead);
+	free(out_id), free(out_score), free(out_n), free(h);
+}
+
+int main(void)
+{
+	gpu_require();
+	/* Under compute-sanitizer INFS_TEST_SMALL keeps the sets small. */
+	const char *small = getenv("INFS_TEST_SMALL");
+	const int full = !(small && *small == '1');
+	uint64_t seed = 11;
+	int cases = 0;
+	/* Shapes the fused path is not for are refused. */
+	CHECK(infs_k_fused_supported(DIM, 1, 10));
+	CHECK(!infs_k_fused_supported(DIM, INFS_K_FUSED_MAX_QUERIES + 1, 10));
+	CHECK(!infs_k_fused_supported(DIM, 1, INFS_K_FUSED_MAX + 1));
+	CHECK(!infs_k_fused_supported(DIM, 0, 10));
+	CHECK(!infs_k_fused_supported(DIM, 1, 0));
+	CHECK(!infs_k_fused_supported(100, 1, 10));
+	CHECK(!infs_k_fused_supported(1 << 20, 1, 10));
+	const uint32_t ks[] = {1, 10, 26, INFS_K_FUSED_MAX};
+	const uint32_t nqs[] = {1, 32};
+	for (size_t b = 0; b < 4; b++)
+		for (size_t c = 0; c < 2; c++) {
+			/* the row count not a multiple of 64: a partial last tile */
+			run_case(full ? 100003 : 4099, nqs[c], ks[b], 0, (int)(b % 2), (int)((b + c) % 2), seed++);
+			cases++;
+		}
+	/* Fewer rows than a tile, than k, than the blocks' lists hold. */
+	const uint32_t tiny[][3] = {{1, 1, 1}, {1, 3, 10}, {63, 9, 10}, {65, 17, 128}, {1000, 24, 100}, {10000, 5, 128}};
+	for (size_t i = 0; i < sizeof tiny / sizeof *tiny; i++, cases++)
+		run_case(tiny[i][0], tiny[i][1], tiny[i][2], 0, (int)(i % 2), (int)(i % 3 == 0), seed++);
+	/* All rows equal: the order is by row alone. */
+	run_case(5000, 3, 10, 1, 0, 0, seed++);
+	run_case(5000, 8, 128, 1, 0, 1, seed++);
+	cases += 2;
+	if (full) {
+		run_case(1000000, 2, 10, 0, 0, 1, seed++);
+		run_case(300000, 17, 100, 0, 1, 0, seed++);
+		run_case(200000, 32, 26, 1, 0, 0, seed++);
+		cases += 3;
+	}
+	printf("%d fused retrieval cases equal to the CPU sort\n", cases);
+	CHECK_DONE();
+}
