@@ -1,4 +1,4 @@
-/* Retrieval on the GPU: one query and batches of 32 against 10K, 100K and 1M
+/* Retrieval on the GPU: one query and batches of 8 and 32 against 10K, 100K and 1M
  * facts of dimension 384 (f16) in one namespace, both ways infs_retrieve can
  * take: the fused kernels (kernels/retrieve.cu) and a cuBLAS GEMM (f32
  * accumulate) into f32 scores followed by the top-k selection. latency_us is
@@ -115,7 +115,8 @@ int main(int argc, char **argv)
 	c.q = q;
 
 	const uint32_t ns[] = {10000, 100000, 1000000};
-	const uint32_t nqs[] = {1, 32};
+	/* 8: the largest batch that takes the fused kernels */
+	const uint32_t nqs[] = {1, INFS_K_FUSED_BATCH, 32}, api_nqs[] = {1, 32};
 	int first = 1;
 	for (int a = 0; a < 3; a++) {
 		uint32_t n = ns[a];
@@ -232,7 +233,7 @@ int main(int argc, char **argv)
 			}
 		}
 		for (int b = 0; b < 2; b++) {
-			uint32_t nq = nqs[b];
+			uint32_t nq = api_nqs[b];
 			infs_hit hits[32 * K];
 			size_t hn[32];
 			infs_retrieve_options ro = INFS_RETRIEVE_OPTIONS_INIT;

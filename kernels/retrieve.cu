@@ -232,15 +232,18 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	while (cut_at < kk + 2 * sub_rows)
 		cut_at *= 2;
 	cut_at -= sub_rows;
-	/* The scores of this lane's queries' thresholds, kept in registers. */
+	/* The scores of this lane's queries' thresholds, kept in registers: a
+	 * score below its floor cannot make a key above the threshold. Queries
+	 * past n_queries get +inf, which no score reaches. */
 	float floor[NT][2];
 	auto load_floor = [&]() {
 #pragma unroll
 		for (int nt = 0; nt < NT; nt++)
 #pragma unroll
 			for (int c = 0; c < 2; c++) {
-				const uint64_t th = thresh[warp][(nt * 8 + 2 * t + c) % (NT * 8)];
-				floor[nt][c] = th ? order_float((uint32_t)(th >> 32)) : -INFINITY;
+				const uint32_t q = nt * 8 + 2 * t + c;
+				const uint64_t th = thresh[warp][q];
+				floor[nt][c] = q >= p.n_queries ? INFINITY : th ? order_float((uint32_t)(th >> 32)) : -INFINITY;
 			}
 	};
 	load_floor();
@@ -270,7 +273,8 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 		}
 		__syncwarp(); /* the stage is read: the next issue may refill it */
 
-		/* acc[nt][c]: row r[c / 2], query nt * 8 + 2 t + c % 2 */
+		/* acc[nt][c]: row r[c / 2], query nt * 8 + 2 t + c % 2. Rows past
+		 * the end or deleted score NaN, which passes no floor. */
 		const uint32_t r[2] = {tile * sub_rows + g, tile * sub_rows + g + 8};
 		bool live[2];
 		float scale[2];
@@ -279,19 +283,28 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 			live[h] = r[h] < p.n_rows && !(p.dead && (p.dead[r[h] / 32] >> (r[h] % 32) & 1));
 			scale[h] = live[h] && p.row_scale ? p.row_scale[r[h]] : 1.0f;
 		}
+		bool any = false;
 #pragma unroll
-		for (int nt = 0; nt < NT; nt++) {
+		for (int nt = 0; nt < NT; nt++)
 #pragma unroll
 			for (int c = 0; c < 4; c++) {
-				const uint32_t q = nt * 8 + 2 * t + c % 2;
-				const float sc = p.row_scale ? acc[nt][c] * scale[c / 2] : acc[nt][c];
-				/* below the threshold's score: below its key too */
-				if (!live[c / 2] || q >= p.n_queries || sc < floor[nt][c % 2])
-					continue;
-				const uint64_t key = (uint64_t)order_bits(sc) << 32 | (uint32_t)~r[c / 2];
-				if (key > thresh[warp][q]) {
-					uint32_t slot = atomicAdd(&count[warp][q], 1u);
-					ls.of(blockIdx.x, warp, q)[slot] = key;
+				acc[nt][c] = !live[c / 2] ? __int_as_float(0x7fffffff) : acc[nt][c] * scale[c / 2];
+				any |= acc[nt][c] >= floor[nt][c % 2];
+			}
+		/* Most tiles hold no candidate once the floors have risen. */
+		if (__any_sync(0xffffffffu, any)) {
+#pragma unroll
+			for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+				for (int c = 0; c < 4; c++) {
+					const uint32_t q = nt * 8 + 2 * t + c % 2;
+					if (!(acc[nt][c] >= floor[nt][c % 2]))
+						continue;
+					const uint64_t key = (uint64_t)order_bits(acc[nt][c]) << 32 | (uint32_t)~r[c / 2];
+					if (key > thresh[warp][q]) {
+						uint32_t slot = atomicAdd(&count[warp][q], 1u);
+						ls.of(blockIdx.x, warp, q)[slot] = key;
+					}
 				}
 			}
 		}
