@@ -1,4 +1,4 @@
-/* Retrieval on the GPU: one query and batches of 8 and 32 against 10K, 100K and 1M
+/* Retrieval on the GPU: one query and batches of 4, 8 and 32 against 10K, 100K and 1M
  * facts of dimension 384 (f16) in one namespace, both ways infs_retrieve can
  * take: the fused kernels (kernels/retrieve.cu) and a cuBLAS GEMM (f32
  * accumulate) into f32 scores followed by the top-k selection. latency_us is
@@ -115,8 +115,9 @@ int main(int argc, char **argv)
 	c.q = q;
 
 	const uint32_t ns[] = {10000, 100000, 1000000};
-	/* 8: the largest batch that takes the fused kernels */
-	const uint32_t nqs[] = {1, INFS_K_FUSED_BATCH, 32}, api_nqs[] = {1, 32};
+	/* 4 and 8 around the largest batch that takes the fused kernels
+	 * (infs_k_fused_preferred) */
+	const uint32_t nqs[] = {1, 4, 8, 32}, api_nqs[] = {1, 32};
 	int first = 1;
 	for (int a = 0; a < 3; a++) {
 		uint32_t n = ns[a];
@@ -133,7 +134,7 @@ int main(int argc, char **argv)
 		c.copy_bytes = bytes / 2;
 		const float copy_same_us = time_us(half_copy_run, &c, 5, 50, c.stream);
 		cudaFree(c.copy_dst);
-		for (int b = 0; b < 2; b++) {
+		for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++) {
 			uint32_t nq = nqs[b];
 			c.n = n, c.nq = nq;
 			CUDA_OK(cudaMalloc((void **)&c.scores, (size_t)nq * n * sizeof(float)));
@@ -165,8 +166,9 @@ int main(int argc, char **argv)
 			c.gemm_only = 0;
 			float gemm_path_us = time_us(retrieve_run, &c, 5, 50, c.stream);
 			float fused_us = time_us(fused_run, &c, 5, 50, c.stream);
-			const char *path = nq <= INFS_K_FUSED_BATCH ? "fused" : "gemm";
-			float us = nq <= INFS_K_FUSED_BATCH ? fused_us : gemm_path_us;
+			const int fused = infs_k_fused_preferred(n, nq);
+			const char *path = fused ? "fused" : "gemm";
+			float us = fused ? fused_us : gemm_path_us;
 			double peak_us = bytes / copy_bw * 1e6;
 			fprintf(out, "%s    {\"n\": %u, \"queries\": %u, \"path\": \"%s\", \"latency_us\": %.2f, "
 			             "\"fused_us\": %.2f, \"gemm_path_us\": %.2f, \"gemm_us\": %.2f, \"embedding_bytes\": %zu, "

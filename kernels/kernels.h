@@ -93,9 +93,6 @@ cudaError_t infs_k_topk(const infs_k_topk_params *p, cudaStream_t stream);
  * INFS_K_FUSED_MAX. */
 #define INFS_K_FUSED_MAX 128u
 #define INFS_K_FUSED_MAX_QUERIES 32u
-/* Batches up to this size are faster fused than through a GEMM and the
- * top-k kernel on an H200 (docs/benchmarks.md); larger ones are not. */
-#define INFS_K_FUSED_BATCH 8u
 
 typedef struct infs_k_fused_params {
 	const uint16_t *emb;
@@ -114,6 +111,11 @@ typedef struct infs_k_fused_params {
 } infs_k_fused_params;
 
 int infs_k_fused_supported(uint32_t dim, uint32_t n_queries, uint32_t k);
+
+/* Whether the fused kernels beat a GEMM and the top-k kernel at this shape:
+ * measured on an H200 (docs/benchmarks.md), they do for up to 4 queries
+ * over 10K and 100K rows, not for 8 queries or more, nor at 1M rows. */
+int infs_k_fused_preferred(uint32_t n_rows, uint32_t n_queries);
 
 size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t dim, uint32_t n_queries, uint32_t k);
 

@@ -469,6 +469,11 @@ extern "C" int infs_k_fused_supported(uint32_t dim, uint32_t n_queries, uint32_t
 	return make_config(&cf, 1, dim, n_queries, k);
 }
 
+extern "C" int infs_k_fused_preferred(uint32_t n_rows, uint32_t n_queries)
+{
+	return n_queries <= 4 && n_rows < 500000;
+}
+
 extern "C" size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t dim, uint32_t n_queries, uint32_t k)
 {
 	config cf;
