@@ -43,6 +43,7 @@ struct config {
 	uint32_t warps;  /* per block */
 	size_t smem;     /* dynamic shared memory per block */
 	uint32_t blocks;
+	bool early_merge; /* Hopper or later: the merge may launch while the scan runs */
 };
 
 /* Every warp's list of every query; warp 0's becomes its block's. */
@@ -442,11 +443,13 @@ bool make_config(config *cf, uint32_t n_rows, uint32_t dim, uint32_t n_queries, 
 	if (dim == 0 || dim % 64 || n_queries == 0 || n_queries > INFS_K_FUSED_MAX_QUERIES || k == 0 ||
 	    k > INFS_K_FUSED_MAX)
 		return false;
-	int dev, sms, optin;
+	int dev, sms, optin, major;
 	if (cudaGetDevice(&dev) != cudaSuccess ||
 	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
 		return false;
+	cf->early_merge = major >= 9;
 	cf->nt = (n_queries + 7) / 8;
 	const size_t q_bytes = (size_t)cf->nt * 8 * dim * 2, tile = (size_t)sub_rows * dim * 2;
 	const size_t statics = max_warps * cf->nt * 8 * 12 + 1024; /* count[], thresh[], the runtime's share */
@@ -499,10 +502,6 @@ extern "C" cudaError_t infs_k_fused_topk(const infs_k_fused_params *p, cudaStrea
 	/* On Hopper and later the merge is launched while the scan runs
 	 * (programmatic dependent launch) and waits for it on the device, which
 	 * hides a launch latency. */
-	int dev, major;
-	if ((err = cudaGetDevice(&dev)) != cudaSuccess ||
-	    (err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess)
-		return err;
 	cudaLaunchAttribute attr;
 	attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
 	attr.val.programmaticStreamSerializationAllowed = 1;
@@ -511,6 +510,6 @@ extern "C" cudaError_t infs_k_fused_topk(const infs_k_fused_params *p, cudaStrea
 	lc.blockDim = dim3(merge_threads);
 	lc.stream = stream;
 	lc.attrs = &attr;
-	lc.numAttrs = major >= 9 ? 1 : 0;
+	lc.numAttrs = cf.early_merge ? 1 : 0;
 	return cudaLaunchKernelEx(&lc, merge_kernel, *p, ls, cf.blocks);
 }
