@@ -6,26 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "scratch_util.h"
-
-static infs_store *make_store(const infs_model *m, char *path, size_t n)
-{
-	infs_geometry g;
-	CHECK_OK(infs_model_geometry(&g, m, INFS_DTYPE_F32));
-	g.embed_dim = 3;
-	char *identity = NULL;
-	CHECK_OK(infs_model_identity(&identity, m, INFS_DTYPE_F32));
-	scratch_make("encode", path, n, "store.infs");
-	infs_store_options so = INFS_STORE_OPTIONS_INIT;
-	so.flags = INFS_OPEN_CREATE;
-	so.geometry = &g;
-	so.identity = identity;
-	so.sync = INFS_SYNC_OFF;
-	infs_store *st = NULL;
-	CHECK_OK(infs_store_open(&st, path, &so));
-	infs_free(identity);
-	return st;
-}
+#include "model_store_util.h"
 
 typedef struct calls {
 	size_t n, last_done, total, cancel_at;
@@ -61,7 +42,7 @@ int main(int argc, char **argv)
 	CHECK_OK(infs_model_info_get(&info, m));
 	infs_geometry g;
 	CHECK_OK(infs_model_geometry(&g, m, INFS_DTYPE_F32));
-	infs_store *st = make_store(m, spath, sizeof spath);
+	infs_store *st = model_store_create(m, INFS_DTYPE_F32, 3, "encode", "store.infs", spath, sizeof spath);
 
 	enum { NC = 6, NO = 3, NF = 5 };
 	int32_t ctx[NC], own[NO], fact[NF], all[NC + NO + NF];

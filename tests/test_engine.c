@@ -7,7 +7,7 @@
 
 #include "check.h"
 #include "sampling.h"
-#include "scratch_util.h"
+#include "model_store_util.h"
 
 static void sampler(void)
 {
@@ -152,19 +152,7 @@ static void engine(const char *dir)
 	free(one);
 
 	/* Injection: unknown ids and a full cache change nothing. */
-	infs_geometry g;
-	CHECK_OK(infs_model_geometry(&g, m, INFS_DTYPE_F16));
-	g.embed_dim = 2;
-	char *identity = NULL;
-	CHECK_OK(infs_model_identity(&identity, m, INFS_DTYPE_F16));
-	scratch_make("engine", spath, sizeof spath, "s.infs");
-	infs_store_options so = INFS_STORE_OPTIONS_INIT;
-	so.flags = INFS_OPEN_CREATE;
-	so.geometry = &g;
-	so.identity = identity;
-	so.sync = INFS_SYNC_OFF;
-	infs_store *st = NULL;
-	CHECK_OK(infs_store_open(&st, spath, &so));
+	infs_store *st = model_store_create(m, INFS_DTYPE_F16, 2, "engine", "s.infs", spath, sizeof spath);
 	float emb[2] = { 1, 0 };
 	infs_fact_input in = INFS_FACT_INPUT_INIT;
 	in.tokens = t;
@@ -191,7 +179,6 @@ static void engine(const char *dir)
 
 	infs_store_close(st);
 	scratch_remove();
-	infs_free(identity);
 	infs_engine_free(e);
 	infs_engine_free(NULL);
 	infs_answer_free(NULL);

@@ -10,7 +10,7 @@
 #include "cache_path.h"
 #include "check.h"
 #include "json.h"
-#include "scratch_util.h"
+#include "model_store_util.h"
 
 enum { N_FACTS = 12 };
 
@@ -46,19 +46,7 @@ int main(int argc, char **argv)
 	fclose(f);
 	CHECK(n == N_FACTS);
 
-	infs_geometry g;
-	CHECK_OK(infs_model_geometry(&g, m, INFS_DTYPE_F16));
-	g.embed_dim = infs_embedder_dim(emb);
-	char *identity = NULL;
-	CHECK_OK(infs_model_identity(&identity, m, INFS_DTYPE_F16));
-	scratch_make("engine-smollm2", spath, sizeof spath, "maya.infs");
-	infs_store_options so = INFS_STORE_OPTIONS_INIT;
-	so.flags = INFS_OPEN_CREATE;
-	so.geometry = &g;
-	so.identity = identity;
-	so.sync = INFS_SYNC_OFF;
-	infs_store *st = NULL;
-	CHECK_OK(infs_store_open(&st, spath, &so));
+	infs_store *st = model_store_create(m, INFS_DTYPE_F16, infs_embedder_dim(emb), "engine-smollm2", "maya.infs", spath, sizeof spath);
 
 	infs_engine_options eo = INFS_ENGINE_OPTIONS_INIT;
 	eo.n_ctx = 1024;
@@ -166,7 +154,6 @@ int main(int argc, char **argv)
 	infs_engine_free(e);
 	infs_store_close(st);
 	scratch_remove();
-	infs_free(identity);
 	infs_embedder_free(emb);
 	infs_model_free(m);
 	CHECK_DONE();

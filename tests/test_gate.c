@@ -19,26 +19,7 @@
 #include "cache_path.h"
 #include "check.h"
 #include "compose.h"
-#include "scratch_util.h"
-
-static infs_store *make_store(const infs_model *m, infs_dtype dt, char *path, size_t n)
-{
-	infs_geometry g;
-	CHECK_OK(infs_model_geometry(&g, m, dt));
-	g.embed_dim = 4;
-	char *identity = NULL;
-	CHECK_OK(infs_model_identity(&identity, m, dt));
-	scratch_make("gate", path, n, "store.infs");
-	infs_store_options so = INFS_STORE_OPTIONS_INIT;
-	so.flags = INFS_OPEN_CREATE;
-	so.geometry = &g;
-	so.identity = identity;
-	so.sync = INFS_SYNC_OFF;
-	infs_store *st = NULL;
-	CHECK_OK(infs_store_open(&st, path, &so));
-	infs_free(identity);
-	return st;
-}
+#include "model_store_util.h"
 
 /* Largest |a - b| and largest |b| over n floats read from two caches'
  * positions [p0, p0 + n) through their block tables. */
@@ -66,7 +47,7 @@ static void gate_a(const infs_model *m, const char *name, infs_dtype dt, const i
                    uint32_t p)
 {
 	char path[600];
-	infs_store *st = make_store(m, dt, path, sizeof path);
+	infs_store *st = model_store_create(m, dt, 4, "gate", "store.infs", path, sizeof path);
 	float emb[4] = { 0, 1, 0, 0 };
 	infs_fact_input in = INFS_FACT_INPUT_INIT;
 	in.tokens = tokens;
@@ -140,7 +121,7 @@ static void gate_b(const infs_model *m, const char *name, infs_dtype dt, const i
                    uint32_t nq)
 {
 	char path[600];
-	infs_store *st = make_store(m, dt, path, sizeof path);
+	infs_store *st = model_store_create(m, dt, 4, "gate", "store.infs", path, sizeof path);
 	float emb[4] = { 1, 0, 0, 0 };
 	uint64_t ids[3] = { 0, 0, 0 };
 	infs_fact_input in[3] = { INFS_FACT_INPUT_INIT, INFS_FACT_INPUT_INIT, INFS_FACT_INPUT_INIT };
