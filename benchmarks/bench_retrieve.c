@@ -115,8 +115,8 @@ int main(int argc, char **argv)
 	c.q = q;
 
 	const uint32_t ns[] = {10000, 100000, 1000000};
-	/* 4 and 8 around the largest batch that takes the fused kernels
-	 * (infs_k_fused_preferred) */
+	/* 4 and 8 up to the largest batch that takes the fused kernels over
+	 * 100K rows (infs_k_fused_preferred) */
 	const uint32_t nqs[] = {1, 4, 8, 32}, api_nqs[] = {1, 32};
 	int first = 1;
 	for (int a = 0; a < 3; a++) {

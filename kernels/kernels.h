@@ -113,8 +113,8 @@ typedef struct infs_k_fused_params {
 int infs_k_fused_supported(uint32_t dim, uint32_t n_queries, uint32_t k);
 
 /* Whether the fused kernels beat a GEMM and the top-k kernel at this shape:
- * measured on an H200 (docs/benchmarks.md), they do for up to 4 queries
- * over 10K and 100K rows, not for 8 queries or more, nor at 1M rows. */
+ * measured on an H200 (docs/benchmarks.md), they do under 500K rows for up
+ * to 8 queries, and for batches of 32 over 10K rows, not over 100K rows. */
 int infs_k_fused_preferred(uint32_t n_rows, uint32_t n_queries);
 
 size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t dim, uint32_t n_queries, uint32_t k);

@@ -1,14 +1,17 @@
 /* Fused retrieval: scores and top-k in one pass over the rows, no score
  * matrix in memory.
  *
- * scan: every warp streams its own tiles of 16 rows into shared memory with
- *   cp.async (the next tile in flight while it scores the last), scores them
- *   against up to 32 queries on tensor cores (mma m16n8k16, f16 in, f32
- *   accumulate) and appends the keys (see topk.cuh) above its running
- *   threshold of each query to its list of that query. A list that another
- *   tile could overflow is cut back to its best kk keys (a bitonic sort in
- *   registers), which raises the threshold. At the end the block merges its
- *   warps' lists: one list per block and query, its exact top kk, sorted.
+ * scan: the block's warps work in rounds. In each, every warp scores its own
+ *   tile of 16 rows (streamed into shared memory with cp.async, the next two
+ *   tiles in flight) against up to 32 queries on tensor cores (mma
+ *   m16n8k16, f16 in, f32 accumulate) and appends the keys (see topk.cuh)
+ *   above the block's threshold of each query to the block's list of that
+ *   query. After a barrier, warp q % warps cuts query q's list back to its
+ *   best kk keys (a bitonic sort in registers) when another round could
+ *   overflow it, which raises the threshold. Sharing one list per query
+ *   across the block's warps makes the threshold rise eight times as fast as
+ *   per-warp lists would, so batches append and sort far less. At the end
+ *   each list is the block's exact top kk of its query, sorted.
  * merge: per query, the best kk keys of the blocks' lists. Any block's kk-th
  *   key, and the kk-th largest of the blocks' first keys, are lower bounds
  *   of the query's kk-th best key: only the keys at or above the larger are
@@ -31,8 +34,8 @@ namespace {
 constexpr uint32_t sub_rows = 16;  /* rows a warp scores at once: its tile */
 constexpr uint32_t max_warps = 8;  /* per block */
 constexpr uint32_t stages = 2;     /* tiles per warp in shared memory */
-/* A list holds 32 list_m keys: kk kept, a tile's appends and room to spare,
- * for kk up to INFS_K_FUSED_MAX. */
+/* A list holds 32 list_m keys: kk kept and a round's appends, for kk up to
+ * INFS_K_FUSED_MAX. */
 constexpr int list_m = 8;
 constexpr uint32_t list_cap = 32 * list_m;
 constexpr uint32_t merge_cap = 4096;          /* keys the merge sorts in shared memory */
@@ -41,19 +44,17 @@ constexpr uint32_t merge_threads = 256;
 struct config {
 	uint32_t nt;     /* tiles of 8 queries */
 	uint32_t warps;  /* per block */
+	uint32_t stage_bytes;
 	size_t smem;     /* dynamic shared memory per block */
 	uint32_t blocks;
 	bool early_merge; /* Hopper or later: the merge may launch while the scan runs */
 };
 
-/* Every warp's list of every query; warp 0's becomes its block's. */
+/* Every block's list of every query. */
 struct lists {
-	uint64_t *keys; /* [blocks][warps][nt * 8][list_cap] */
-	uint32_t warps, qp;
-	__device__ uint64_t *of(uint32_t block, uint32_t warp, uint32_t q) const
-	{
-		return keys + (((size_t)block * warps + warp) * qp + q) * list_cap;
-	}
+	uint64_t *keys; /* [blocks][nt * 8][list_cap] */
+	uint32_t qp;
+	__device__ uint64_t *of(uint32_t block, uint32_t q) const { return keys + ((size_t)block * qp + q) * list_cap; }
 };
 
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, uint32_t src_bytes)
@@ -91,10 +92,10 @@ __device__ __forceinline__ void mma(float *d, uint32_t a0, uint32_t a1, uint32_t
  * registers. Loops stay rolled where they can, to keep the code small. */
 template <int M> __device__ __forceinline__ void warp_sort_desc(uint64_t (&v)[M], uint32_t lane)
 {
-#pragma unroll 1
+#pragma unroll(M <= 4 ? 16 : 1)
 	for (uint32_t size = 2; size <= 32 * M; size <<= 1) {
 		const uint32_t first = lane * M;
-#pragma unroll 1
+#pragma unroll(M <= 4 ? 16 : 1)
 		for (uint32_t s = size / 2; s >= M; s >>= 1) {
 			const uint32_t other = s / M;
 			const bool keep_max = ((lane & other) == 0) == ((first & size) == 0);
@@ -164,22 +165,6 @@ __device__ __noinline__ uint64_t cut(uint64_t *list, uint32_t n, uint32_t kk, ui
 	return cut_list<8>(list, n, kk, lane);
 }
 
-/* Merges the sorted lists of query q of the block's warps into warp 0's:
- * as many lists as fit are appended after its kk keys, then cut back. The
- * whole warp calls it. */
-__device__ void merge_warp_lists(const lists &ls, uint32_t q, uint32_t kk, uint32_t lane)
-{
-	uint64_t *dst = ls.of(blockIdx.x, 0, q);
-	const uint32_t per = (list_cap - kk) / kk;
-	for (uint32_t w0 = 1; w0 < ls.warps; w0 += per) {
-		const uint32_t wn = min(per, ls.warps - w0);
-		for (uint32_t i = lane; i < wn * kk; i += 32)
-			dst[kk + i] = ls.of(blockIdx.x, w0 + i / kk, q)[i % kk];
-		__syncwarp();
-		cut(dst, kk + wn * kk, kk, lane);
-	}
-}
-
 template <int NT>
 __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fused_params p, config cf, lists ls)
 {
@@ -188,13 +173,18 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 	extern __shared__ uint4 smem[];
-	__shared__ uint32_t count[max_warps][NT * 8];
-	__shared__ uint64_t thresh[max_warps][NT * 8];
-	const uint32_t row_bytes = p.dim * 2, pieces = p.dim / 8, tile_bytes = sub_rows * row_bytes;
+	__shared__ uint32_t count[NT * 8];
+	__shared__ uint64_t thresh[NT * 8];
+	const uint32_t row_bytes = p.dim * 2, pieces = p.dim / 8;
 	const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
-	const uint32_t gw = blockIdx.x * cf.warps + warp, n_warps = gridDim.x * cf.warps;
+	const uint32_t first = blockIdx.x * cf.warps, n_warps = gridDim.x * cf.warps;
 	const uint32_t n_tiles = (p.n_rows + sub_rows - 1) / sub_rows, kk = p.k;
-	char *qs = (char *)smem, *stage0 = qs + NT * 8 * row_bytes + warp * stages * tile_bytes;
+	char *qs = (char *)smem;
+	auto stage = [&](uint32_t w, uint32_t s) { return qs + NT * 8 * row_bytes + (w * stages + s) * cf.stage_bytes; };
+	/* Up to 8 queries' lists fit in shared memory beside the stages; more
+	 * stay in the workspace (through L1). */
+	uint64_t *const local = (uint64_t *)stage(cf.warps, 0);
+	auto list_of = [&](uint32_t q) { return NT == 1 ? local + q * list_cap : ls.of(blockIdx.x, q); };
 
 	/* The queries, zero beyond n_queries, swizzled as the rows are. */
 	for (uint32_t c = threadIdx.x; c < NT * 8 * pieces; c += blockDim.x) {
@@ -202,19 +192,21 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 		uint4 v = q < p.n_queries ? ((const uint4 *)p.queries)[(size_t)q * pieces + j] : make_uint4(0, 0, 0, 0);
 		*(uint4 *)(qs + q * row_bytes + (j ^ (q & 1) << 2) * 16) = v;
 	}
-	for (uint32_t q = lane; q < NT * 8; q += 32) {
-		count[warp][q] = 0;
-		thresh[warp][q] = 0;
+	for (uint32_t q = threadIdx.x; q < NT * 8; q += blockDim.x) {
+		count[q] = 0;
+		thresh[q] = 0;
 	}
 	__syncthreads();
 
-	/* The warp's tile i into stage s, rows past the end as zeros. Piece j
-	 * of row r lands at piece j ^ 4 (r & 1): the 16-byte loads of the
-	 * fragments below then meet no bank conflict. */
+	/* Round i: warp w scores tile first + w + i n_warps. Its tile of round
+	 * i into stage s, rows past the end as zeros. Piece j of row r lands at
+	 * piece j ^ 4 (r & 1): the 16-byte loads of the fragments below then
+	 * meet no bank conflict. */
+	auto tile_of = [&](uint32_t w, uint32_t i) { return first + w + i * n_warps; };
 	auto issue = [&](uint32_t i, uint32_t s) {
-		const uint32_t tile = gw + i * n_warps;
+		const uint32_t tile = tile_of(warp, i);
 		if (tile < n_tiles) {
-			char *dst = stage0 + s * tile_bytes;
+			char *dst = stage(warp, s);
 			for (uint32_t row = 0; row < sub_rows; row++) {
 				const uint32_t r = tile * sub_rows + row, live = r < p.n_rows;
 				const char *src = (const char *)p.emb + (size_t)(live ? r : 0) * row_bytes;
@@ -224,15 +216,15 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 		}
 		cp_async_commit();
 	};
-	for (uint32_t s = 0; s + 1 < stages; s++)
+	const uint32_t rounds = (n_tiles - first + n_warps - 1) / n_warps;
+	for (uint32_t s = 0; s < stages; s++)
 		issue(s, s);
 
-	/* Lists are cut once another tile could take them past the smallest
-	 * sort size that holds kk keys and a tile: small sorts, often. */
-	uint32_t cut_at = 64;
-	while (cut_at < kk + 2 * sub_rows)
-		cut_at *= 2;
-	cut_at -= sub_rows;
+	/* A list is cut back to kk keys once it holds more than cut_at and
+	 * another round follows: the first cut comes early, which raises the
+	 * threshold while the sorts are small, and a round (warps * 16 keys)
+	 * always fits after one. */
+	const uint32_t cut_at = min(list_cap - cf.warps * sub_rows, max(2 * kk, 64u));
 	/* The scores of this lane's queries' thresholds, kept in registers: a
 	 * score below its floor cannot make a key above the threshold. Queries
 	 * past n_queries get +inf, which no score reaches. */
@@ -243,19 +235,18 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 #pragma unroll
 			for (int c = 0; c < 2; c++) {
 				const uint32_t q = nt * 8 + 2 * t + c;
-				const uint64_t th = thresh[warp][q];
+				const uint64_t th = thresh[q];
 				floor[nt][c] = q >= p.n_queries ? INFINITY : th ? order_float((uint32_t)(th >> 32)) : -INFINITY;
 			}
 	};
 	load_floor();
 	const uint32_t sw = (g & 1) << 6;
-	for (uint32_t i = 0; gw + i * n_warps < n_tiles; i++) {
-		const uint32_t tile = gw + i * n_warps;
-		issue(i + stages - 1, (i + stages - 1) % stages);
+	for (uint32_t i = 0; i < rounds; i++) {
+		const uint32_t tile = tile_of(warp, i);
 		cp_async_wait(stages - 1);
 		__syncwarp();
 
-		const char *x = stage0 + (i % stages) * tile_bytes + g * row_bytes + t * 16;
+		const char *x = stage(warp, i % stages) + g * row_bytes + t * 16;
 		const char *y = qs + g * row_bytes + t * 16;
 		float acc[NT][4];
 #pragma unroll
@@ -272,24 +263,24 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 				mma(acc[nt], a0.z, a1.z, a0.w, a1.w, b.z, b.w);
 			}
 		}
-		__syncwarp(); /* the stage is read: the next issue may refill it */
+		__syncwarp(); /* the stage is read: the tile after next goes there */
+		issue(i + stages, i % stages);
 
 		/* acc[nt][c]: row r[c / 2], query nt * 8 + 2 t + c % 2. Rows past
 		 * the end or deleted score NaN, which passes no floor. */
 		const uint32_t r[2] = {tile * sub_rows + g, tile * sub_rows + g + 8};
-		bool live[2];
 		float scale[2];
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
-			live[h] = r[h] < p.n_rows && !(p.dead && (p.dead[r[h] / 32] >> (r[h] % 32) & 1));
-			scale[h] = live[h] && p.row_scale ? p.row_scale[r[h]] : 1.0f;
+			const bool live = r[h] < p.n_rows && !(p.dead && (p.dead[r[h] / 32] >> (r[h] % 32) & 1));
+			scale[h] = !live ? __int_as_float(0x7fffffff) : p.row_scale ? p.row_scale[r[h]] : 1.0f;
 		}
 		bool any = false;
 #pragma unroll
 		for (int nt = 0; nt < NT; nt++)
 #pragma unroll
 			for (int c = 0; c < 4; c++) {
-				acc[nt][c] = !live[c / 2] ? __int_as_float(0x7fffffff) : acc[nt][c] * scale[c / 2];
+				acc[nt][c] *= scale[c / 2];
 				any |= acc[nt][c] >= floor[nt][c % 2];
 			}
 		/* Most tiles hold no candidate once the floors have risen. */
@@ -302,45 +293,50 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 					if (!(acc[nt][c] >= floor[nt][c % 2]))
 						continue;
 					const uint64_t key = (uint64_t)order_bits(acc[nt][c]) << 32 | (uint32_t)~r[c / 2];
-					if (key > thresh[warp][q]) {
-						uint32_t slot = atomicAdd(&count[warp][q], 1u);
-						ls.of(blockIdx.x, warp, q)[slot] = key;
-					}
+					if (key > thresh[q])
+						list_of(q)[atomicAdd(&count[q], 1u)] = key;
 				}
 			}
 		}
-		__syncwarp();
-		/* Lists that the next tile could overflow are cut back. */
-		const bool full = lane < p.n_queries && count[warp][lane] > cut_at;
-		const uint32_t cuts = __ballot_sync(0xffffffffu, full);
-		for (uint32_t todo = cuts; todo; todo &= todo - 1) {
-			const uint32_t q = __ffs(todo) - 1;
-			const uint64_t kth = cut(ls.of(blockIdx.x, warp, q), count[warp][q], kk, lane);
-			if (lane == 0) {
-				count[warp][q] = min(count[warp][q], kk);
-				if (kth)
-					thresh[warp][q] = kth;
+		__syncthreads();
+
+		/* Warp q % warps cuts query q's list when another round could
+		 * overflow it. */
+		bool cuts = false;
+		if (i + 1 < rounds) {
+			for (uint32_t q = warp; q < p.n_queries; q += cf.warps) {
+				const uint32_t n = count[q];
+				if (n <= cut_at)
+					continue;
+				const uint64_t kth = cut(list_of(q), n, kk, lane);
+				if (lane == 0) {
+					count[q] = min(n, kk);
+					if (kth)
+						thresh[q] = kth;
+				}
+				cuts = true;
 			}
-			__syncwarp();
 		}
-		if (cuts)
+		if (__syncthreads_or(cuts))
 			load_floor();
 	}
 	cp_async_wait(0);
-	/* Every list sorted and cut to kk keys, zeros after the last; then the
-	 * block's lists into one. */
-	for (uint32_t q = 0; q < p.n_queries; q++)
-		cut(ls.of(blockIdx.x, warp, q), count[warp][q], kk, lane);
-	__syncthreads();
-	for (uint32_t q = warp; q < p.n_queries; q += cf.warps)
-		merge_warp_lists(ls, q, kk, lane);
+	/* Every list sorted and cut to kk keys, zeros after the last: the
+	 * block's exact top kk of each query. */
+	for (uint32_t q = warp; q < p.n_queries; q += cf.warps) {
+		__syncwarp();
+		cut(list_of(q), count[q], kk, lane);
+		if (NT == 1)
+			for (uint32_t j = lane; j < kk; j += 32)
+				ls.of(blockIdx.x, q)[j] = local[q * list_cap + j];
+	}
 }
 
 /* Key i of the concatenated lists of one query, kk keys per block. */
 struct block_lists {
 	lists ls;
 	uint32_t q, kk;
-	__device__ uint64_t operator()(uint32_t i) const { return ls.of(i / kk, 0, q)[i % kk]; }
+	__device__ uint64_t operator()(uint32_t i) const { return ls.of(i / kk, q)[i % kk]; }
 };
 
 __global__ void __launch_bounds__(merge_threads) merge_kernel(const infs_k_fused_params p, lists ls, uint32_t blocks)
@@ -360,9 +356,9 @@ __global__ void __launch_bounds__(merge_threads) merge_kernel(const infs_k_fused
 	 * list, and (with kk lists or more) the kk-th largest first key. */
 	uint64_t b = 0;
 	for (uint32_t blk = threadIdx.x; blk < blocks; blk += blockDim.x) {
-		b = max(b, ls.of(blk, 0, q)[kk - 1]);
+		b = max(b, ls.of(blk, q)[kk - 1]);
 		if (blocks <= merge_cap)
-			buf[blk] = ls.of(blk, 0, q)[0];
+			buf[blk] = ls.of(blk, q)[0];
 	}
 	__syncthreads();
 	if (kk <= blocks && blocks <= merge_cap) {
@@ -380,15 +376,23 @@ __global__ void __launch_bounds__(merge_threads) merge_kernel(const infs_k_fused
 	__syncthreads();
 	/* bound is 0 when no list holds kk keys: then every key is gathered. */
 	const uint64_t t = bound;
-	for (uint32_t blk = threadIdx.x; blk < blocks; blk += blockDim.x) {
-		const uint64_t *list = ls.of(blk, 0, q);
-		for (uint32_t j = 0; j < kk; j++) {
-			uint64_t key = list[j];
-			if (!key || key < t)
-				break;
-			uint32_t slot = atomicAdd(&n, 1u);
-			if (slot < merge_cap)
-				buf[slot] = key;
+	/* Eight loads in flight per thread: this pass is a chain of L2 round
+	 * trips otherwise. */
+	const uint32_t total = blocks * kk;
+	for (uint32_t base = 0; base < total; base += 8 * blockDim.x) {
+		uint64_t v[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			const uint32_t i = base + j * blockDim.x + threadIdx.x;
+			v[j] = i < total ? ls.of(i / kk, q)[i % kk] : 0;
+		}
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			if (v[j] && v[j] >= t) {
+				const uint32_t slot = atomicAdd(&n, 1u);
+				if (slot < merge_cap)
+					buf[slot] = v[j];
+			}
 		}
 	}
 	__syncthreads();
@@ -451,13 +455,16 @@ bool make_config(config *cf, uint32_t n_rows, uint32_t dim, uint32_t n_queries, 
 		return false;
 	cf->early_merge = major >= 9;
 	cf->nt = (n_queries + 7) / 8;
-	const size_t q_bytes = (size_t)cf->nt * 8 * dim * 2, tile = (size_t)sub_rows * dim * 2;
-	const size_t statics = max_warps * cf->nt * 8 * 12 + 1024; /* count[], thresh[], the runtime's share */
-	if ((size_t)optin < q_bytes + statics + stages * tile)
+	/* the queries, and the lists when they are in shared memory */
+	const size_t fixed = (size_t)cf->nt * 8 * dim * 2 + (cf->nt == 1 ? 8 * list_cap * 8 : 0);
+	const size_t stage = (size_t)sub_rows * dim * 2;
+	const size_t statics = cf->nt * 8 * 12 + 1024; /* count[], thresh[], the runtime's share */
+	if ((size_t)optin < fixed + statics + stages * stage)
 		return false;
-	const size_t fit = (optin - q_bytes - statics) / (stages * tile);
+	const size_t fit = (optin - fixed - statics) / (stages * stage);
 	cf->warps = fit < max_warps ? (uint32_t)fit : max_warps;
-	cf->smem = q_bytes + cf->warps * stages * tile;
+	cf->stage_bytes = (uint32_t)stage;
+	cf->smem = fixed + cf->warps * stages * stage;
 	const uint32_t tiles = (n_rows + sub_rows - 1) / sub_rows, busy = (tiles + cf->warps - 1) / cf->warps;
 	cf->blocks = busy < (uint32_t)sms ? busy : (uint32_t)sms;
 	cf->blocks = cf->blocks ? cf->blocks : 1;
@@ -474,7 +481,7 @@ extern "C" int infs_k_fused_supported(uint32_t dim, uint32_t n_queries, uint32_t
 
 extern "C" int infs_k_fused_preferred(uint32_t n_rows, uint32_t n_queries)
 {
-	return n_queries <= 4 && n_rows < 500000;
+	return n_rows < 500000 && (n_queries <= 8 || n_rows < 50000);
 }
 
 extern "C" size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t dim, uint32_t n_queries, uint32_t k)
@@ -482,7 +489,7 @@ extern "C" size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t dim, ui
 	config cf;
 	if (!make_config(&cf, n_rows, dim, n_queries, k))
 		return 0;
-	return 8ull * cf.blocks * cf.warps * cf.nt * 8 * list_cap;
+	return 8ull * cf.blocks * cf.nt * 8 * list_cap;
 }
 
 extern "C" cudaError_t infs_k_fused_topk(const infs_k_fused_params *p, cudaStream_t stream)
@@ -494,7 +501,7 @@ extern "C" cudaError_t infs_k_fused_topk(const infs_k_fused_params *p, cudaStrea
 	cudaError_t err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cf.smem);
 	if (err != cudaSuccess)
 		return err;
-	lists ls = {(uint64_t *)p->workspace, cf.warps, cf.nt * 8};
+	lists ls = {(uint64_t *)p->workspace, cf.nt * 8};
 	void *args[] = {(void *)p, &cf, &ls};
 	err = cudaLaunchKernel(fn, cf.blocks, 32 * cf.warps, args, cf.smem, stream);
 	if (err != cudaSuccess)
