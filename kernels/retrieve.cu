@@ -39,7 +39,8 @@ constexpr uint32_t stages = 2;     /* tiles per warp in shared memory */
 constexpr int list_m = 8;
 constexpr uint32_t list_cap = 32 * list_m;
 constexpr uint32_t merge_cap = 4096;          /* keys the merge sorts in shared memory */
-constexpr uint32_t merge_threads = 256;
+constexpr uint32_t merge_threads = 1024;
+constexpr int merge_regs = 4;                 /* keys each merge thread loads at once */
 
 struct config {
 	uint32_t nt;     /* tiles of 8 queries */
@@ -352,17 +353,31 @@ __global__ void __launch_bounds__(merge_threads) merge_kernel(const infs_k_fused
 		bound = 0;
 		n = 0;
 	}
-	/* Two lower bounds of the kk-th best key: the largest kk-th key of a
-	 * list, and (with kk lists or more) the kk-th largest first key. */
-	uint64_t b = 0;
-	for (uint32_t blk = threadIdx.x; blk < blocks; blk += blockDim.x) {
+	/* Two lower bounds of the query's kk-th best key: any list's kk-th key,
+	 * and (with kk lists or more) the kk-th largest of the lists' first
+	 * keys; only the keys at or above the larger are gathered. The first
+	 * merge_regs keys of each thread are loaded at once and the bounds
+	 * taken from them: one L2 round trip for most shapes. */
+	const uint32_t total = blocks * kk, held = merge_regs * merge_threads;
+	const bool heads = kk <= blocks && blocks <= merge_cap;
+	uint64_t v[merge_regs], b = 0;
+#pragma unroll
+	for (int j = 0; j < merge_regs; j++) {
+		const uint32_t i = j * merge_threads + threadIdx.x;
+		v[j] = i < total ? ls.of(i / kk, q)[i % kk] : 0;
+		if (i < total && i % kk == kk - 1)
+			b = max(b, v[j]);
+		if (heads && i < total && i % kk == 0)
+			buf[i / kk] = v[j];
+	}
+	for (uint32_t blk = held / kk + threadIdx.x; blk < blocks; blk += merge_threads) {
 		b = max(b, ls.of(blk, q)[kk - 1]);
-		if (blocks <= merge_cap)
+		if (heads && blk * kk >= held)
 			buf[blk] = ls.of(blk, q)[0];
 	}
-	__syncthreads();
-	if (kk <= blocks && blocks <= merge_cap) {
-		for (uint32_t blk = threadIdx.x; blk < blocks; blk += blockDim.x) {
+	__syncthreads(); /* bound, n and the heads are set */
+	if (heads) {
+		for (uint32_t blk = threadIdx.x; blk < blocks; blk += merge_threads) {
 			const uint64_t h = buf[blk];
 			uint32_t above = 0;
 #pragma unroll 8
@@ -372,29 +387,25 @@ __global__ void __launch_bounds__(merge_threads) merge_kernel(const infs_k_fused
 				b = max(b, h);
 		}
 	}
-	atomicMax((unsigned long long *)&bound, (unsigned long long)b);
+	for (int o = 16; o > 0; o >>= 1)
+		b = max(b, __shfl_xor_sync(0xffffffffu, b, o));
+	if (lane == 0)
+		atomicMax((unsigned long long *)&bound, (unsigned long long)b);
 	__syncthreads();
 	/* bound is 0 when no list holds kk keys: then every key is gathered. */
 	const uint64_t t = bound;
-	/* Eight loads in flight per thread: this pass is a chain of L2 round
-	 * trips otherwise. */
-	const uint32_t total = blocks * kk;
-	for (uint32_t base = 0; base < total; base += 8 * blockDim.x) {
-		uint64_t v[8];
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-			const uint32_t i = base + j * blockDim.x + threadIdx.x;
-			v[j] = i < total ? ls.of(i / kk, q)[i % kk] : 0;
+	auto gather = [&](uint64_t key) {
+		if (key && key >= t) {
+			const uint32_t slot = atomicAdd(&n, 1u);
+			if (slot < merge_cap)
+				buf[slot] = key;
 		}
+	};
 #pragma unroll
-		for (int j = 0; j < 8; j++) {
-			if (v[j] && v[j] >= t) {
-				const uint32_t slot = atomicAdd(&n, 1u);
-				if (slot < merge_cap)
-					buf[slot] = v[j];
-			}
-		}
-	}
+	for (int j = 0; j < merge_regs; j++)
+		gather(v[j]);
+	for (uint32_t i = held + threadIdx.x; i < total; i += merge_threads)
+		gather(ls.of(i / kk, q)[i % kk]);
 	__syncthreads();
 	uint32_t found = n;
 	if (found > merge_cap) {
