@@ -25,6 +25,8 @@
  * operands use the same one, so lane (g, t) takes elements 32 kb + 8 t .. + 7
  * of rows g and g + 8 of a tile and of query g as the fragments of k-steps
  * 2 kb and 2 kb + 1, in the positions the mma expects for that lane. */
+#include <atomic>
+
 #include "topk.cuh"
 
 using namespace infs;
@@ -451,6 +453,54 @@ const void *scan_for(uint32_t nt)
 	}
 }
 
+/* What the launches need to know of a device: its attributes, and the
+ * scan kernels' shared memory limit raised to its opt-in maximum. Found
+ * once per device, since a call of a few microseconds would otherwise pay
+ * for the queries on its critical path. Threads that race to find them
+ * make the same idempotent calls and store the same value. */
+struct device_facts {
+	int sms, optin, major;
+	bool ok;
+};
+
+device_facts find_facts(int dev)
+{
+	device_facts f = {0, 0, 0, false};
+	if (cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&f.optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+		return f;
+	for (uint32_t nt = 1; nt <= 4; nt++) {
+		cudaFuncAttributes fa;
+		const void *fn = scan_for(nt);
+		if (cudaFuncGetAttributes(&fa, fn) != cudaSuccess ||
+		    cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		                         f.optin - (int)fa.sharedSizeBytes) != cudaSuccess)
+			return f;
+	}
+	f.ok = true;
+	return f;
+}
+
+/* Per device: 0 while unknown, else 1 | major << 8 | sms << 16 | optin << 32. */
+constexpr int cached_devices = 64;
+std::atomic<uint64_t> known[cached_devices];
+
+bool facts_of(int dev, device_facts *f)
+{
+	uint64_t v = dev < cached_devices ? known[dev].load(std::memory_order_acquire) : 0;
+	if (!v) {
+		*f = find_facts(dev);
+		if (!f->ok)
+			return false;
+		v = 1 | (uint64_t)(f->major & 0xff) << 8 | (uint64_t)(f->sms & 0xffff) << 16 | (uint64_t)f->optin << 32;
+		if (dev < cached_devices)
+			known[dev].store(v, std::memory_order_release);
+	}
+	*f = {(int)(v >> 16 & 0xffff), (int)(v >> 32), (int)(v >> 8 & 0xff), true};
+	return true;
+}
+
 /* The launch for these shapes on the current device; false when the fused
  * path does not take them. */
 bool make_config(config *cf, uint32_t n_rows, uint32_t dim, uint32_t n_queries, uint32_t k)
@@ -458,12 +508,11 @@ bool make_config(config *cf, uint32_t n_rows, uint32_t dim, uint32_t n_queries, 
 	if (dim == 0 || dim % 64 || n_queries == 0 || n_queries > INFS_K_FUSED_MAX_QUERIES || k == 0 ||
 	    k > INFS_K_FUSED_MAX)
 		return false;
-	int dev, sms, optin, major;
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+	int dev;
+	device_facts f;
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || !facts_of(dev, &f))
 		return false;
+	const int sms = f.sms, optin = f.optin, major = f.major;
 	cf->early_merge = major >= 9;
 	cf->nt = (n_queries + 7) / 8;
 	/* the queries, and the lists when they are in shared memory */
@@ -509,12 +558,9 @@ extern "C" cudaError_t infs_k_fused_topk(const infs_k_fused_params *p, cudaStrea
 	if (!make_config(&cf, p->n_rows, p->dim, p->n_queries, p->k) || p->n_rows == 0)
 		return cudaErrorInvalidValue;
 	const void *fn = scan_for(cf.nt);
-	cudaError_t err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)cf.smem);
-	if (err != cudaSuccess)
-		return err;
 	lists ls = {(uint64_t *)p->workspace, cf.nt * 8};
 	void *args[] = {(void *)p, &cf, &ls};
-	err = cudaLaunchKernel(fn, cf.blocks, 32 * cf.warps, args, cf.smem, stream);
+	cudaError_t err = cudaLaunchKernel(fn, cf.blocks, 32 * cf.warps, args, cf.smem, stream);
 	if (err != cudaSuccess)
 		return err;
 	/* On Hopper and later the merge is launched while the scan runs
