@@ -47,7 +47,6 @@ constexpr int merge_regs = 4;                 /* keys each merge thread loads at
 struct config {
 	uint32_t nt;     /* tiles of 8 queries */
 	uint32_t warps;  /* per block */
-	uint32_t stage_bytes;
 	size_t smem;     /* dynamic shared memory per block */
 	uint32_t blocks;
 	bool early_merge; /* Hopper or later: the merge may launch while the scan runs */
@@ -178,12 +177,12 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	extern __shared__ uint4 smem[];
 	__shared__ uint32_t count[NT * 8];
 	__shared__ uint64_t thresh[NT * 8];
-	const uint32_t row_bytes = p.dim * 2, pieces = p.dim / 8;
+	const uint32_t row_bytes = p.dim * 2, pieces = p.dim / 8, tile_bytes = sub_rows * row_bytes;
 	const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
 	const uint32_t first = blockIdx.x * cf.warps, n_warps = gridDim.x * cf.warps;
 	const uint32_t n_tiles = (p.n_rows + sub_rows - 1) / sub_rows, kk = p.k;
 	char *qs = (char *)smem;
-	auto stage = [&](uint32_t w, uint32_t s) { return qs + NT * 8 * row_bytes + (w * stages + s) * cf.stage_bytes; };
+	auto stage = [&](uint32_t w, uint32_t s) { return qs + NT * 8 * row_bytes + (w * stages + s) * tile_bytes; };
 	/* Up to 8 queries' lists fit in shared memory beside the stages; more
 	 * stay in the workspace (through L1). */
 	uint64_t *const local = (uint64_t *)stage(cf.warps, 0);
@@ -360,13 +359,14 @@ __global__ void __launch_bounds__(merge_threads) merge_kernel(const infs_k_fused
 	 * keys; only the keys at or above the larger are gathered. The first
 	 * merge_regs keys of each thread are loaded at once and the bounds
 	 * taken from them: one L2 round trip for most shapes. */
+	const block_lists src = {ls, q, kk};
 	const uint32_t total = blocks * kk, held = merge_regs * merge_threads;
 	const bool heads = kk <= blocks && blocks <= merge_cap;
 	uint64_t v[merge_regs], b = 0;
 #pragma unroll
 	for (int j = 0; j < merge_regs; j++) {
 		const uint32_t i = j * merge_threads + threadIdx.x;
-		v[j] = i < total ? ls.of(i / kk, q)[i % kk] : 0;
+		v[j] = i < total ? src(i) : 0;
 		if (i < total && i % kk == kk - 1)
 			b = max(b, v[j]);
 		if (heads && i < total && i % kk == 0)
@@ -407,17 +407,16 @@ __global__ void __launch_bounds__(merge_threads) merge_kernel(const infs_k_fused
 	for (int j = 0; j < merge_regs; j++)
 		gather(v[j]);
 	for (uint32_t i = held + threadIdx.x; i < total; i += merge_threads)
-		gather(ls.of(i / kk, q)[i % kk]);
+		gather(src(i));
 	__syncthreads();
 	uint32_t found = n;
 	if (found > merge_cap) {
-		block_lists src = {ls, q, kk};
-		const uint64_t t2 = select_threshold(src, blocks * kk, kk);
+		const uint64_t t2 = select_threshold(src, total, kk);
 		__syncthreads();
 		if (threadIdx.x == 0)
 			n = 0;
 		__syncthreads();
-		for (uint32_t i = threadIdx.x; i < blocks * kk; i += blockDim.x) {
+		for (uint32_t i = threadIdx.x; i < total; i += blockDim.x) {
 			uint64_t key = src(i);
 			if (key && key >= t2) /* min(kk, live keys) of them */
 				buf[atomicAdd(&n, 1u)] = key;
@@ -460,26 +459,23 @@ const void *scan_for(uint32_t nt)
  * make the same idempotent calls and store the same value. */
 struct device_facts {
 	int sms, optin, major;
-	bool ok;
 };
 
-device_facts find_facts(int dev)
+bool find_facts(int dev, device_facts *f)
 {
-	device_facts f = {0, 0, 0, false};
-	if (cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&f.optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&f.major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-		return f;
+	if (cudaDeviceGetAttribute(&f->sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&f->optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&f->major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+		return false;
 	for (uint32_t nt = 1; nt <= 4; nt++) {
 		cudaFuncAttributes fa;
 		const void *fn = scan_for(nt);
 		if (cudaFuncGetAttributes(&fa, fn) != cudaSuccess ||
 		    cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-		                         f.optin - (int)fa.sharedSizeBytes) != cudaSuccess)
-			return f;
+		                         f->optin - (int)fa.sharedSizeBytes) != cudaSuccess)
+			return false;
 	}
-	f.ok = true;
-	return f;
+	return true;
 }
 
 /* Per device: 0 while unknown, else 1 | major << 8 | sms << 16 | optin << 32. */
@@ -490,14 +486,13 @@ bool facts_of(int dev, device_facts *f)
 {
 	uint64_t v = dev < cached_devices ? known[dev].load(std::memory_order_acquire) : 0;
 	if (!v) {
-		*f = find_facts(dev);
-		if (!f->ok)
+		if (!find_facts(dev, f))
 			return false;
 		v = 1 | (uint64_t)(f->major & 0xff) << 8 | (uint64_t)(f->sms & 0xffff) << 16 | (uint64_t)f->optin << 32;
 		if (dev < cached_devices)
 			known[dev].store(v, std::memory_order_release);
 	}
-	*f = {(int)(v >> 16 & 0xffff), (int)(v >> 32), (int)(v >> 8 & 0xff), true};
+	*f = {(int)(v >> 16 & 0xffff), (int)(v >> 32), (int)(v >> 8 & 0xff)};
 	return true;
 }
 
@@ -512,21 +507,19 @@ bool make_config(config *cf, uint32_t n_rows, uint32_t dim, uint32_t n_queries, 
 	device_facts f;
 	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || !facts_of(dev, &f))
 		return false;
-	const int sms = f.sms, optin = f.optin, major = f.major;
-	cf->early_merge = major >= 9;
+	cf->early_merge = f.major >= 9;
 	cf->nt = (n_queries + 7) / 8;
 	/* the queries, and the lists when they are in shared memory */
 	const size_t fixed = (size_t)cf->nt * 8 * dim * 2 + (cf->nt == 1 ? 8 * list_cap * 8 : 0);
 	const size_t stage = (size_t)sub_rows * dim * 2;
 	const size_t statics = cf->nt * 8 * 12 + 1024; /* count[], thresh[], the runtime's share */
-	if ((size_t)optin < fixed + statics + stages * stage)
+	if ((size_t)f.optin < fixed + statics + stages * stage)
 		return false;
-	const size_t fit = (optin - fixed - statics) / (stages * stage);
+	const size_t fit = (f.optin - fixed - statics) / (stages * stage);
 	cf->warps = fit < max_warps ? (uint32_t)fit : max_warps;
-	cf->stage_bytes = (uint32_t)stage;
 	cf->smem = fixed + cf->warps * stages * stage;
 	const uint32_t tiles = (n_rows + sub_rows - 1) / sub_rows, busy = (tiles + cf->warps - 1) / cf->warps;
-	cf->blocks = busy < (uint32_t)sms ? busy : (uint32_t)sms;
+	cf->blocks = busy < (uint32_t)f.sms ? busy : (uint32_t)f.sms;
 	cf->blocks = cf->blocks ? cf->blocks : 1;
 	return true;
 }
