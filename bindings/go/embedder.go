@@ -173,14 +173,10 @@ func (e *Embedder) EmbedInto(dst []float32, texts []string, opts *EmbedOptions) 
 		return err
 	}
 	defer e.release()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	rc := C.infs_embed((*C.float)(unsafe.Pointer(unsafe.SliceData(dst))), c,
-		(**C.char)(unsafe.Pointer(unsafe.SliceData(ptrs))), C.size_t(len(texts)), co)
-	if rc != 0 {
-		return lastError(rc)
-	}
-	return nil
+	return check(func() C.int {
+		return C.infs_embed((*C.float)(unsafe.Pointer(unsafe.SliceData(dst))), c,
+			(**C.char)(unsafe.Pointer(unsafe.SliceData(ptrs))), C.size_t(len(texts)), co)
+	})
 }
 
 func (e *Embedder) acquire(op string) (*C.infs_embedder, error) {

@@ -5,7 +5,10 @@ package inferscale
 */
 import "C"
 
-import "errors"
+import (
+	"errors"
+	"runtime"
+)
 
 // Code is one of the library's status codes. The error codes are also the
 // sentinel errors of the package: errors.Is(err, ErrNotFound) holds for every
@@ -81,6 +84,18 @@ func lastError(rc C.int) error {
 		e.Message = C.GoString(C.infs_strerror(rc))
 	}
 	return e
+}
+
+// check makes one C call and turns its status into an error. The library
+// keeps the last error's message per thread, so the goroutine stays on one
+// OS thread from the call to the read of the message.
+func check(call func() C.int) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if rc := call(); rc != 0 {
+		return lastError(rc)
+	}
+	return nil
 }
 
 // newError is an error raised by the binding itself, before any C call.

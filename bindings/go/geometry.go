@@ -5,10 +5,7 @@ package inferscale
 */
 import "C"
 
-import (
-	"fmt"
-	"runtime"
-)
+import "fmt"
 
 // DType is the element type of a KV cache.
 type DType int
@@ -131,12 +128,7 @@ func (g *Geometry) toC() C.infs_geometry {
 // offending field.
 func (g Geometry) Validate() error {
 	cg := g.toC()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if rc := C.infs_geometry_validate(&cg); rc != 0 {
-		return lastError(rc)
-	}
-	return nil
+	return check(func() C.int { return C.infs_geometry_validate(&cg) })
 }
 
 // KVTokenBytes is the number of bytes of K (or of V) one token occupies

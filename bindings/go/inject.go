@@ -73,13 +73,12 @@ func (s *Store) Inject(ns string, ids []uint64, startPos uint32, blockTable []in
 	}
 
 	var next C.uint32_t
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	rc := C.infs_inject_into_blocks(&next, c, charp(cns),
-		(*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(ids))), C.size_t(len(ids)), C.uint32_t(startPos),
-		(*C.int32_t)(unsafe.Pointer(unsafe.SliceData(blockTable))), C.size_t(len(blockTable)), cl, &co)
-	if rc != 0 {
-		return 0, lastError(rc)
+	if err := check(func() C.int {
+		return C.infs_inject_into_blocks(&next, c, charp(cns),
+			(*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(ids))), C.size_t(len(ids)), C.uint32_t(startPos),
+			(*C.int32_t)(unsafe.Pointer(unsafe.SliceData(blockTable))), C.size_t(len(blockTable)), cl, &co)
+	}); err != nil {
+		return 0, err
 	}
 	return uint32(next), nil
 }
@@ -146,14 +145,10 @@ func RopeRotate(x []byte, dtype DType, nTokens, nHeads uint32, positions []int32
 		return newError(ErrInvalid, fmt.Sprintf("%s: x has %d bytes, want %d", op, len(x), want))
 	}
 	cg := g.toC()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	rc := C.infs_rope_rotate(unsafe.Pointer(unsafe.SliceData(x)), C.infs_dtype(dtype), C.uint32_t(nTokens),
-		C.uint32_t(nHeads), (*C.int32_t)(unsafe.Pointer(unsafe.SliceData(positions))), &cg)
-	if rc != 0 {
-		return lastError(rc)
-	}
-	return nil
+	return check(func() C.int {
+		return C.infs_rope_rotate(unsafe.Pointer(unsafe.SliceData(x)), C.infs_dtype(dtype), C.uint32_t(nTokens),
+			C.uint32_t(nHeads), (*C.int32_t)(unsafe.Pointer(unsafe.SliceData(positions))), &cg)
+	})
 }
 
 // CacheFormat is a paged KV cache layout of a serving engine, per layer.

@@ -140,10 +140,8 @@ func (m *Model) Geometry(kvDType DType) (Geometry, error) {
 	}
 	defer m.release()
 	var g C.infs_geometry
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if rc := C.infs_model_geometry(&g, c, C.infs_dtype(kvDType)); rc != 0 {
-		return Geometry{}, lastError(rc)
+	if err := check(func() C.int { return C.infs_model_geometry(&g, c, C.infs_dtype(kvDType)) }); err != nil {
+		return Geometry{}, err
 	}
 	return geometryFromC(&g), nil
 }
@@ -158,10 +156,8 @@ func (m *Model) Identity(kvDType DType) (string, error) {
 	}
 	defer m.release()
 	var s *C.char
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if rc := C.infs_model_identity(&s, c, C.infs_dtype(kvDType)); rc != 0 {
-		return "", lastError(rc)
+	if err := check(func() C.int { return C.infs_model_identity(&s, c, C.infs_dtype(kvDType)) }); err != nil {
+		return "", err
 	}
 	defer C.infs_free(unsafe.Pointer(s))
 	return C.GoString(s), nil
@@ -272,14 +268,10 @@ func (m *Model) Forward(out *ForwardOutput, tokens, positions []int32, opts *For
 		pin.Pin(unsafe.SliceData(opts.SeqIDs))
 		co.seq_ids = (*C.int32_t)(unsafe.Pointer(unsafe.SliceData(opts.SeqIDs)))
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	rc := C.infs_model_forward((*C.float)(unsafe.Pointer(unsafe.SliceData(out.Logits))),
-		unsafe.Pointer(unsafe.SliceData(out.K)), unsafe.Pointer(unsafe.SliceData(out.V)), c,
-		(*C.int32_t)(unsafe.Pointer(unsafe.SliceData(tokens))),
-		(*C.int32_t)(unsafe.Pointer(unsafe.SliceData(positions))), C.uint32_t(n), &co)
-	if rc != 0 {
-		return lastError(rc)
-	}
-	return nil
+	return check(func() C.int {
+		return C.infs_model_forward((*C.float)(unsafe.Pointer(unsafe.SliceData(out.Logits))),
+			unsafe.Pointer(unsafe.SliceData(out.K)), unsafe.Pointer(unsafe.SliceData(out.V)), c,
+			(*C.int32_t)(unsafe.Pointer(unsafe.SliceData(tokens))),
+			(*C.int32_t)(unsafe.Pointer(unsafe.SliceData(positions))), C.uint32_t(n), &co)
+	})
 }

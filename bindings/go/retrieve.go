@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"fmt"
-	"runtime"
 	"unsafe"
 )
 
@@ -136,12 +135,8 @@ func (s *Store) retrieve(op string, hits []Hit, counts []C.size_t, ns string, qu
 	}
 	// hits, counts and queries are Go memory without pointers, passed in
 	// place for the duration of the call.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	rc := C.infs_retrieve((*C.infs_hit)(unsafe.Pointer(unsafe.SliceData(hits))), unsafe.SliceData(counts),
-		c, charp(cns), (*C.float)(unsafe.Pointer(unsafe.SliceData(queries))), C.size_t(nq), C.size_t(k), co)
-	if rc != 0 {
-		return lastError(rc)
-	}
-	return nil
+	return check(func() C.int {
+		return C.infs_retrieve((*C.infs_hit)(unsafe.Pointer(unsafe.SliceData(hits))), unsafe.SliceData(counts),
+			c, charp(cns), (*C.float)(unsafe.Pointer(unsafe.SliceData(queries))), C.size_t(nq), C.size_t(k), co)
+	})
 }

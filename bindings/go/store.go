@@ -306,10 +306,8 @@ func (s *Store) Put(ns string, f *Fact) (uint64, error) {
 	cf.timestamp = C.int64_t(f.Timestamp)
 
 	var id C.uint64_t
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if rc := C.infs_fact_put(&id, c, charp(cns), &cf); rc != 0 {
-		return 0, lastError(rc)
+	if err := check(func() C.int { return C.infs_fact_put(&id, c, charp(cns), &cf) }); err != nil {
+		return 0, err
 	}
 	return uint64(id), nil
 }
@@ -329,13 +327,7 @@ func (s *Store) Get(ns string, id uint64) (*Fact, error) {
 	defer s.release()
 
 	var r *C.infs_fact_record
-	runtime.LockOSThread()
-	rc := C.infs_fact_get(&r, c, charp(cns), C.uint64_t(id))
-	if rc != 0 {
-		err = lastError(rc)
-	}
-	runtime.UnlockOSThread()
-	if err != nil {
+	if err := check(func() C.int { return C.infs_fact_get(&r, c, charp(cns), C.uint64_t(id)) }); err != nil {
 		return nil, err
 	}
 	defer C.infs_fact_record_free(r)
@@ -372,12 +364,7 @@ func (s *Store) Delete(ns string, id uint64) error {
 		return err
 	}
 	defer s.release()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if rc := C.infs_fact_delete(c, charp(cns), C.uint64_t(id)); rc != 0 {
-		return lastError(rc)
-	}
-	return nil
+	return check(func() C.int { return C.infs_fact_delete(c, charp(cns), C.uint64_t(id)) })
 }
 
 // Count is the number of live records (facts and segments) of namespace ns;
@@ -394,10 +381,8 @@ func (s *Store) Count(ns string) (uint64, error) {
 	}
 	defer s.release()
 	var n C.uint64_t
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if rc := C.infs_fact_count(&n, c, charp(cns)); rc != 0 {
-		return 0, lastError(rc)
+	if err := check(func() C.int { return C.infs_fact_count(&n, c, charp(cns)) }); err != nil {
+		return 0, err
 	}
 	return uint64(n), nil
 }
@@ -417,13 +402,7 @@ func (s *Store) List(ns string) ([]uint64, error) {
 	defer s.release()
 	var ids *C.uint64_t
 	var n C.size_t
-	runtime.LockOSThread()
-	rc := C.infs_fact_list(&ids, &n, c, charp(cns))
-	if rc != 0 {
-		err = lastError(rc)
-	}
-	runtime.UnlockOSThread()
-	if err != nil {
+	if err := check(func() C.int { return C.infs_fact_list(&ids, &n, c, charp(cns)) }); err != nil {
 		return nil, err
 	}
 	defer C.infs_free(unsafe.Pointer(ids))
@@ -442,13 +421,7 @@ func (s *Store) Namespaces() ([]string, error) {
 	defer s.release()
 	var names **C.char
 	var n C.size_t
-	runtime.LockOSThread()
-	rc := C.infs_namespace_list(&names, &n, c)
-	if rc != 0 {
-		err = lastError(rc)
-	}
-	runtime.UnlockOSThread()
-	if err != nil {
+	if err := check(func() C.int { return C.infs_namespace_list(&names, &n, c) }); err != nil {
 		return nil, err
 	}
 	defer C.infs_free(unsafe.Pointer(names))
@@ -471,12 +444,7 @@ func (s *Store) DropNamespace(ns string) error {
 		return err
 	}
 	defer s.release()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if rc := C.infs_namespace_drop(c, charp(cns)); rc != 0 {
-		return lastError(rc)
-	}
-	return nil
+	return check(func() C.int { return C.infs_namespace_drop(c, charp(cns)) })
 }
 
 // Sync forces every acknowledged write to stable storage.
@@ -486,12 +454,7 @@ func (s *Store) Sync() error {
 		return err
 	}
 	defer s.release()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if rc := C.infs_store_sync(c); rc != 0 {
-		return lastError(rc)
-	}
-	return nil
+	return check(func() C.int { return C.infs_store_sync(c) })
 }
 
 // Compact rewrites the file without deleted records, atomically: a crash at
@@ -502,12 +465,7 @@ func (s *Store) Compact() error {
 		return err
 	}
 	defer s.release()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if rc := C.infs_store_compact(c); rc != 0 {
-		return lastError(rc)
-	}
-	return nil
+	return check(func() C.int { return C.infs_store_compact(c) })
 }
 
 // Stats describes a store's contents and files.
@@ -529,10 +487,8 @@ func (s *Store) Stats() (Stats, error) {
 	}
 	defer s.release()
 	cs := C.infs_store_stats{version: C.INFS_STORE_STATS_VERSION}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if rc := C.infs_store_stats_get(&cs, c); rc != 0 {
-		return Stats{}, lastError(rc)
+	if err := check(func() C.int { return C.infs_store_stats_get(&cs, c) }); err != nil {
+		return Stats{}, err
 	}
 	return Stats{
 		Facts:            uint64(cs.n_facts),

@@ -271,10 +271,8 @@ func (t *Tokenizer) ChatFormat() (ChatFormat, error) {
 	}
 	defer t.release()
 	var f C.infs_chat_format
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if rc := C.infs_chat_format_detect(c, &f); rc != 0 {
-		return 0, lastError(rc)
+	if err := check(func() C.int { return C.infs_chat_format_detect(c, &f) }); err != nil {
+		return 0, err
 	}
 	return ChatFormat(f), nil
 }
