@@ -130,12 +130,11 @@ def main():
                      f"{r['inject_us']:.1f} | {r['inject_gbps']:.0f} | {r['memcpy_gbps']:.0f} | "
                      f"{r['ratio_vs_memcpy']:.2f}x | {r['torch_us']:.1f} | {r['speedup_vs_torch']:.1f}x | {a:.1f} |")
     lines += ["", f"copy bandwidth {ret['copy_gbps']:.0f} GB/s (read + written, 1 GiB), k = {ret['k']}", "",
-              "| retrieve facts | queries | path | latency us | fused us | GEMM path us | memory bound us | vs bound "
+              "| retrieve facts | queries | latency us | GEMM path us | memory bound us | vs bound "
               "| peak bound us | vs peak bound | torch us | vs torch |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in ret["results"]:
-        lines.append(f"| {r['n']} | {r['queries']} | {r['path']} | {r['latency_us']:.1f} | {r['fused_us']:.1f} | "
-                     f"{r['gemm_path_us']:.1f} | {r['memory_bound_us']:.1f} | {r['ratio_vs_bound']:.2f}x | "
+        lines.append(f"| {r['n']} | {r['queries']} | {r['latency_us']:.1f} | {r['gemm_path_us']:.1f} | {r['memory_bound_us']:.1f} | {r['ratio_vs_bound']:.2f}x | "
                      f"{r['peak_bound_us']:.1f} | {r['ratio_vs_peak_bound']:.2f}x | {r['torch_us']:.1f} | "
                      f"{r['speedup_vs_torch']:.2f}x |")
     if ret.get("api"):

@@ -89,9 +89,10 @@ cudaError_t infs_k_topk(const infs_k_topk_params *p, cudaStream_t stream);
  * out_score and out_n as for infs_k_topk, the scores being the
  * f32-accumulated dot products; exact, ties by row. Takes the shapes for
  * which infs_k_fused_supported() is true on the current device: dim a
- * multiple of 32, up to INFS_K_FUSED_MAX_QUERIES queries, k up to
- * INFS_K_FUSED_MAX. */
+ * multiple of 64 up to INFS_K_FUSED_MAX_DIM, up to INFS_K_FUSED_MAX_QUERIES
+ * queries, k up to INFS_K_FUSED_MAX. */
 #define INFS_K_FUSED_MAX 128u
+#define INFS_K_FUSED_MAX_DIM 1024u
 #define INFS_K_FUSED_MAX_QUERIES 32u
 
 typedef struct infs_k_fused_params {
@@ -111,11 +112,6 @@ typedef struct infs_k_fused_params {
 } infs_k_fused_params;
 
 int infs_k_fused_supported(uint32_t dim, uint32_t n_queries, uint32_t k);
-
-/* Whether the fused kernels beat a GEMM and the top-k kernel at this shape:
- * measured on an H200 (docs/benchmarks.md), they do under 500K rows for up
- * to 8 queries, and for batches of 32 over 10K rows, not over 100K rows. */
-int infs_k_fused_preferred(uint32_t n_rows, uint32_t n_queries);
 
 size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t dim, uint32_t n_queries, uint32_t k);
 

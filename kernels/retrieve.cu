@@ -6,12 +6,17 @@
  *   tiles in flight) against up to 32 queries on tensor cores (mma
  *   m16n8k16, f16 in, f32 accumulate) and appends the keys (see topk.cuh)
  *   above the block's threshold of each query to the block's list of that
- *   query. After a barrier, warp q % warps cuts query q's list back to its
- *   best kk keys (a bitonic sort in registers) when another round could
- *   overflow it, which raises the threshold. Sharing one list per query
+ *   query. After a barrier, warp q % warps cuts query q's list when
+ *   another round could overflow it, which raises the threshold: for kk up
+ *   to raise_max it finds the kk-th best score (kk rounds of a warp
+ *   maximum) and keeps the keys at or above it, unsorted; for larger kk it
+ *   sorts the list (bitonic, in registers) down to its best kk keys. The
+ *   tiles' 16-byte pieces are copied by the lanes in turn (coalesced), with
+ *   each lane's destinations set once, since they repeat from tile to
+ *   tile. Sharing one list per query
  *   across the block's warps makes the threshold rise eight times as fast as
- *   per-warp lists would, so batches append and sort far less. At the end
- *   each list is the block's exact top kk of its query, sorted.
+ *   per-warp lists would, so batches append and cut far less. At the end
+ *   each list is cut to the block's exact top kk of its query, sorted.
  * merge: per query, the best kk keys of the blocks' lists. Any block's kk-th
  *   key, and the kk-th largest of the blocks' first keys, are lower bounds
  *   of the query's kk-th best key: only the keys at or above the larger are
@@ -40,6 +45,10 @@ constexpr uint32_t stages = 2;     /* tiles per warp in shared memory */
  * INFS_K_FUSED_MAX. */
 constexpr int list_m = 8;
 constexpr uint32_t list_cap = 32 * list_m;
+/* Lists of up to this kk are cut by a selection (raise), larger ones by a
+ * sort: the selection takes kk dependent rounds, the sort a fixed number of
+ * stages, and on an H200 the selection was the faster up to kk = 16. */
+constexpr uint32_t raise_max = 16;
 constexpr uint32_t merge_cap = 4096;          /* keys the merge sorts in shared memory */
 constexpr uint32_t merge_threads = 1024;
 constexpr int merge_regs = 4;                 /* keys each merge thread loads at once */
@@ -59,10 +68,10 @@ struct lists {
 	__device__ uint64_t *of(uint32_t block, uint32_t q) const { return keys + ((size_t)block * qp + q) * list_cap; }
 };
 
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, uint32_t src_bytes)
+/* smem: a shared-memory address. */
+__device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem, uint32_t src_bytes)
 {
-	unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes));
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -167,6 +176,75 @@ __device__ __noinline__ uint64_t cut(uint64_t *list, uint32_t n, uint32_t kk, ui
 	return cut_list<8>(list, n, kk, lane);
 }
 
+/* Raises a list's threshold without sorting it. T, the kk-th largest score
+ * of its n keys (n <= 32 M), comes from kk rounds of a warp maximum over
+ * the heads of the lanes' sorted scores; the keys scoring T or more stay,
+ * in place, unsorted. Returns their count and T, or n when more than limit
+ * would stay (many equal scores), leaving the list as it was. */
+template <int M>
+__device__ __noinline__ uint32_t raise_list(uint64_t *list, uint32_t n, uint32_t kk, uint32_t limit, uint32_t lane,
+                                            uint32_t *t_out)
+{
+	uint64_t v[M];
+	uint32_t h[M];
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		const uint32_t i = j * 32 + lane;
+		v[j] = i < n ? list[i] : 0;
+		h[j] = (uint32_t)(v[j] >> 32);
+	}
+	__syncwarp();
+#pragma unroll
+	for (int a = 0; a < M; a++)
+#pragma unroll
+		for (int b = 0; b + 1 < M - a; b++) {
+			const uint32_t hi = max(h[b], h[b + 1]), lo = min(h[b], h[b + 1]);
+			h[b] = hi;
+			h[b + 1] = lo;
+		}
+	uint32_t t = 0;
+	for (uint32_t r = 0; r < kk; r++) {
+		t = __reduce_max_sync(0xffffffffu, h[0]);
+		if (lane == __ffs(__ballot_sync(0xffffffffu, h[0] == t)) - 1) {
+#pragma unroll
+			for (int j = 0; j + 1 < M; j++)
+				h[j] = h[j + 1];
+			h[M - 1] = 0;
+		}
+	}
+	uint32_t kept = 0;
+#pragma unroll
+	for (int j = 0; j < M; j++)
+		kept += __popc(__ballot_sync(0xffffffffu, v[j] && (uint32_t)(v[j] >> 32) >= t));
+	if (kept > limit)
+		return n;
+	uint32_t at = 0;
+#pragma unroll
+	for (int j = 0; j < M; j++) {
+		const bool keep = v[j] && (uint32_t)(v[j] >> 32) >= t;
+		const uint32_t b = __ballot_sync(0xffffffffu, keep);
+		if (keep)
+			list[at + __popc(b & ((1u << lane) - 1))] = v[j];
+		at += __popc(b);
+	}
+	__syncwarp();
+	*t_out = t;
+	return kept;
+}
+
+/* raise_list with the fewest registers that hold n keys. */
+__device__ __noinline__ uint32_t raise(uint64_t *list, uint32_t n, uint32_t kk, uint32_t limit, uint32_t lane,
+                                       uint32_t *t)
+{
+	if (n <= 32)
+		return raise_list<1>(list, n, kk, limit, lane, t);
+	if (n <= 64)
+		return raise_list<2>(list, n, kk, limit, lane, t);
+	if (n <= 128)
+		return raise_list<4>(list, n, kk, limit, lane, t);
+	return raise_list<8>(list, n, kk, limit, lane, t);
+}
+
 template <int NT>
 __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fused_params p, config cf, lists ls)
 {
@@ -188,32 +266,43 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	uint64_t *const local = (uint64_t *)stage(cf.warps, 0);
 	auto list_of = [&](uint32_t q) { return NT == 1 ? local + q * list_cap : ls.of(blockIdx.x, q); };
 
-	/* The queries, zero beyond n_queries, swizzled as the rows are. */
+	/* The queries, zero beyond n_queries, swizzled as the rows are: the
+	 * first group of copies, ahead of the tiles'. */
+	const uint32_t qs_at = (uint32_t)__cvta_generic_to_shared(qs);
 	for (uint32_t c = threadIdx.x; c < NT * 8 * pieces; c += blockDim.x) {
-		const uint32_t q = c / pieces, j = c % pieces;
-		uint4 v = q < p.n_queries ? ((const uint4 *)p.queries)[(size_t)q * pieces + j] : make_uint4(0, 0, 0, 0);
-		*(uint4 *)(qs + q * row_bytes + (j ^ (q & 1) << 2) * 16) = v;
+		const uint32_t q = c / pieces, j = c % pieces, live = q < p.n_queries;
+		cp_async16(qs_at + q * row_bytes + (j ^ (q & 1) << 2) * 16,
+		           (const uint4 *)p.queries + (live ? (size_t)q * pieces + j : 0), live ? 16 : 0);
 	}
+	cp_async_commit();
 	for (uint32_t q = threadIdx.x; q < NT * 8; q += blockDim.x) {
 		count[q] = 0;
 		thresh[q] = 0;
 	}
-	__syncthreads();
 
 	/* Round i: warp w scores tile first + w + i n_warps. Its tile of round
-	 * i into stage s, rows past the end as zeros. Piece j of row r lands at
-	 * piece j ^ 4 (r & 1): the 16-byte loads of the fragments below then
-	 * meet no bank conflict. */
+	 * i into stage s, rows past the end as zeros. The lane copies the
+	 * tile's 16-byte pieces lane + 32 m (coalesced); piece j of row r lands
+	 * at piece j ^ 4 (r & 1), so the 16-byte loads of the fragments below
+	 * meet no bank conflict. Bit m of odd is the parity of piece m's row:
+	 * the same for every tile, so a piece costs a few instructions. */
+	const uint32_t per_lane = pieces / 2;
+	uint64_t odd = 0;
+	for (uint32_t m = 0; m < per_lane; m++)
+		odd |= (uint64_t)((lane + 32 * m) / pieces & 1) << m;
+	const uint32_t stages_at = (uint32_t)__cvta_generic_to_shared(stage(0, 0));
 	auto tile_of = [&](uint32_t w, uint32_t i) { return first + w + i * n_warps; };
 	auto issue = [&](uint32_t i, uint32_t s) {
 		const uint32_t tile = tile_of(warp, i);
 		if (tile < n_tiles) {
-			char *dst = stage(warp, s);
-			for (uint32_t row = 0; row < sub_rows; row++) {
-				const uint32_t r = tile * sub_rows + row, live = r < p.n_rows;
-				const char *src = (const char *)p.emb + (size_t)(live ? r : 0) * row_bytes;
-				for (uint32_t j = lane; j < pieces; j += 32)
-					cp_async16(dst + row * row_bytes + (j ^ (row & 1) << 2) * 16, src + j * 16, live ? 16 : 0);
+			const uint32_t dst = stages_at + (warp * stages + s) * tile_bytes;
+			const char *src = (const char *)p.emb + (size_t)tile * tile_bytes;
+			const uint32_t live = min(p.n_rows - tile * sub_rows, sub_rows) * row_bytes;
+			uint64_t o = odd;
+#pragma unroll 4
+			for (uint32_t m = 0; m < per_lane; m++, o >>= 1) {
+				const uint32_t c = (lane + 32 * m) * 16, ok = c < live;
+				cp_async16(dst + (c ^ ((uint32_t)o & 1) << 6), src + (ok ? c : 0), ok ? 16 : 0);
 			}
 		}
 		cp_async_commit();
@@ -221,6 +310,8 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	const uint32_t rounds = (n_tiles - first + n_warps - 1) / n_warps;
 	for (uint32_t s = 0; s < stages; s++)
 		issue(s, s);
+	cp_async_wait(stages); /* the queries */
+	__syncthreads();
 
 	/* A list is cut back to kk keys once it holds more than cut_at and
 	 * another round follows: the first cut comes early, which raises the
@@ -310,11 +401,16 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 				const uint32_t n = count[q];
 				if (n <= cut_at)
 					continue;
-				const uint64_t kth = cut(list_of(q), n, kk, lane);
+				uint32_t t = 0, left = kk <= raise_max ? raise(list_of(q), n, kk, cut_at, lane, &t) : n;
+				uint64_t th = (uint64_t)t << 32;
+				if (left == n) {
+					th = cut(list_of(q), n, kk, lane);
+					left = min(n, kk);
+				}
 				if (lane == 0) {
-					count[q] = min(n, kk);
-					if (kth)
-						thresh[q] = kth;
+					count[q] = left;
+					if (th > thresh[q])
+						thresh[q] = th;
 				}
 				cuts = true;
 			}
@@ -327,7 +423,10 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	 * block's exact top kk of each query. */
 	for (uint32_t q = warp; q < p.n_queries; q += cf.warps) {
 		__syncwarp();
-		cut(list_of(q), count[q], kk, lane);
+		uint32_t n = count[q], t;
+		if (n > kk && kk <= raise_max) /* then only about kk keys are sorted */
+			n = raise(list_of(q), n, kk, n, lane, &t);
+		cut(list_of(q), n, kk, lane);
 		if (NT == 1)
 			for (uint32_t j = lane; j < kk; j += 32)
 				ls.of(blockIdx.x, q)[j] = local[q * list_cap + j];
@@ -500,8 +599,8 @@ bool facts_of(int dev, device_facts *f)
  * path does not take them. */
 bool make_config(config *cf, uint32_t n_rows, uint32_t dim, uint32_t n_queries, uint32_t k)
 {
-	if (dim == 0 || dim % 64 || n_queries == 0 || n_queries > INFS_K_FUSED_MAX_QUERIES || k == 0 ||
-	    k > INFS_K_FUSED_MAX)
+	if (dim == 0 || dim % 64 || dim > INFS_K_FUSED_MAX_DIM || n_queries == 0 ||
+	    n_queries > INFS_K_FUSED_MAX_QUERIES || k == 0 || k > INFS_K_FUSED_MAX)
 		return false;
 	int dev;
 	device_facts f;
@@ -530,11 +629,6 @@ extern "C" int infs_k_fused_supported(uint32_t dim, uint32_t n_queries, uint32_t
 {
 	config cf;
 	return make_config(&cf, 1, dim, n_queries, k);
-}
-
-extern "C" int infs_k_fused_preferred(uint32_t n_rows, uint32_t n_queries)
-{
-	return n_rows < 500000 && (n_queries <= 8 || n_rows < 50000);
 }
 
 extern "C" size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t dim, uint32_t n_queries, uint32_t k)

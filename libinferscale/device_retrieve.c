@@ -3,10 +3,12 @@
  * best candidates selected on the device, then the host rescores them
  * exactly as the CPU path does, from the store's own f32 matrix, so scores
  * and order are the CPU's. A margin of extra candidates absorbs the f16
- * rounding of the ranking. Shapes where the fused kernels are faster (one
- * pass over the rows, no score matrix; small batches, up to
- * INFS_K_FUSED_MAX candidates) take them; the others a cuBLAS GEMM into f32
- * scores and the top-k kernel. Called under the store's read lock. */
+ * rounding of the ranking. The shapes the fused kernels take (one pass over
+ * the rows, no score matrix; up to INFS_K_FUSED_MAX candidates for up to
+ * INFS_K_FUSED_MAX_QUERIES queries), which they do faster at every size
+ * measured (docs/benchmarks.md), go to them; the others to a cuBLAS GEMM
+ * into f32 scores and the top-k kernel. Called under the store's read
+ * lock. */
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdlib.h>
@@ -94,8 +96,7 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 	int prev;
 	if ((rc = infs__device_enter(&prev, d->device, fn)))
 		return rc;
-	const int fused = infs_k_fused_preferred((uint32_t)rows, (uint32_t)n_queries) &&
-	                  infs_k_fused_supported((uint32_t)dim, (uint32_t)n_queries, (uint32_t)kk);
+	const int fused = infs_k_fused_supported((uint32_t)dim, (uint32_t)n_queries, (uint32_t)kk);
 	size_t qc = SCORES_MAX / rows;
 	qc = fused ? n_queries : qc < 1 ? 1 : qc > n_queries ? n_queries : qc;
 

@@ -4,8 +4,9 @@
  * must equal the CPU's bit for bit, and the many equal scores must come out
  * by increasing row. 1 to 32 queries, k from 1 to the maximum, deleted rows,
  * row scales, sets from one row to a million (partial tiles, blocks with
- * fewer rows than k, so that the merge takes its radix path), and sets of
- * all-equal rows, where the order is the rows' alone. */
+ * fewer rows than k, so that the merge takes its radix path), sets of
+ * all-equal rows, where the order is the rows' alone, and dimensions from
+ * 64 to the maximum. */
 #include <string.h>
 
 #include "dtype.h"
@@ -20,20 +21,20 @@ static int small_int(uint64_t *rng)
 	return (int)(rng_next(rng) % 7) - 3;
 }
 
-static void run_case(uint32_t n, uint32_t nq, uint32_t k, int all_equal, int with_scale, int with_dead, uint64_t seed)
+static void run_case(uint32_t dim, uint32_t n, uint32_t nq, uint32_t k, int all_equal, int with_scale, int with_dead, uint64_t seed)
 {
 	uint64_t rng = seed;
-	CHECK(infs_k_fused_supported(DIM, nq, k));
-	int8_t *e = malloc((size_t)n * DIM), *qi = malloc((size_t)nq * DIM);
-	uint16_t *e16 = malloc((size_t)n * DIM * 2), *q16 = malloc((size_t)nq * DIM * 2);
+	CHECK(infs_k_fused_supported(dim, nq, k));
+	int8_t *e = malloc((size_t)n * dim), *qi = malloc((size_t)nq * dim);
+	uint16_t *e16 = malloc((size_t)n * dim * 2), *q16 = malloc((size_t)nq * dim * 2);
 	float *scale = malloc(n * sizeof *scale);
 	uint64_t *ids = malloc(n * sizeof *ids);
 	uint32_t *dead = calloc(n / 32 + 1, sizeof *dead);
-	for (size_t i = 0; i < (size_t)n * DIM; i++) {
-		e[i] = (int8_t)(all_equal ? (int)(i % DIM % 5) - 2 : small_int(&rng));
+	for (size_t i = 0; i < (size_t)n * dim; i++) {
+		e[i] = (int8_t)(all_equal ? (int)(i % dim % 5) - 2 : small_int(&rng));
 		e16[i] = infs__f32_to_f16(e[i] / 16.0f);
 	}
-	for (size_t i = 0; i < (size_t)nq * DIM; i++) {
+	for (size_t i = 0; i < (size_t)nq * dim; i++) {
 		qi[i] = (int8_t)small_int(&rng);
 		q16[i] = infs__f32_to_f16(qi[i] / 16.0f);
 	}
@@ -51,24 +52,24 @@ static void run_case(uint32_t n, uint32_t nq, uint32_t k, int all_equal, int wit
 	uint64_t *d_ids, *d_out_id;
 	uint32_t *d_dead, *d_out_n;
 	void *ws;
-	CUDA_OK(cudaMalloc((void **)&d_e, (size_t)n * DIM * 2));
-	CUDA_OK(cudaMalloc((void **)&d_q, (size_t)nq * DIM * 2));
+	CUDA_OK(cudaMalloc((void **)&d_e, (size_t)n * dim * 2));
+	CUDA_OK(cudaMalloc((void **)&d_q, (size_t)nq * dim * 2));
 	CUDA_OK(cudaMalloc((void **)&d_scale, n * sizeof(float)));
 	CUDA_OK(cudaMalloc((void **)&d_ids, n * sizeof(uint64_t)));
 	CUDA_OK(cudaMalloc((void **)&d_dead, (n / 32 + 1) * sizeof(uint32_t)));
 	CUDA_OK(cudaMalloc((void **)&d_out_id, (size_t)nq * k * sizeof(uint64_t)));
 	CUDA_OK(cudaMalloc((void **)&d_out_score, (size_t)nq * k * sizeof(float)));
 	CUDA_OK(cudaMalloc((void **)&d_out_n, nq * sizeof(uint32_t)));
-	CUDA_OK(cudaMalloc(&ws, infs_k_fused_workspace_bytes(n, DIM, nq, k)));
-	CUDA_OK(cudaMemcpy(d_e, e16, (size_t)n * DIM * 2, cudaMemcpyHostToDevice));
-	CUDA_OK(cudaMemcpy(d_q, q16, (size_t)nq * DIM * 2, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMalloc(&ws, infs_k_fused_workspace_bytes(n, dim, nq, k)));
+	CUDA_OK(cudaMemcpy(d_e, e16, (size_t)n * dim * 2, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(d_q, q16, (size_t)nq * dim * 2, cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(d_scale, scale, n * sizeof(float), cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(d_ids, ids, n * sizeof(uint64_t), cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(d_dead, dead, (n / 32 + 1) * sizeof(uint32_t), cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemset(d_out_id, 0xff, (size_t)nq * k * sizeof(uint64_t)));
 
 	infs_k_fused_params p = {
-		.emb = d_e, .queries = d_q, .n_rows = n, .dim = DIM, .n_queries = nq, .k = k,
+		.emb = d_e, .queries = d_q, .n_rows = n, .dim = dim, .n_queries = nq, .k = k,
 		.row_scale = with_scale ? d_scale : NULL, .dead = with_dead ? d_dead : NULL, .ids = d_ids,
 		.out_id = d_out_id, .out_score = d_out_score, .out_n = d_out_n, .workspace = ws,
 	};
@@ -89,8 +90,8 @@ static void run_case(uint32_t n, uint32_t nq, uint32_t k, int all_equal, int wit
 			if (with_dead && (dead[i / 32] >> (i % 32) & 1))
 				continue;
 			int32_t dot = 0;
-			for (int d = 0; d < DIM; d++)
-				dot += qi[(size_t)q * DIM + d] * e[(size_t)i * DIM + d];
+			for (uint32_t d = 0; d < dim; d++)
+				dot += qi[(size_t)q * dim + d] * e[(size_t)i * dim + d];
 			float s = (float)dot / 256.0f;
 			h[live].score = with_scale ? s * scale[i] : s;
 			h[live++].row = i;
@@ -133,29 +134,33 @@ int main(void)
 	CHECK(!infs_k_fused_supported(DIM, 0, 10));
 	CHECK(!infs_k_fused_supported(DIM, 1, 0));
 	CHECK(!infs_k_fused_supported(100, 1, 10));
-	CHECK(!infs_k_fused_supported(1 << 20, 1, 10));
+	CHECK(!infs_k_fused_supported(INFS_K_FUSED_MAX_DIM + 64, 1, 10));
 	const uint32_t ks[] = {1, 10, 26, INFS_K_FUSED_MAX};
 	const uint32_t nqs[] = {1, 32};
 	for (size_t b = 0; b < 4; b++)
 		for (size_t c = 0; c < 2; c++) {
 			/* the row count not a multiple of 64: a partial last tile */
-			run_case(full ? 100003 : 4099, nqs[c], ks[b], 0, (int)(b % 2), (int)((b + c) % 2), seed++);
+			run_case(DIM, full ? 100003 : 4099, nqs[c], ks[b], 0, (int)(b % 2), (int)((b + c) % 2), seed++);
 			cases++;
 		}
 	/* Fewer rows than a tile, than k, than the blocks' lists hold. */
 	const uint32_t tiny[][3] = {{1, 1, 1}, {1, 3, 10}, {63, 9, 10}, {65, 17, 128}, {1000, 24, 100}, {10000, 5, 128}};
 	for (size_t i = 0; i < sizeof tiny / sizeof *tiny; i++, cases++)
-		run_case(tiny[i][0], tiny[i][1], tiny[i][2], 0, (int)(i % 2), (int)(i % 3 == 0), seed++);
+		run_case(DIM, tiny[i][0], tiny[i][1], tiny[i][2], 0, (int)(i % 2), (int)(i % 3 == 0), seed++);
 	/* All rows equal: the order is by row alone. */
-	run_case(5000, 3, 10, 1, 0, 0, seed++);
-	run_case(5000, 8, 128, 1, 0, 1, seed++);
+	run_case(DIM, 5000, 3, 10, 1, 0, 0, seed++);
+	run_case(DIM, 5000, 8, 128, 1, 0, 1, seed++);
 	cases += 2;
 	if (full) {
-		run_case(1000000, 2, 10, 0, 0, 1, seed++);
-		run_case(300000, 17, 100, 0, 1, 0, seed++);
-		run_case(200000, 32, 26, 1, 0, 0, seed++);
+		run_case(DIM, 1000000, 2, 10, 0, 0, 1, seed++);
+		run_case(DIM, 300000, 17, 100, 0, 1, 0, seed++);
+		run_case(DIM, 200000, 32, 26, 1, 0, 0, seed++);
 		cases += 3;
 	}
+	/* Other dimensions: other row lengths in the tiles' copies. */
+	const uint32_t dims[] = {64, 128, 448, INFS_K_FUSED_MAX_DIM};
+	for (size_t i = 0; i < sizeof dims / sizeof *dims; i++, cases++)
+		run_case(dims[i], 20011, i % 2 ? 32 : 5, 26, 0, (int)(i % 2), (int)(i < 2), seed++);
 	printf("%d fused retrieval cases equal to the CPU sort\n", cases);
 	CHECK_DONE();
 }
