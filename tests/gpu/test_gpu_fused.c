@@ -135,9 +135,9 @@ int main(void)
 	CHECK(!infs_k_fused_supported(DIM, 1, 0));
 	CHECK(!infs_k_fused_supported(100, 1, 10));
 	CHECK(!infs_k_fused_supported(INFS_K_FUSED_MAX_DIM + 64, 1, 10));
-	const uint32_t ks[] = {1, 10, 26, INFS_K_FUSED_MAX};
+	const uint32_t ks[] = {1, 10, 16, 26, INFS_K_FUSED_MAX};
 	const uint32_t nqs[] = {1, 32};
-	for (size_t b = 0; b < 4; b++)
+	for (size_t b = 0; b < 5; b++)
 		for (size_t c = 0; c < 2; c++) {
 			/* the row count not a multiple of 64: a partial last tile */
 			run_case(DIM, full ? 100003 : 4099, nqs[c], ks[b], 0, (int)(b % 2), (int)((b + c) % 2), seed++);
