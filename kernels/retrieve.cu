@@ -6,17 +6,17 @@
  *   tiles in flight) against up to 32 queries on tensor cores (mma
  *   m16n8k16, f16 in, f32 accumulate) and appends the keys (see topk.cuh)
  *   above the block's threshold of each query to the block's list of that
- *   query. After a barrier, warp q % warps cuts query q's list when
- *   another round could overflow it, which raises the threshold: for kk up
- *   to raise_max it finds the kk-th best score (kk rounds of a warp
- *   maximum) and keeps the keys at or above it, unsorted; for larger kk it
- *   sorts the list (bitonic, in registers) down to its best kk keys. The
- *   tiles' 16-byte pieces are copied by the lanes in turn (coalesced), with
- *   each lane's destinations set once, since they repeat from tile to
- *   tile. Sharing one list per query
- *   across the block's warps makes the threshold rise eight times as fast as
- *   per-warp lists would, so batches append and cut far less. At the end
- *   each list is cut to the block's exact top kk of its query, sorted.
+ *   query. After a barrier, warp q % warps cuts query q's list when another
+ *   round could overflow it, which raises the threshold: for kk up to
+ *   raise_max it finds the kk-th best score (kk rounds of a warp maximum)
+ *   and keeps the keys at or above it, unsorted; for larger kk it sorts the
+ *   list (bitonic, in registers) down to its best kk keys. Sharing one list
+ *   per query across the block's warps makes the threshold rise eight times
+ *   as fast as per-warp lists would, so batches append and cut far less. At
+ *   the end each list is cut to the block's exact top kk of its query,
+ *   sorted. The tiles' 16-byte pieces are copied by the lanes in turn
+ *   (coalesced), each lane's destinations found once: they repeat from tile
+ *   to tile.
  * merge: per query, the best kk keys of the blocks' lists. Any block's kk-th
  *   key, and the kk-th largest of the blocks' first keys, are lower bounds
  *   of the query's kk-th best key: only the keys at or above the larger are
