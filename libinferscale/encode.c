@@ -215,14 +215,11 @@ int infs_fact_encode(uint64_t *out_ids, infs_store *store, const char *ns, const
 		return infs__error(INFS_EINVAL, "infs_fact_encode: %s is NULL",
 		                   !out_ids ? "out_ids" : !store ? "store" : !ns ? "ns" : !model ? "model" : "facts");
 	infs_encode_options o = INFS_ENCODE_OPTIONS_INIT;
-	if (opts) {
-		if (opts->version != INFS_ENCODE_OPTIONS_VERSION)
-			return infs__error(INFS_EINVAL, "infs_fact_encode: unknown options version %u (this library knows %u)",
-			                   opts->version, INFS_ENCODE_OPTIONS_VERSION);
-		o = *opts;
-	}
+	int rc = INFS__OPTIONS_TAKE(o, opts, INFS_ENCODE_OPTIONS_VERSION, "infs_fact_encode");
+	if (rc)
+		return rc;
 	infs_geometry g;
-	int rc = infs__encode_check_store(&g, store, model);
+	rc = infs__encode_check_store(&g, store, model);
 	if (rc)
 		return rc;
 	plan p = { 0 };

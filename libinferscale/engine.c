@@ -53,12 +53,9 @@ int infs_engine_create(infs_engine **out, const infs_model *model, const infs_en
 	if (!out || !model)
 		return infs__error(INFS_EINVAL, "infs_engine_create: %s is NULL", out ? "model" : "out");
 	infs_engine_options o = INFS_ENGINE_OPTIONS_INIT;
-	if (opts) {
-		if (opts->version != INFS_ENGINE_OPTIONS_VERSION)
-			return infs__error(INFS_EINVAL, "infs_engine_create: unknown options version %u (this library knows %u)",
-			                   opts->version, INFS_ENGINE_OPTIONS_VERSION);
-		o = *opts;
-	}
+	int rc = INFS__OPTIONS_TAKE(o, opts, INFS_ENGINE_OPTIONS_VERSION, "infs_engine_create");
+	if (rc)
+		return rc;
 	if (!o.n_ctx)
 		o.n_ctx = 4096;
 	if (!o.block_size)
@@ -73,7 +70,7 @@ int infs_engine_create(infs_engine **out, const infs_model *model, const infs_en
 		return infs__error(INFS_ENOMEM, "infs_engine_create: out of memory");
 	e->model = model;
 	infs_model_info info = { .version = INFS_MODEL_INFO_VERSION };
-	int rc = infs_model_info_get(&info, model);
+	rc = infs_model_info_get(&info, model);
 	if (!rc)
 		rc = infs_model_geometry(&e->geom, model, o.kv_dtype);
 	if (!rc)
@@ -271,12 +268,9 @@ int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *e, con
 	if (!out || !e)
 		return infs__error(INFS_EINVAL, "infs_engine_generate: %s is NULL", out ? "engine" : "out");
 	infs_generate_options o = INFS_GENERATE_OPTIONS_INIT;
-	if (opts) {
-		if (opts->version != INFS_GENERATE_OPTIONS_VERSION)
-			return infs__error(INFS_EINVAL, "infs_engine_generate: unknown options version %u (this library knows %u)",
-			                   opts->version, INFS_GENERATE_OPTIONS_VERSION);
-		o = *opts;
-	}
+	int rc = INFS__OPTIONS_TAKE(o, opts, INFS_GENERATE_OPTIONS_VERSION, "infs_engine_generate");
+	if (rc)
+		return rc;
 	if (!o.max_tokens)
 		o.max_tokens = 64;
 	if (!(o.top_p > 0 && o.top_p <= 1) || o.temperature != o.temperature)
@@ -288,7 +282,7 @@ int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *e, con
 	if (!e->have_logits)
 		return infs__error(INFS_EINVAL, "infs_engine_generate: nothing was prefilled");
 	infs__sampler s;
-	int rc = infs__sampler_init(&s, e->n_vocab, o.temperature, o.top_p, o.seed);
+	rc = infs__sampler_init(&s, e->n_vocab, o.temperature, o.top_p, o.seed);
 	if (rc)
 		return rc;
 	int32_t *ids = malloc((size_t)o.max_tokens * sizeof *ids);
@@ -376,13 +370,10 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 		return infs__error(INFS_EINVAL, "infs_engine_ask: %s is NULL",
 		                   !out ? "out" : !e ? "engine" : !store ? "store" : !ns ? "ns" : "question");
 	infs_ask_options o = INFS_ASK_OPTIONS_INIT;
-	if (opts) {
-		if (opts->version != INFS_ASK_OPTIONS_VERSION)
-			return infs__error(INFS_EINVAL, "infs_engine_ask: unknown options version %u (this library knows %u)",
-			                   opts->version, INFS_ASK_OPTIONS_VERSION);
-		o = *opts;
-	}
-	int rc = need_prompt(e, "infs_engine_ask");
+	int rc = INFS__OPTIONS_TAKE(o, opts, INFS_ASK_OPTIONS_VERSION, "infs_engine_ask");
+	if (rc)
+		return rc;
+	rc = need_prompt(e, "infs_engine_ask");
 	if (rc)
 		return rc;
 	if (e->prepared != store)

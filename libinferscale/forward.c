@@ -302,12 +302,9 @@ int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model
                        const infs_forward_options *opts)
 {
 	infs_forward_options o = INFS_FORWARD_OPTIONS_INIT;
-	if (opts) {
-		if (opts->version != INFS_FORWARD_OPTIONS_VERSION)
-			return infs__error(INFS_EINVAL, "infs_model_forward: unknown options version %u (this library knows %u)",
-			                   opts->version, INFS_FORWARD_OPTIONS_VERSION);
-		o = *opts;
-	}
+	int rc = INFS__OPTIONS_TAKE(o, opts, INFS_FORWARD_OPTIONS_VERSION, "infs_model_forward");
+	if (rc)
+		return rc;
 	infs__paged_kv pk = { o.cache, o.block_table, o.block_table_len, o.n_past, o.write_cache };
 	infs__forward_args a = { tokens, positions, n_tokens, logits, o.all_logits, k_out, v_out,
 	                         o.kv_dtype, o.seq_ids, &pk, NULL };

@@ -452,12 +452,9 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 	if (!path)
 		return infs__error(INFS_EINVAL, "infs_model_load: path is NULL");
 	infs_model_options o = INFS_MODEL_OPTIONS_INIT;
-	if (opts) {
-		if (opts->version != INFS_MODEL_OPTIONS_VERSION)
-			return infs__error(INFS_EINVAL, "infs_model_load: unknown options version %u (this library knows %u)",
-			                   opts->version, INFS_MODEL_OPTIONS_VERSION);
-		o = *opts;
-	}
+	int rc = INFS__OPTIONS_TAKE(o, opts, INFS_MODEL_OPTIONS_VERSION, "infs_model_load");
+	if (rc)
+		return rc;
 	if (o.n_threads > 1024)
 		return infs__error(INFS_EINVAL, "infs_model_load: n_threads %u is above 1024", o.n_threads);
 	struct stat sb;
@@ -468,7 +465,6 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 	if (!m)
 		return infs__error(INFS_ENOMEM, "infs_model_load: out of memory");
 	m->n_threads = o.n_threads ? o.n_threads : infs__cpu_count();
-	int rc;
 	if (S_ISDIR(sb.st_mode))
 		rc = load_hf_dir(m, path);
 	else

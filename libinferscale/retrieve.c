@@ -285,12 +285,9 @@ int infs_retrieve(infs_hit *out, size_t *out_n, infs_store *store, const char *n
 	if (k == 0 || k > INFS_RETRIEVE_K_MAX)
 		return infs__error(INFS_ERANGE, "%s: k %zu is not in 1..%u", fn, k, INFS_RETRIEVE_K_MAX);
 	infs_retrieve_options o = INFS_RETRIEVE_OPTIONS_INIT;
-	if (opts) {
-		if (opts->version != INFS_RETRIEVE_OPTIONS_VERSION)
-			return infs__error(INFS_EINVAL, "%s: options have unknown version %u (this library knows %u)", fn,
-			                   opts->version, INFS_RETRIEVE_OPTIONS_VERSION);
-		o = *opts;
-	}
+	rc = INFS__OPTIONS_TAKE(o, opts, INFS_RETRIEVE_OPTIONS_VERSION, fn);
+	if (rc)
+		return rc;
 	if (o.metric != INFS_METRIC_COSINE && o.metric != INFS_METRIC_IP)
 		return infs__error(INFS_EINVAL, "%s: unknown metric %d", fn, (int)o.metric);
 	if (o.backend < INFS_BACKEND_AUTO || o.backend > INFS_BACKEND_CUDA)

@@ -156,12 +156,9 @@ static int check_options(infs_store_options *o, infs_geometry *geom, const infs_
 {
 	infs_store_options init = INFS_STORE_OPTIONS_INIT;
 	*o = init;
-	if (in) {
-		if (in->version != INFS_STORE_OPTIONS_VERSION)
-			return infs__error(INFS_EINVAL, "infs_store_open: unknown options version %u (this library knows %u)",
-			                   in->version, INFS_STORE_OPTIONS_VERSION);
-		*o = *in;
-	}
+	int rc = INFS__OPTIONS_TAKE(*o, in, INFS_STORE_OPTIONS_VERSION, "infs_store_open");
+	if (rc)
+		return rc;
 	unsigned known = INFS_OPEN_CREATE | INFS_OPEN_READONLY;
 	if (o->flags & ~known)
 		return infs__error(INFS_EINVAL, "infs_store_open: unknown flags 0x%x", o->flags & ~known);
@@ -170,7 +167,7 @@ static int check_options(infs_store_options *o, infs_geometry *geom, const infs_
 	if (o->sync != INFS_SYNC_FULL && o->sync != INFS_SYNC_NORMAL && o->sync != INFS_SYNC_OFF)
 		return infs__error(INFS_EINVAL, "infs_store_open: unknown sync mode %d", (int)o->sync);
 	if (o->geometry) {
-		int rc = infs__geometry_copy(geom, o->geometry);
+		rc = infs__geometry_copy(geom, o->geometry);
 		if (!rc)
 			rc = infs_geometry_validate(geom);
 		if (rc)
