@@ -55,6 +55,34 @@ static inline int row_hit_cmp(const void *a, const void *b)
 	return x->row < y->row ? -1 : x->row > y->row;
 }
 
+/* How many of query q's hits (out_n[q]; out_id and out_score from q * k)
+ * differ from the best min(k, live) of h, sorted by row_hit_cmp with rows
+ * mapped to ids; what (the case) heads the first messages while bad, the
+ * differences found so far, is under 5. */
+static inline int hits_differ(const char *what, uint32_t q, uint32_t k, const row_hit *h, uint32_t live,
+                              const uint64_t *ids, const uint64_t *out_id, const float *out_score,
+                              const uint32_t *out_n, int bad)
+{
+	const uint32_t want = live < k ? live : k;
+	if (out_n[q] != want) {
+		if (bad < 5)
+			fprintf(stderr, "%s q %u: %u hits, expected %u\n", what, q, out_n[q], want);
+		return 1;
+	}
+	int n = 0;
+	for (uint32_t j = 0; j < want; j++) {
+		const size_t at = (size_t)q * k + j;
+		if (out_id[at] != ids[h[j].row] || out_score[at] != h[j].score) {
+			if (bad + n < 5)
+				fprintf(stderr, "%s q %u hit %u: id %llu score %g, expected id %llu score %g\n", what, q, j,
+				        (unsigned long long)out_id[at], out_score[at], (unsigned long long)ids[h[j].row],
+				        h[j].score);
+			n++;
+		}
+	}
+	return n;
+}
+
 /* Uniform in [-1, 1). */
 static inline float rng_float(uint64_t *s)
 {

@@ -83,6 +83,8 @@ static void run_case(uint32_t dim, uint32_t n, uint32_t nq, uint32_t k, int all_
 	CUDA_OK(cudaMemcpy(out_n, d_out_n, nq * sizeof(uint32_t), cudaMemcpyDeviceToHost));
 
 	row_hit *h = malloc(n * sizeof *h);
+	char what[64];
+	snprintf(what, sizeof what, "dim %u n %u nq %u k %u", dim, n, nq, k);
 	int bad = 0;
 	for (uint32_t q = 0; q < nq; q++) {
 		uint32_t live = 0;
@@ -97,20 +99,7 @@ static void run_case(uint32_t dim, uint32_t n, uint32_t nq, uint32_t k, int all_
 			h[live++].row = i;
 		}
 		qsort(h, live, sizeof *h, row_hit_cmp);
-		uint32_t want = live < k ? live : k;
-		if (out_n[q] != want) {
-			if (bad++ < 5)
-				fprintf(stderr, "n %u k %u q %u: %u hits, expected %u\n", n, k, q, out_n[q], want);
-			continue;
-		}
-		for (uint32_t j = 0; j < want; j++) {
-			if (out_id[(size_t)q * k + j] != ids[h[j].row] || out_score[(size_t)q * k + j] != h[j].score) {
-				if (bad++ < 5)
-					fprintf(stderr, "n %u nq %u k %u q %u hit %u: id %llu score %g, expected id %llu score %g\n",
-					        n, nq, k, q, j, (unsigned long long)out_id[(size_t)q * k + j],
-					        out_score[(size_t)q * k + j], (unsigned long long)ids[h[j].row], h[j].score);
-			}
-		}
+		bad += hits_differ(what, q, k, h, live, ids, out_id, out_score, out_n, bad);
 	}
 	CHECK(bad == 0);
 	cudaFree(d_e), cudaFree(d_q), cudaFree(d_scale), cudaFree(d_ids), cudaFree(d_dead), cudaFree(d_out_id);
