@@ -19,16 +19,6 @@ static const char default_system[] =
 	"briefly, using what the memory says.";
 static const char default_intro[] = "Memory:";
 
-static char *dup_n(const char *s, size_t n)
-{
-	char *d = malloc(n + 1);
-	if (d) {
-		memcpy(d, s, n);
-		d[n] = '\0';
-	}
-	return d;
-}
-
 void infs__compose_free(infs__compose *c)
 {
 	free(c->header);
@@ -69,8 +59,8 @@ int infs__compose_init(infs__compose *c, const infs_model *model, const char *sy
 		return infs__error(INFS_EUNSUPPORTED, "prompt layout: the chat template does not keep the system message before the user's");
 	}
 	const char *fe = f + strlen(MARK_FACTS), *qe = q + strlen(MARK_QUESTION);
-	char *header = dup_n(text, (size_t)(f - text)), *footer = dup_n(fe, (size_t)(q - fe));
-	c->suffix = dup_n(qe, strlen(qe));
+	char *header = strndup(text, (size_t)(f - text)), *footer = strndup(fe, (size_t)(q - fe));
+	c->suffix = strdup(qe);
 	free(text);
 	if (!header || !footer || !c->suffix) {
 		free(header);

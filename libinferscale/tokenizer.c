@@ -160,16 +160,6 @@ static int check_id(const char *what, int64_t id, uint32_t n_vocab, int32_t *out
 	return INFS_OK;
 }
 
-static char *dup_n(const char *s, size_t n)
-{
-	char *d = malloc(n + 1);
-	if (d) {
-		memcpy(d, s, n);
-		d[n] = '\0';
-	}
-	return d;
-}
-
 /* ---- GGUF ---- */
 
 enum { GGUF_TOKEN_NORMAL = 1, GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };
@@ -260,7 +250,7 @@ int infs__tokenizer_from_gguf(infs_tokenizer **out, const infs__gguf *g, const c
 		rc = INFS_OK;
 	infs__gguf_str tmpl;
 	if (rc == INFS_OK && infs__gguf_get_str(g, "tokenizer.chat_template", &tmpl) == INFS_OK &&
-	    !(tok->chat_template = dup_n(tmpl.ptr, (size_t)tmpl.len)))
+	    !(tok->chat_template = strndup(tmpl.ptr, (size_t)tmpl.len)))
 		rc = infs__error(INFS_ENOMEM, "tokenizer: no memory");
 	if (rc != INFS_OK) {
 		infs_tokenizer_free(tok);
