@@ -114,7 +114,8 @@ static void *reader(void *arg)
 {
 	uint64_t rng = (uint64_t)(size_t)arg;
 	pthread_barrier_wait(&start);
-	while (!done()) {
+	/* At least one round, however late the thread is scheduled. */
+	do {
 		__atomic_fetch_add(&read_rounds, 1, __ATOMIC_RELAXED);
 		size_t k = rng_next(&rng) % SPACES;
 		const char *ns = spaces[k], *other = spaces[(k + 1 + rng_next(&rng) % (SPACES - 1)) % SPACES];
@@ -148,7 +149,7 @@ static void *reader(void *arg)
 			fail("count or namespace list");
 		else
 			infs_free(names);
-	}
+	} while (!done());
 	return NULL;
 }
 
@@ -157,8 +158,8 @@ static void *matrix_reader(void *arg)
 {
 	uint64_t last_gen[SPACES] = { 0 };
 	pthread_barrier_wait(&start);
-	while (!done()) {
-		matrix_rounds++;
+	do {
+		__atomic_fetch_add(&matrix_rounds, 1, __ATOMIC_RELAXED);
 		for (int k = 0; k < SPACES; k++) {
 			const float *emb;
 			const uint64_t *ids;
@@ -183,7 +184,7 @@ static void *matrix_reader(void *arg)
 				fail("generation went backwards");
 			last_gen[k] = gen;
 		}
-	}
+	} while (!done());
 	return NULL;
 }
 
