@@ -40,10 +40,12 @@ typedef struct ctx {
 	size_t copy_bytes;
 } ctx;
 
+/* Each call under a new seed epoch, as infs_retrieve's. */
 static void fused_run(void *arg, int rep)
 {
 	ctx *c = arg;
 	c->fp.emb = c->emb[rep % c->copies];
+	c->fp.seed_epoch++;
 	CUDA_OK(infs_k_fused_topk(&c->fp, c->stream));
 }
 
@@ -145,6 +147,9 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			CUDA_OK(cudaMalloc(&fws, infs_k_fused_workspace_bytes(n, DIMS, nq, K)));
+			uint64_t *seeds;
+			CUDA_OK(cudaMalloc((void **)&seeds, INFS_K_FUSED_SEEDS * 8));
+			CUDA_OK(cudaMemset(seeds, 0, INFS_K_FUSED_SEEDS * 8));
 			CUDA_OK(cudaMalloc(&oid, nq * K * 8));
 			CUDA_OK(cudaMalloc(&osc, nq * K * 4));
 			CUDA_OK(cudaMalloc(&on, nq * 4));
@@ -155,7 +160,7 @@ int main(int argc, char **argv)
 			infs_k_fused_params fp = {
 				.emb = c.emb[0], .queries = q, .n_rows = n, .dim = DIMS, .n_queries = nq, .k = K,
 				.row_scale = NULL, .dead = NULL, .ids = ids, .out_id = oid, .out_score = osc, .out_n = on,
-				.workspace = fws,
+				.workspace = fws, .seeds = seeds,
 			};
 			c.tp = tp;
 			c.fp = fp;
@@ -179,7 +184,8 @@ int main(int argc, char **argv)
 			        "(%.2fx), at peak copy bandwidth %.1f us (%.2fx)\n",
 			        n, nq, us, gemm_path_us, gemm_us, copy_same_us, us / copy_same_us, peak_us,
 			        us / peak_us);
-			cudaFree(c.scores), cudaFree(ws), cudaFree(fws), cudaFree(oid), cudaFree(osc), cudaFree(on);
+			cudaFree(c.scores), cudaFree(ws), cudaFree(fws), cudaFree(seeds), cudaFree(oid), cudaFree(osc);
+			cudaFree(on);
 		}
 		for (int i = 0; i < c.copies; i++)
 			cudaFree((void *)c.emb[i]);

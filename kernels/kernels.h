@@ -109,7 +109,17 @@ typedef struct infs_k_fused_params {
 	float *out_score;
 	uint32_t *out_n;
 	void *workspace;            /* infs_k_fused_workspace_bytes() bytes */
+	/* Optional (NULL: none): INFS_K_FUSED_SEEDS words, zero before their
+	 * first call, where the blocks share lower bounds of every query's k-th
+	 * best score while they scan. seed_epoch tells this call's bounds from
+	 * earlier calls': nonzero, and different from every earlier call's on
+	 * the same seeds since they were zeroed. Concurrent calls need their
+	 * own seeds, as they need their own workspace. */
+	uint64_t *seeds;
+	uint32_t seed_epoch;
 } infs_k_fused_params;
+
+#define INFS_K_FUSED_SEEDS (INFS_K_FUSED_MAX_QUERIES * 32u)
 
 int infs_k_fused_supported(uint32_t dim, uint32_t n_queries, uint32_t k);
 

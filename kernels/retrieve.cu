@@ -12,11 +12,17 @@
  *   and keeps the keys at or above it, unsorted; for larger kk it sorts the
  *   list (bitonic, in registers) down to its best kk keys. Sharing one list
  *   per query across the block's warps makes the threshold rise eight times
- *   as fast as per-warp lists would, so batches append and cut far less. At
- *   the end each list is cut to the block's exact top kk of its query,
- *   sorted. The tiles' 16-byte pieces are copied by the lanes in turn
- *   (coalesced), each lane's destinations found once: they repeat from tile
- *   to tile.
+ *   as fast as per-warp lists would. At the end each list is cut to the
+ *   block's top kk of its query, sorted. The tiles' 16-byte pieces are copied
+ *   by the lanes in turn (coalesced), each lane's destinations found once:
+ *   they repeat from tile to tile.
+ * seeds: the blocks also share lower bounds of each query's kk-th best
+ *   score. Each publishes its best score of round 0 into one of kk groups;
+ *   the least of the groups' maxima, the scores of kk different rows, bounds
+ *   the kk-th best from below. Round 0's keys wait in registers until round
+ *   1, when the seeds are read: from then on the thresholds start where a
+ *   block's own rows would take thousands of rows to raise them, the lists
+ *   stay short and are rarely cut, and a batch's rounds are mostly scoring.
  * merge: per query, the best kk keys of the blocks' lists. Any block's kk-th
  *   key, and the kk-th largest of the blocks' first keys, are lower bounds
  *   of the query's kk-th best key: only the keys at or above the larger are
@@ -58,6 +64,7 @@ struct config {
 	uint32_t warps;  /* per block */
 	size_t smem;     /* dynamic shared memory per block */
 	uint32_t blocks;
+	uint32_t groups;  /* seed groups (see scan_kernel), 0 when the blocks share none */
 	bool early_merge; /* Hopper or later: the merge may launch while the scan runs */
 };
 
@@ -135,16 +142,17 @@ template <int M> __device__ __forceinline__ void warp_sort_desc(uint64_t (&v)[M]
 	}
 }
 
-/* Cuts the n keys of a list (n <= 32 M) down to its best kk, sorted and
- * padded with zeros to kk; the whole warp calls it. Returns the list's kk-th
- * key, or 0 when it holds fewer. */
-template <int M> __device__ __noinline__ uint64_t cut_list(uint64_t *list, uint32_t n, uint32_t kk, uint32_t lane)
+/* Cuts the n keys of a list (n <= 32 M) down to its best kk at or above
+ * floor, sorted and padded with zeros to kk; the whole warp calls it.
+ * Returns the list's kk-th key, or 0 when it holds fewer. */
+template <int M>
+__device__ __noinline__ uint64_t cut_list(uint64_t *list, uint32_t n, uint32_t kk, uint64_t floor, uint32_t lane)
 {
 	uint64_t v[M];
 #pragma unroll
 	for (int j = 0; j < M; j++) {
 		uint32_t i = lane * M + j;
-		v[j] = i < n ? list[i] : 0;
+		v[j] = i < n && list[i] >= floor ? list[i] : 0;
 	}
 	__syncwarp();
 	warp_sort_desc<M>(v, lane);
@@ -163,53 +171,79 @@ template <int M> __device__ __noinline__ uint64_t cut_list(uint64_t *list, uint3
 	return kk <= 32 * M ? __shfl_sync(0xffffffffu, kth, (kk - 1) / M) : 0;
 }
 
-/* cut_list with the fewest registers that hold n keys: sorting costs
- * grow with the size sorted, and most lists are short. */
-__device__ __noinline__ uint64_t cut(uint64_t *list, uint32_t n, uint32_t kk, uint32_t lane)
+/* cut_list for n <= 8 keys, as seeded lists mostly are at the end: each
+ * key's place is the count of larger ones. */
+__device__ __noinline__ uint64_t cut_few(uint64_t *list, uint32_t n, uint32_t kk, uint64_t floor, uint32_t lane)
 {
-	if (n <= 32)
-		return cut_list<1>(list, n, kk, lane);
-	if (n <= 64)
-		return cut_list<2>(list, n, kk, lane);
-	if (n <= 128)
-		return cut_list<4>(list, n, kk, lane);
-	return cut_list<8>(list, n, kk, lane);
+	const uint64_t v = lane < n && list[lane] >= floor ? list[lane] : 0;
+	__syncwarp();
+	uint32_t place = 0;
+	for (uint32_t j = 0; j < n; j++)
+		place += __shfl_sync(0xffffffffu, v, j) > v;
+	const uint32_t live = __popc(__ballot_sync(0xffffffffu, v != 0));
+	if (v && place < kk)
+		list[place] = v;
+	for (uint32_t i = min(live, kk) + lane; i < kk; i += 32)
+		list[i] = 0;
+	__syncwarp();
+	const uint32_t at = __ballot_sync(0xffffffffu, v && place == kk - 1);
+	return at ? __shfl_sync(0xffffffffu, v, __ffs(at) - 1) : 0;
 }
 
-/* Raises a list's threshold without sorting it. T, the kk-th largest score
- * of its n keys (n <= 32 M), comes from kk rounds of a warp maximum over
- * the heads of the lanes' sorted scores; the keys scoring T or more stay,
- * in place, unsorted. Returns their count and T, or n when more than limit
- * would stay (many equal scores), leaving the list as it was. */
+/* cut_list with the fewest registers that hold n keys: sorting costs
+ * grow with the size sorted, and most lists are short. */
+__device__ __noinline__ uint64_t cut(uint64_t *list, uint32_t n, uint32_t kk, uint64_t floor, uint32_t lane)
+{
+	if (n <= 8)
+		return cut_few(list, n, kk, floor, lane);
+	if (n <= 32)
+		return cut_list<1>(list, n, kk, floor, lane);
+	if (n <= 64)
+		return cut_list<2>(list, n, kk, floor, lane);
+	if (n <= 128)
+		return cut_list<4>(list, n, kk, floor, lane);
+	return cut_list<8>(list, n, kk, floor, lane);
+}
+
+/* Raises a list's threshold without sorting it. Its keys below floor (at
+ * most the query's kk-th best key) go first; when at most early are left,
+ * they stay, in place, and T is 0. Else T, the kk-th largest score of the n
+ * keys (n <= 32 M), comes from kk rounds of a warp maximum over the heads of
+ * the lanes' sorted scores; the keys scoring T or more stay, in place,
+ * unsorted. Returns how many stay, and T; or n when more than limit would
+ * (many equal scores), leaving the list as it was. */
 template <int M>
-__device__ __noinline__ uint32_t raise_list(uint64_t *list, uint32_t n, uint32_t kk, uint32_t limit, uint32_t lane,
-                                            uint32_t *t_out)
+__device__ __noinline__ uint32_t raise_list(uint64_t *list, uint32_t n, uint32_t kk, uint64_t floor, uint32_t early,
+                                            uint32_t limit, uint32_t lane, uint32_t *t_out)
 {
 	uint64_t v[M];
-	uint32_t h[M];
+	uint32_t h[M], live = 0;
 #pragma unroll
 	for (int j = 0; j < M; j++) {
 		const uint32_t i = j * 32 + lane;
-		v[j] = i < n ? list[i] : 0;
+		v[j] = i < n && list[i] >= floor ? list[i] : 0;
 		h[j] = (uint32_t)(v[j] >> 32);
+		live += __popc(__ballot_sync(0xffffffffu, v[j] != 0));
 	}
 	__syncwarp();
-#pragma unroll
-	for (int a = 0; a < M; a++)
-#pragma unroll
-		for (int b = 0; b + 1 < M - a; b++) {
-			const uint32_t hi = max(h[b], h[b + 1]), lo = min(h[b], h[b + 1]);
-			h[b] = hi;
-			h[b + 1] = lo;
-		}
 	uint32_t t = 0;
-	for (uint32_t r = 0; r < kk; r++) {
-		t = __reduce_max_sync(0xffffffffu, h[0]);
-		if (lane == __ffs(__ballot_sync(0xffffffffu, h[0] == t)) - 1) {
+	if (live > early) {
 #pragma unroll
-			for (int j = 0; j + 1 < M; j++)
-				h[j] = h[j + 1];
-			h[M - 1] = 0;
+		for (int a = 0; a < M; a++)
+#pragma unroll
+			for (int b = 0; b + 1 < M - a; b++) {
+				const uint32_t hi = max(h[b], h[b + 1]), lo = min(h[b], h[b + 1]);
+				h[b] = hi;
+				h[b + 1] = lo;
+			}
+		for (uint32_t r = 0; r < kk; r++) {
+			t = __reduce_max_sync(0xffffffffu, h[0]);
+			if (lane == __ffs(__ballot_sync(0xffffffffu, h[0] == t)) - 1) {
+#pragma unroll
+				for (int j = 0; j + 1 < M; j++)
+					h[j] = h[j + 1];
+				h[M - 1] = 0;
+			}
 		}
 	}
 	uint32_t kept = 0;
@@ -233,16 +267,27 @@ __device__ __noinline__ uint32_t raise_list(uint64_t *list, uint32_t n, uint32_t
 }
 
 /* raise_list with the fewest registers that hold n keys. */
-__device__ __noinline__ uint32_t raise(uint64_t *list, uint32_t n, uint32_t kk, uint32_t limit, uint32_t lane,
-                                       uint32_t *t)
+__device__ __noinline__ uint32_t raise(uint64_t *list, uint32_t n, uint32_t kk, uint64_t floor, uint32_t early,
+                                       uint32_t limit, uint32_t lane, uint32_t *t)
 {
 	if (n <= 32)
-		return raise_list<1>(list, n, kk, limit, lane, t);
+		return raise_list<1>(list, n, kk, floor, early, limit, lane, t);
 	if (n <= 64)
-		return raise_list<2>(list, n, kk, limit, lane, t);
+		return raise_list<2>(list, n, kk, floor, early, limit, lane, t);
 	if (n <= 128)
-		return raise_list<4>(list, n, kk, limit, lane, t);
-	return raise_list<8>(list, n, kk, limit, lane, t);
+		return raise_list<4>(list, n, kk, floor, early, limit, lane, t);
+	return raise_list<8>(list, n, kk, floor, early, limit, lane, t);
+}
+
+/* A query's seed: the least of its groups' maxima when every group has
+ * published one in this call (see scan_kernel), else 0. The whole warp
+ * calls it; groups <= 32. */
+__device__ __forceinline__ uint32_t seed_of(uint64_t v, uint32_t groups, uint32_t epoch, uint32_t lane)
+{
+	const bool ok = lane >= groups || (uint32_t)(v >> 32) == epoch;
+	if (!__all_sync(0xffffffffu, ok))
+		return 0;
+	return __reduce_min_sync(0xffffffffu, lane < groups ? (uint32_t)v : 0xffffffffu);
 }
 
 template <int NT>
@@ -255,6 +300,7 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	extern __shared__ uint4 smem[];
 	__shared__ uint32_t count[NT * 8];
 	__shared__ uint64_t thresh[NT * 8];
+	__shared__ uint32_t best[NT * 8]; /* each query's best score in round 0 */
 	const uint32_t row_bytes = p.dim * 2, pieces = p.dim / 8, tile_bytes = sub_rows * row_bytes;
 	const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
 	const uint32_t first = blockIdx.x * cf.warps, n_warps = gridDim.x * cf.warps;
@@ -278,6 +324,7 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	for (uint32_t q = threadIdx.x; q < NT * 8; q += blockDim.x) {
 		count[q] = 0;
 		thresh[q] = 0;
+		best[q] = 0;
 	}
 
 	/* Round i: warp w scores tile first + w + i n_warps. Its tile of round
@@ -318,6 +365,39 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	 * threshold while the sorts are small, and a round (warps * 16 keys)
 	 * always fits after one. */
 	const uint32_t cut_at = min(list_cap - cf.warps * sub_rows, max(2 * kk, 64u));
+	/* Seeds. The blocks fall into groups (block % groups; groups = kk when
+	 * kk <= 32 and there are that many blocks, else there are no seeds);
+	 * each publishes its best score of round 0 for every query, and
+	 * seeds[q * groups + g] keeps the highest of group g's. Those are
+	 * scores of groups distinct rows, so their least, the seed, is a lower
+	 * bound of query q's kk-th best score over all the rows. A warp tracks
+	 * its queries' seeds in seeded: bit j for query warp + j warps. */
+	const uint32_t groups = p.seeds ? cf.groups : 0;
+	uint32_t seeded = 0;
+	auto take_seeds = [&]() {
+		for (uint32_t q0 = warp, j0 = 0; q0 < p.n_queries; q0 += 4 * cf.warps, j0 += 4) {
+			uint64_t v[4]; /* loaded first, in flight together */
+#pragma unroll
+			for (uint32_t u = 0; u < 4; u++) {
+				const uint32_t q = q0 + u * cf.warps;
+				v[u] = lane < groups && q < p.n_queries && !(seeded >> (j0 + u) & 1)
+				           ? __ldcg((const unsigned long long *)p.seeds + q * groups + lane)
+				           : 0;
+			}
+#pragma unroll
+			for (uint32_t u = 0; u < 4; u++) {
+				const uint32_t q = q0 + u * cf.warps;
+				if (q >= p.n_queries || seeded >> (j0 + u) & 1)
+					continue;
+				const uint32_t sd = seed_of(v[u], groups, p.seed_epoch, lane);
+				if (!sd)
+					continue;
+				seeded |= 1u << (j0 + u);
+				if (lane == 0 && (uint64_t)sd << 32 > thresh[q])
+					thresh[q] = (uint64_t)sd << 32;
+			}
+		}
+	};
 	/* The scores of this lane's queries' thresholds, kept in registers: a
 	 * score below its floor cannot make a key above the threshold. Queries
 	 * past n_queries get +inf, which no score reaches. */
@@ -333,6 +413,43 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 			}
 	};
 	load_floor();
+	/* Appends the keys of a round's scores a (rows rr) above the block's
+	 * thresholds to the lists. Most rounds hold no candidate once the
+	 * floors have risen. */
+	auto append = [&](const float (&a)[NT][4], const uint32_t (&rr)[2]) {
+		bool any = false;
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+			for (int c = 0; c < 4; c++)
+				any |= a[nt][c] >= floor[nt][c % 2];
+		if (!__any_sync(0xffffffffu, any))
+			return;
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++) {
+#pragma unroll
+			for (int c = 0; c < 4; c++) {
+				const uint32_t q = nt * 8 + 2 * t + c % 2;
+				if (!(a[nt][c] >= floor[nt][c % 2]))
+					continue;
+				const uint64_t key = (uint64_t)order_bits(a[nt][c]) << 32 | (uint32_t)~rr[c / 2];
+				if (key > thresh[q])
+					list_of(q)[atomicAdd(&count[q], 1u)] = key;
+			}
+		}
+	};
+	auto publish = [&]() {
+		for (uint32_t q = threadIdx.x; q < p.n_queries; q += blockDim.x)
+			if (best[q])
+				atomicMax((unsigned long long *)p.seeds + q * groups + blockIdx.x % groups,
+				          (unsigned long long)p.seed_epoch << 32 | best[q]);
+	};
+	/* With seeds, round 0's scores wait here for them, to be appended with
+	 * round 1's (or, in a single round, after the block has published). */
+	float held[NT][4];
+	uint32_t held_rows[2];
+	const uint32_t seed_round = rounds > 1 ? 1 : 0;
+
 	const uint32_t sw = (g & 1) << 6;
 	for (uint32_t i = 0; i < rounds; i++) {
 		const uint32_t tile = tile_of(warp, i);
@@ -341,10 +458,14 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 
 		const char *x = stage(warp, i % stages) + g * row_bytes + t * 16;
 		const char *y = qs + g * row_bytes + t * 16;
-		float acc[NT][4];
+		/* Two accumulators per query tile, one for each k-step of a
+		 * 16-byte piece: chains of dependent mma half as long. */
+		float acc[NT][4], acc2[NT][4];
 #pragma unroll
 		for (int nt = 0; nt < NT; nt++)
-			acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0;
+#pragma unroll
+			for (int c = 0; c < 4; c++)
+				acc[nt][c] = acc2[nt][c] = 0;
 #pragma unroll 4
 		for (uint32_t off = 0; off < row_bytes; off += 64) {
 			const uint32_t o = off ^ sw;
@@ -353,9 +474,14 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 			for (int nt = 0; nt < NT; nt++) {
 				const uint4 b = lds128(y + nt * 8 * row_bytes + o);
 				mma(acc[nt], a0.x, a1.x, a0.y, a1.y, b.x, b.y);
-				mma(acc[nt], a0.z, a1.z, a0.w, a1.w, b.z, b.w);
+				mma(acc2[nt], a0.z, a1.z, a0.w, a1.w, b.z, b.w);
 			}
 		}
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+			for (int c = 0; c < 4; c++)
+				acc[nt][c] += acc2[nt][c];
 		__syncwarp(); /* the stage is read: the tile after next goes there */
 		issue(i + stages, i % stages);
 
@@ -368,43 +494,71 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 			const bool live = r[h] < p.n_rows && !(p.dead && (p.dead[r[h] / 32] >> (r[h] % 32) & 1));
 			scale[h] = !live ? __int_as_float(0x7fffffff) : p.row_scale ? p.row_scale[r[h]] : 1.0f;
 		}
-		bool any = false;
 #pragma unroll
 		for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-			for (int c = 0; c < 4; c++) {
+			for (int c = 0; c < 4; c++)
 				acc[nt][c] *= scale[c / 2];
-				any |= acc[nt][c] >= floor[nt][c % 2];
-			}
-		/* Most tiles hold no candidate once the floors have risen. */
-		if (__any_sync(0xffffffffu, any)) {
+		if (groups && i == 0) {
+			/* the warp's best live score of each query (NaN, dead, is
+			 * never the larger of fmaxf) */
 #pragma unroll
-			for (int nt = 0; nt < NT; nt++) {
+			for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-				for (int c = 0; c < 4; c++) {
-					const uint32_t q = nt * 8 + 2 * t + c % 2;
-					if (!(acc[nt][c] >= floor[nt][c % 2]))
-						continue;
-					const uint64_t key = (uint64_t)order_bits(acc[nt][c]) << 32 | (uint32_t)~r[c / 2];
-					if (key > thresh[q])
-						list_of(q)[atomicAdd(&count[q], 1u)] = key;
+				for (int c = 0; c < 2; c++) {
+					float m = fmaxf(fmaxf(-INFINITY, acc[nt][c]), acc[nt][c + 2]);
+					for (int o = 4; o < 32; o <<= 1)
+						m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+					const uint32_t q = nt * 8 + 2 * t + c;
+					if (g == 0 && m > -INFINITY && q < p.n_queries)
+						atomicMax(&best[q], order_bits(m));
 				}
+		}
+		if (groups && i == seed_round) {
+			if (i == 0) {
+				__syncthreads(); /* best[] is complete */
+				publish();
 			}
+			take_seeds();
+			__syncthreads();
+			load_floor();
+			if (i > 0)
+				append(held, held_rows);
+		}
+		if (groups && i == 0 && rounds > 1) {
+#pragma unroll
+			for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+				for (int c = 0; c < 4; c++)
+					held[nt][c] = acc[nt][c];
+			held_rows[0] = r[0];
+			held_rows[1] = r[1];
+		} else {
+			append(acc, r);
 		}
 		__syncthreads();
+		if (groups && i == 0 && rounds > 1)
+			publish();
 
 		/* Warp q % warps cuts query q's list when another round could
-		 * overflow it. */
+		 * overflow it. With seeds, only when it must: a seed leaves few
+		 * appends, and a list without one yet waits for it; the keys below
+		 * the threshold that a seed raised go first. */
 		bool cuts = false;
 		if (i + 1 < rounds) {
+			const uint32_t before = seeded;
+			if (groups && i > seed_round)
+				take_seeds();
+			cuts = seeded != before;
 			for (uint32_t q = warp; q < p.n_queries; q += cf.warps) {
 				const uint32_t n = count[q];
-				if (n <= cut_at)
+				if (n <= cut_at || (groups && n <= list_cap - cf.warps * sub_rows))
 					continue;
-				uint32_t t = 0, left = kk <= raise_max ? raise(list_of(q), n, kk, cut_at, lane, &t) : n;
+				const uint64_t fl = thresh[q];
+				uint32_t t = 0, left = kk <= raise_max ? raise(list_of(q), n, kk, fl, cut_at, cut_at, lane, &t) : n;
 				uint64_t th = (uint64_t)t << 32;
 				if (left == n) {
-					th = cut(list_of(q), n, kk, lane);
+					th = cut(list_of(q), n, kk, fl, lane);
 					left = min(n, kk);
 				}
 				if (lane == 0) {
@@ -419,14 +573,23 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 			load_floor();
 	}
 	cp_async_wait(0);
-	/* Every list sorted and cut to kk keys, zeros after the last: the
-	 * block's exact top kk of each query. */
+	/* Every list sorted and cut to kk keys above its threshold, zeros after
+	 * the last: the block's share of each query's top kk. */
+	if (groups)
+		take_seeds();
+	/* Lists in the workspace: their lines fetched into L1 at once, not
+	 * one list after another. */
+	if (NT > 1)
+		for (uint32_t q = warp; q < p.n_queries; q += cf.warps)
+			if (lane * 16 < count[q])
+				asm volatile("prefetch.L1 [%0];\n" ::"l"(list_of(q) + lane * 16));
 	for (uint32_t q = warp; q < p.n_queries; q += cf.warps) {
 		__syncwarp();
 		uint32_t n = count[q], t;
-		if (n > kk && kk <= raise_max) /* then only about kk keys are sorted */
-			n = raise(list_of(q), n, kk, n, lane, &t);
-		cut(list_of(q), n, kk, lane);
+		const uint64_t fl = thresh[q];
+		if (n > kk && kk <= raise_max) /* then at most about 32 keys are sorted */
+			n = raise(list_of(q), n, kk, fl, 32, n, lane, &t);
+		cut(list_of(q), n, kk, fl, lane);
 		if (NT == 1)
 			for (uint32_t j = lane; j < kk; j += 32)
 				ls.of(blockIdx.x, q)[j] = local[q * list_cap + j];
@@ -526,7 +689,7 @@ __global__ void __launch_bounds__(merge_threads) merge_kernel(const infs_k_fused
 	if (found <= list_cap) {
 		/* one warp sorts, no barriers */
 		if (threadIdx.x < 32)
-			cut(buf, found, found, lane);
+			cut(buf, found, found, 0, lane);
 		__syncthreads();
 	} else {
 		sort_desc(buf, found, merge_cap);
@@ -611,7 +774,7 @@ bool make_config(config *cf, uint32_t n_rows, uint32_t dim, uint32_t n_queries, 
 	/* the queries, and the lists when they are in shared memory */
 	const size_t fixed = (size_t)cf->nt * 8 * dim * 2 + (cf->nt == 1 ? 8 * list_cap * 8 : 0);
 	const size_t stage = (size_t)sub_rows * dim * 2;
-	const size_t statics = cf->nt * 8 * 12 + 1024; /* count[], thresh[], the runtime's share */
+	const size_t statics = cf->nt * 8 * 16 + 1024; /* count[], thresh[], best[], the runtime's share */
 	if ((size_t)f.optin < fixed + statics + stages * stage)
 		return false;
 	const size_t fit = (f.optin - fixed - statics) / (stages * stage);
@@ -620,6 +783,7 @@ bool make_config(config *cf, uint32_t n_rows, uint32_t dim, uint32_t n_queries, 
 	const uint32_t tiles = (n_rows + sub_rows - 1) / sub_rows, busy = (tiles + cf->warps - 1) / cf->warps;
 	cf->blocks = busy < (uint32_t)f.sms ? busy : (uint32_t)f.sms;
 	cf->blocks = cf->blocks ? cf->blocks : 1;
+	cf->groups = k <= 32 && cf->blocks >= k ? k : 0;
 	return true;
 }
 

@@ -77,8 +77,9 @@ typedef struct infs__device {
 	pthread_mutex_t scratch_lock;
 	void *blas;                 /* cublasHandle_t, created at the first search */
 	cudaStream_t stream;
-	void *scratch;
+	void *scratch;              /* the fused search's seeds first, zeroed when allocated */
 	size_t scratch_bytes;
+	uint32_t seed_epoch;        /* the last fused search's, since the seeds were zeroed */
 } infs__device;
 
 /* Releases d's cuBLAS handle, if it has one (device_retrieve.c). */

@@ -105,7 +105,8 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 		up256(fused ? infs_k_fused_workspace_bytes((uint32_t)rows, (uint32_t)dim, (uint32_t)qc, (uint32_t)kk)
 		            : infs_k_topk_workspace_bytes((uint32_t)rows, (uint32_t)qc, (uint32_t)kk));
 	const size_t id_bytes = up256(qc * kk * 8), sc_bytes = up256(qc * kk * 4), n_bytes = up256(qc * 4);
-	const size_t need = q_bytes + s_bytes + ws_bytes + id_bytes + sc_bytes + n_bytes;
+	const size_t seed_bytes = INFS_K_FUSED_SEEDS * 8;
+	const size_t need = seed_bytes + q_bytes + s_bytes + ws_bytes + id_bytes + sc_bytes + n_bytes;
 	uint16_t *q16 = malloc(qc * dim * 2);
 	uint64_t *h_id = malloc(qc * kk * 8);
 	uint32_t *h_n = malloc(qc * 4);
@@ -126,6 +127,17 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 			goto unlock;
 		}
 		d->scratch_bytes = need;
+		d->seed_epoch = 0;
+	}
+	/* Each fused search shares its seeds under an epoch of its own: the
+	 * seeds are zeroed before the first, and again when the epochs run out. */
+	if (fused && d->seed_epoch == UINT32_MAX)
+		d->seed_epoch = 0;
+	if (fused && d->seed_epoch++ == 0 &&
+	    (err = cudaMemsetAsync(d->scratch, 0, seed_bytes, d->stream)) != cudaSuccess) {
+		d->seed_epoch = 0;
+		rc = infs__cuda_error(err, fn, "clearing search seeds");
+		goto unlock;
 	}
 	if (!d->blas) {
 		cublasHandle_t h;
@@ -138,7 +150,7 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 	}
 	cublasHandle_t blas = d->blas;
 	cublasSetStream(blas, d->stream);
-	char *base = d->scratch;
+	char *base = (char *)d->scratch + seed_bytes;
 	uint16_t *dq = (uint16_t *)base;
 	float *scores = (float *)(base + q_bytes);
 	void *ws = base + q_bytes + s_bytes;
@@ -172,6 +184,7 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 				.emb = p->emb, .queries = dq, .n_rows = (uint32_t)rows, .dim = (uint32_t)dim,
 				.n_queries = (uint32_t)qn, .k = (uint32_t)kk, .row_scale = row_scale, .dead = dead,
 				.ids = p->ids, .out_id = d_id, .out_score = d_sc, .out_n = d_n, .workspace = ws,
+				.seeds = d->scratch, .seed_epoch = d->seed_epoch,
 			};
 			err = infs_k_fused_topk(&fp, d->stream);
 		} else {

@@ -6,7 +6,9 @@
  * row scales, sets from one row to a million (partial tiles, blocks with
  * fewer rows than k, so that the merge takes its radix path), sets of
  * all-equal rows, where the order is the rows' alone, and dimensions from
- * 64 to the maximum. */
+ * 64 to the maximum. Most calls share seeds, as a store's calls do: one
+ * buffer that every case, on other rows and queries, reuses under a new
+ * epoch; the others run without. */
 #include <string.h>
 
 #include "dtype.h"
@@ -14,6 +16,9 @@
 #include "kernels.h"
 
 enum { DIM = 384 };
+
+static uint64_t *seeds;
+static uint32_t epoch;
 
 /* An integer in [-3, 3]. */
 static int small_int(uint64_t *rng)
@@ -72,6 +77,7 @@ static void run_case(uint32_t dim, uint32_t n, uint32_t nq, uint32_t k, int all_
 		.emb = d_e, .queries = d_q, .n_rows = n, .dim = dim, .n_queries = nq, .k = k,
 		.row_scale = with_scale ? d_scale : NULL, .dead = with_dead ? d_dead : NULL, .ids = d_ids,
 		.out_id = d_out_id, .out_score = d_out_score, .out_n = d_out_n, .workspace = ws,
+		.seeds = seed % 4 ? seeds : NULL, .seed_epoch = ++epoch,
 	};
 	CUDA_OK(infs_k_fused_topk(&p, 0));
 	CUDA_OK(cudaDeviceSynchronize());
@@ -111,6 +117,8 @@ static void run_case(uint32_t dim, uint32_t n, uint32_t nq, uint32_t k, int all_
 int main(void)
 {
 	gpu_require();
+	CUDA_OK(cudaMalloc((void **)&seeds, INFS_K_FUSED_SEEDS * sizeof *seeds));
+	CUDA_OK(cudaMemset(seeds, 0, INFS_K_FUSED_SEEDS * sizeof *seeds));
 	/* Under compute-sanitizer INFS_TEST_SMALL keeps the sets small. */
 	const char *small = getenv("INFS_TEST_SMALL");
 	const int full = !(small && *small == '1');
