@@ -7,6 +7,8 @@
 # test or sanitizer check fails.
 #   GPU_CHECK_SKIP=bench   skips the benchmarks; =sanitizer skips the sanitizer;
 #   =tests skips the test suites (words combine: GPU_CHECK_SKIP=tests,bench)
+#   GPU_CHECK_SANITIZE="fused inject"   runs the sanitizer on those tests only
+#   (the runs take minutes each; each line of the log says how long)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
@@ -40,6 +42,11 @@ if [[ $skip != *sanitizer* ]]; then
 	: >"$OUT/sanitizer.log"
 	for t in "$BUILD"/tests/gpu/test_gpu_*; do
 		[ -f "$t" ] && [ -x "$t" ] || continue
+		if [ -n "${GPU_CHECK_SANITIZE:-}" ]; then
+			want=0
+			for w in $GPU_CHECK_SANITIZE; do [[ $t == *"$w"* ]] && want=1; done
+			[ $want = 1 ] || continue
+		fi
 		# racecheck looks at shared memory, which only the kernels of the
 		# inject, top-k and fused tests use differently; the store and
 		# retrieve tests run the same kernels (and cuBLAS) and take many
@@ -48,6 +55,7 @@ if [[ $skip != *sanitizer* ]]; then
 		[[ $t == *store* || $t == *retrieve* ]] && tools=memcheck
 		for tool in $tools; do
 			echo "-- $tool $(basename "$t")" | tee -a "$OUT/sanitizer.log"
+			start=$SECONDS
 			if INFS_TEST_SMALL=1 compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" >>"$OUT/sanitizer.log" 2>&1; then
 				tail -n 2 "$OUT/sanitizer.log"
 			else
@@ -55,6 +63,7 @@ if [[ $skip != *sanitizer* ]]; then
 				tail -n 30 "$OUT/sanitizer.log"
 				fail=1
 			fi
+			echo "   $((SECONDS - start)) s" | tee -a "$OUT/sanitizer.log"
 		done
 	done
 fi
