@@ -7,7 +7,7 @@
 #include <math.h>
 
 #include "check.h"
-#include "scratch_util.h"
+#include "model_store_util.h"
 
 static void check_arch(const char *dir, const char *name, infs_dtype dt)
 {
@@ -24,17 +24,7 @@ static void check_arch(const char *dir, const char *name, infs_dtype dt)
 
 	infs_geometry g;
 	CHECK_OK(infs_model_geometry(&g, model, dt));
-	g.embed_dim = 4;
-	char *identity = NULL;
-	CHECK_OK(infs_model_identity(&identity, model, dt));
-	scratch_make("model-store", spath, sizeof spath, "store.infs");
-	infs_store_options so = INFS_STORE_OPTIONS_INIT;
-	so.flags = INFS_OPEN_CREATE;
-	so.geometry = &g;
-	so.identity = identity;
-	so.sync = INFS_SYNC_OFF;
-	infs_store *st = NULL;
-	CHECK_OK(infs_store_open(&st, spath, &so));
+	infs_store *st = model_store_create(model, dt, 4, "model-store", "store.infs", spath, sizeof spath);
 
 	enum { N = 12, M = 5, BS = 4, NB = 6 };
 	int32_t tokens[N];
@@ -116,7 +106,6 @@ static void check_arch(const char *dir, const char *name, infs_dtype dt)
 	free(part);
 	infs_store_close(st);
 	scratch_remove();
-	infs_free(identity);
 	infs_model_free(model);
 }
 
