@@ -55,27 +55,62 @@ static inline int row_hit_cmp(const void *a, const void *b)
 	return x->row < y->row ? -1 : x->row > y->row;
 }
 
-/* How many of query q's hits (out_n[q]; out_id and out_score from q * k)
- * differ from the best min(k, live) of h, sorted by row_hit_cmp with rows
- * mapped to ids; what (the case) heads the first messages while bad, the
- * differences found so far, is under 5. */
-static inline int hits_differ(const char *what, uint32_t q, uint32_t k, const row_hit *h, uint32_t live,
-                              const uint64_t *ids, const uint64_t *out_id, const float *out_score,
-                              const uint32_t *out_n, int bad)
+/* A top-k call's outputs for nq queries of up to k hits each: the device
+ * buffers the call writes (ids preset to all ones, so that a hit left
+ * unwritten shows), and their host copies after gpu_hits_fetch. */
+typedef struct gpu_hits {
+	uint32_t nq, k;
+	uint64_t *d_id, *id;
+	float *d_score, *score;
+	uint32_t *d_n, *n;
+} gpu_hits;
+
+static inline void gpu_hits_alloc(gpu_hits *o, uint32_t nq, uint32_t k)
 {
-	const uint32_t want = live < k ? live : k;
-	if (out_n[q] != want) {
+	const size_t hits = (size_t)nq * k;
+	*o = (gpu_hits){ .nq = nq, .k = k };
+	CUDA_OK(cudaMalloc((void **)&o->d_id, hits * sizeof *o->d_id));
+	CUDA_OK(cudaMalloc((void **)&o->d_score, hits * sizeof *o->d_score));
+	CUDA_OK(cudaMalloc((void **)&o->d_n, nq * sizeof *o->d_n));
+	CUDA_OK(cudaMemset(o->d_id, 0xff, hits * sizeof *o->d_id));
+}
+
+static inline void gpu_hits_fetch(gpu_hits *o)
+{
+	const size_t hits = (size_t)o->nq * o->k;
+	o->id = malloc(hits * sizeof *o->id);
+	o->score = malloc(hits * sizeof *o->score);
+	o->n = malloc(o->nq * sizeof *o->n);
+	CUDA_OK(cudaMemcpy(o->id, o->d_id, hits * sizeof *o->id, cudaMemcpyDeviceToHost));
+	CUDA_OK(cudaMemcpy(o->score, o->d_score, hits * sizeof *o->score, cudaMemcpyDeviceToHost));
+	CUDA_OK(cudaMemcpy(o->n, o->d_n, o->nq * sizeof *o->n, cudaMemcpyDeviceToHost));
+}
+
+static inline void gpu_hits_free(gpu_hits *o)
+{
+	cudaFree(o->d_id), cudaFree(o->d_score), cudaFree(o->d_n);
+	free(o->id), free(o->score), free(o->n);
+}
+
+/* How many of query q's hits in o differ from the best min(k, live) of h,
+ * sorted by row_hit_cmp with rows mapped to ids; what (the case) heads the
+ * first messages while bad, the differences found so far, is under 5. */
+static inline int hits_differ(const char *what, uint32_t q, const row_hit *h, uint32_t live, const uint64_t *ids,
+                              const gpu_hits *o, int bad)
+{
+	const uint32_t k = o->k, want = live < k ? live : k;
+	if (o->n[q] != want) {
 		if (bad < 5)
-			fprintf(stderr, "%s q %u: %u hits, expected %u\n", what, q, out_n[q], want);
+			fprintf(stderr, "%s q %u: %u hits, expected %u\n", what, q, o->n[q], want);
 		return 1;
 	}
 	int n = 0;
 	for (uint32_t j = 0; j < want; j++) {
 		const size_t at = (size_t)q * k + j;
-		if (out_id[at] != ids[h[j].row] || out_score[at] != h[j].score) {
+		if (o->id[at] != ids[h[j].row] || o->score[at] != h[j].score) {
 			if (bad + n < 5)
 				fprintf(stderr, "%s q %u hit %u: id %llu score %g, expected id %llu score %g\n", what, q, j,
-				        (unsigned long long)out_id[at], out_score[at], (unsigned long long)ids[h[j].row],
+				        (unsigned long long)o->id[at], o->score[at], (unsigned long long)ids[h[j].row],
 				        h[j].score);
 			n++;
 		}

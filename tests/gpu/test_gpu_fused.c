@@ -53,40 +53,33 @@ static void run_case(uint32_t dim, uint32_t n, uint32_t nq, uint32_t k, int all_
 	}
 
 	uint16_t *d_e, *d_q;
-	float *d_scale, *d_out_score;
-	uint64_t *d_ids, *d_out_id;
-	uint32_t *d_dead, *d_out_n;
+	float *d_scale;
+	uint64_t *d_ids;
+	uint32_t *d_dead;
 	void *ws;
 	CUDA_OK(cudaMalloc((void **)&d_e, (size_t)n * dim * 2));
 	CUDA_OK(cudaMalloc((void **)&d_q, (size_t)nq * dim * 2));
 	CUDA_OK(cudaMalloc((void **)&d_scale, n * sizeof(float)));
 	CUDA_OK(cudaMalloc((void **)&d_ids, n * sizeof(uint64_t)));
 	CUDA_OK(cudaMalloc((void **)&d_dead, (n / 32 + 1) * sizeof(uint32_t)));
-	CUDA_OK(cudaMalloc((void **)&d_out_id, (size_t)nq * k * sizeof(uint64_t)));
-	CUDA_OK(cudaMalloc((void **)&d_out_score, (size_t)nq * k * sizeof(float)));
-	CUDA_OK(cudaMalloc((void **)&d_out_n, nq * sizeof(uint32_t)));
+	gpu_hits o;
+	gpu_hits_alloc(&o, nq, k);
 	CUDA_OK(cudaMalloc(&ws, infs_k_fused_workspace_bytes(n, dim, nq, k)));
 	CUDA_OK(cudaMemcpy(d_e, e16, (size_t)n * dim * 2, cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(d_q, q16, (size_t)nq * dim * 2, cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(d_scale, scale, n * sizeof(float), cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(d_ids, ids, n * sizeof(uint64_t), cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(d_dead, dead, (n / 32 + 1) * sizeof(uint32_t), cudaMemcpyHostToDevice));
-	CUDA_OK(cudaMemset(d_out_id, 0xff, (size_t)nq * k * sizeof(uint64_t)));
 
 	infs_k_fused_params p = {
 		.emb = d_e, .queries = d_q, .n_rows = n, .dim = dim, .n_queries = nq, .k = k,
 		.row_scale = with_scale ? d_scale : NULL, .dead = with_dead ? d_dead : NULL, .ids = d_ids,
-		.out_id = d_out_id, .out_score = d_out_score, .out_n = d_out_n, .workspace = ws,
+		.out_id = o.d_id, .out_score = o.d_score, .out_n = o.d_n, .workspace = ws,
 		.seeds = seed % 4 ? seeds : NULL, .seed_epoch = ++epoch,
 	};
 	CUDA_OK(infs_k_fused_topk(&p, 0));
 	CUDA_OK(cudaDeviceSynchronize());
-	uint64_t *out_id = malloc((size_t)nq * k * sizeof *out_id);
-	float *out_score = malloc((size_t)nq * k * sizeof *out_score);
-	uint32_t *out_n = malloc(nq * sizeof *out_n);
-	CUDA_OK(cudaMemcpy(out_id, d_out_id, (size_t)nq * k * sizeof(uint64_t), cudaMemcpyDeviceToHost));
-	CUDA_OK(cudaMemcpy(out_score, d_out_score, (size_t)nq * k * sizeof(float), cudaMemcpyDeviceToHost));
-	CUDA_OK(cudaMemcpy(out_n, d_out_n, nq * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+	gpu_hits_fetch(&o);
 
 	row_hit *h = malloc(n * sizeof *h);
 	char what[64];
@@ -105,13 +98,12 @@ static void run_case(uint32_t dim, uint32_t n, uint32_t nq, uint32_t k, int all_
 			h[live++].row = i;
 		}
 		qsort(h, live, sizeof *h, row_hit_cmp);
-		bad += hits_differ(what, q, k, h, live, ids, out_id, out_score, out_n, bad);
+		bad += hits_differ(what, q, h, live, ids, &o, bad);
 	}
 	CHECK(bad == 0);
-	cudaFree(d_e), cudaFree(d_q), cudaFree(d_scale), cudaFree(d_ids), cudaFree(d_dead), cudaFree(d_out_id);
-	cudaFree(d_out_score), cudaFree(d_out_n), cudaFree(ws);
-	free(e), free(qi), free(e16), free(q16), free(scale), free(ids), free(dead);
-	free(out_id), free(out_score), free(out_n), free(h);
+	cudaFree(d_e), cudaFree(d_q), cudaFree(d_scale), cudaFree(d_ids), cudaFree(d_dead), cudaFree(ws);
+	gpu_hits_free(&o);
+	free(e), free(qi), free(e16), free(q16), free(scale), free(ids), free(dead), free(h);
 }
 
 int main(void)

@@ -30,39 +30,32 @@ static void run_case(uint32_t n, uint32_t nq, uint32_t k, int ties, int with_sca
 		scores[i] = ties == TIES_ALL ? 0.25f : ties == TIES_SOME ? (float)(int)(s * 64) / 64 : s;
 	}
 
-	float *d_scores, *d_scale, *d_out_score;
-	uint64_t *d_ids, *d_out_id;
-	uint32_t *d_dead, *d_out_n;
+	float *d_scores, *d_scale;
+	uint64_t *d_ids;
+	uint32_t *d_dead;
 	void *ws = NULL;
 	size_t ws_bytes = infs_k_topk_workspace_bytes(n, nq, k);
 	CUDA_OK(cudaMalloc((void **)&d_scores, (ld * nq + 1) * sizeof(float)));
 	CUDA_OK(cudaMalloc((void **)&d_scale, (n + 1) * sizeof(float)));
 	CUDA_OK(cudaMalloc((void **)&d_ids, (n + 1) * sizeof(uint64_t)));
 	CUDA_OK(cudaMalloc((void **)&d_dead, (n / 32 + 1) * sizeof(uint32_t)));
-	CUDA_OK(cudaMalloc((void **)&d_out_id, (size_t)nq * k * sizeof(uint64_t)));
-	CUDA_OK(cudaMalloc((void **)&d_out_score, (size_t)nq * k * sizeof(float)));
-	CUDA_OK(cudaMalloc((void **)&d_out_n, nq * sizeof(uint32_t)));
+	gpu_hits o;
+	gpu_hits_alloc(&o, nq, k);
 	if (ws_bytes)
 		CUDA_OK(cudaMalloc(&ws, ws_bytes));
 	CUDA_OK(cudaMemcpy(d_scores, scores, ld * nq * sizeof(float), cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(d_scale, scale, n * sizeof(float), cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(d_ids, ids, n * sizeof(uint64_t), cudaMemcpyHostToDevice));
 	CUDA_OK(cudaMemcpy(d_dead, dead, (n / 32 + 1) * sizeof(uint32_t), cudaMemcpyHostToDevice));
-	CUDA_OK(cudaMemset(d_out_id, 0xff, (size_t)nq * k * sizeof(uint64_t)));
 
 	infs_k_topk_params p = {
 		.scores = d_scores, .ld = ld, .n_rows = n, .n_queries = nq, .k = k,
 		.row_scale = with_scale ? d_scale : NULL, .dead = with_dead ? d_dead : NULL, .ids = d_ids,
-		.out_id = d_out_id, .out_score = d_out_score, .out_n = d_out_n, .workspace = ws,
+		.out_id = o.d_id, .out_score = o.d_score, .out_n = o.d_n, .workspace = ws,
 	};
 	CUDA_OK(infs_k_topk(&p, 0));
 	CUDA_OK(cudaDeviceSynchronize());
-	uint64_t *out_id = malloc((size_t)nq * k * sizeof *out_id);
-	float *out_score = malloc((size_t)nq * k * sizeof *out_score);
-	uint32_t *out_n = malloc(nq * sizeof *out_n);
-	CUDA_OK(cudaMemcpy(out_id, d_out_id, (size_t)nq * k * sizeof(uint64_t), cudaMemcpyDeviceToHost));
-	CUDA_OK(cudaMemcpy(out_score, d_out_score, (size_t)nq * k * sizeof(float), cudaMemcpyDeviceToHost));
-	CUDA_OK(cudaMemcpy(out_n, d_out_n, nq * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+	gpu_hits_fetch(&o);
 
 	row_hit *h = malloc((n + 1) * sizeof *h);
 	char what[64];
@@ -78,12 +71,12 @@ static void run_case(uint32_t n, uint32_t nq, uint32_t k, int ties, int with_sca
 			h[live++].row = i;
 		}
 		qsort(h, live, sizeof *h, row_hit_cmp);
-		bad += hits_differ(what, q, k, h, live, ids, out_id, out_score, out_n, bad);
+		bad += hits_differ(what, q, h, live, ids, &o, bad);
 	}
 	CHECK(bad == 0);
-	cudaFree(d_scores), cudaFree(d_scale), cudaFree(d_ids), cudaFree(d_dead), cudaFree(d_out_id);
-	cudaFree(d_out_score), cudaFree(d_out_n), cudaFree(ws);
-	free(scores), free(scale), free(ids), free(dead), free(out_id), free(out_score), free(out_n), free(h);
+	cudaFree(d_scores), cudaFree(d_scale), cudaFree(d_ids), cudaFree(d_dead), cudaFree(ws);
+	gpu_hits_free(&o);
+	free(scores), free(scale), free(ids), free(dead), free(h);
 }
 
 int main(void)
