@@ -131,13 +131,15 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const cha
 	}
 	/* Each fused search shares its seeds under an epoch of its own: the
 	 * seeds are zeroed before the first, and again when the epochs run out. */
-	if (fused && d->seed_epoch == UINT32_MAX)
-		d->seed_epoch = 0;
-	if (fused && d->seed_epoch++ == 0 &&
-	    (err = cudaMemsetAsync(d->scratch, 0, seed_bytes, d->stream)) != cudaSuccess) {
-		d->seed_epoch = 0;
-		rc = infs__cuda_error(err, fn, "clearing search seeds");
-		goto unlock;
+	if (fused) {
+		if (d->seed_epoch == 0 || d->seed_epoch == UINT32_MAX) {
+			if ((err = cudaMemsetAsync(d->scratch, 0, seed_bytes, d->stream)) != cudaSuccess) {
+				rc = infs__cuda_error(err, fn, "clearing search seeds");
+				goto unlock;
+			}
+			d->seed_epoch = 0;
+		}
+		d->seed_epoch++;
 	}
 	if (!d->blas) {
 		cublasHandle_t h;
