@@ -119,7 +119,7 @@ typedef struct infs_k_fused_params {
 	uint32_t seed_epoch;
 } infs_k_fused_params;
 
-#define INFS_K_FUSED_SEEDS (INFS_K_FUSED_MAX_QUERIES * 32u)
+#define INFS_K_FUSED_SEEDS (INFS_K_FUSED_MAX_QUERIES * 32u + 32u)
 
 int infs_k_fused_supported(uint32_t dim, uint32_t n_queries, uint32_t k);
 
