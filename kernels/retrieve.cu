@@ -59,6 +59,8 @@ constexpr uint32_t list_cap = 32 * list_m;
  * sort: the selection takes kk dependent rounds, the sort a fixed number of
  * stages, and on an H200 the selection was the faster up to kk = 16. */
 constexpr uint32_t raise_max = 16;
+/* Lists of up to this many keys are cut by counting, one key a lane. */
+constexpr uint32_t few_max = 8;
 constexpr uint32_t merge_cap = 4096;          /* keys the merge sorts in shared memory */
 constexpr uint32_t merge_threads = 1024;
 constexpr int merge_regs = 4;                 /* keys each merge thread loads at once */
@@ -190,7 +192,7 @@ __device__ __noinline__ uint64_t cut_list(uint64_t *list, uint32_t n, uint32_t k
 	return kk <= 32 * M ? __shfl_sync(0xffffffffu, kth, (kk - 1) / M) : 0;
 }
 
-/* cut_list for n <= 8 keys, as seeded lists mostly are at the end, lane
+/* cut_list for n <= few_max keys, as seeded lists mostly are at the end, lane
  * holding key lane (0 when dropped) in v: each key's place is the count of
  * larger ones. */
 __device__ __noinline__ uint64_t place_few(uint64_t *list, uint64_t v, uint32_t n, uint32_t kk, uint32_t lane)
@@ -218,7 +220,7 @@ __device__ __forceinline__ uint64_t cut_few(uint64_t *list, uint32_t n, uint32_t
  * grow with the size sorted, and most lists are short. */
 __device__ __noinline__ uint64_t cut(uint64_t *list, uint32_t n, uint32_t kk, uint64_t floor, uint32_t lane)
 {
-	if (n <= 8)
+	if (n <= few_max)
 		return cut_few(list, n, kk, floor, lane);
 	if (n <= 32)
 		return cut_list<1>(list, n, kk, floor, lane);
@@ -642,7 +644,7 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	 * the last: the block's share of each query's top kk. */
 	if (groups)
 		take_seeds();
-	/* The keys of lists of up to 8 (most, with seeds) are loaded for four
+	/* The keys of lists of up to few_max (most, with seeds) are loaded for four
 	 * of the warp's queries at once and placed by counting: lists in the
 	 * workspace would cost a round trip each, one after another. */
 	for (uint32_t q0 = warp; q0 < p.n_queries; q0 += 4 * cf.warps) {
@@ -653,7 +655,7 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 		for (uint32_t u = 0; u < 4; u++) {
 			const uint32_t q = q0 + u * cf.warps;
 			n[u] = q < p.n_queries ? count[q] : 0;
-			v[u] = lane < n[u] && n[u] <= 8 ? list_of(q)[lane] : 0;
+			v[u] = lane < n[u] && n[u] <= few_max ? list_of(q)[lane] : 0;
 		}
 #pragma unroll
 		for (uint32_t u = 0; u < 4; u++) {
@@ -662,7 +664,7 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 				break;
 			const uint64_t fl = thresh[q];
 			uint32_t m = n[u], t;
-			if (m <= 8) {
+			if (m <= few_max) {
 				place_few(list_of(q), v[u] >= fl ? v[u] : 0, m, kk, lane);
 			} else {
 				__syncwarp();
