@@ -9,7 +9,8 @@
  * 64 to the maximum. Most calls share seeds, as a store's calls do: one
  * buffer that every case, on other rows and queries, reuses under a new
  * epoch; the others run without. Batches over sets of one tile per warp
- * take the path where the blocks wait for each other's seeds. */
+ * take the path where the blocks wait for each other's seeds, after which
+ * the merge sorts the few live keys without bounds. */
 #include <string.h>
 
 #include "dtype.h"
