@@ -6,8 +6,10 @@
  *   tiles in flight) against up to 32 queries on tensor cores (mma
  *   m16n8k16, f16 in, f32 accumulate) and appends the keys (see topk.cuh)
  *   above the block's threshold of each query to the block's list of that
- *   query. After a barrier, warp q % warps cuts query q's list when another
- *   round could overflow it, which raises the threshold: for kk up to
+ *   query. The barrier after the appends tells whether any list could
+ *   overflow in the next round (or a query still lacks its seed): only
+ *   then do the warps cut, behind a second barrier. Warp q % warps cuts
+ *   query q's list, which raises the threshold: for kk up to
  *   raise_max it finds the kk-th best score (kk rounds of a warp maximum)
  *   and keeps the keys at or above it, unsorted; for larger kk it sorts the
  *   list (bitonic, in registers) down to its best kk keys. Sharing one list
@@ -401,6 +403,12 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	const uint32_t groups = p.seeds ? cf.groups : 0;
 	const bool complete = groups && cf.complete;
 	uint32_t seeded = 0;
+	/* seeded's value once every query of this warp has its seed */
+	const uint32_t mine = warp < p.n_queries ? (p.n_queries - warp + cf.warps - 1) / cf.warps : 0;
+	const uint32_t all_seeded = mine >= 32 ? ~0u : (1u << mine) - 1;
+	/* A list is cut when it holds more than full_at keys and another round
+	 * follows; with seeds only when the next round could overflow it. */
+	const uint32_t full_at = groups ? list_cap - cf.warps * sub_rows : cut_at;
 	auto take_seeds = [&]() {
 		for (uint32_t q0 = warp, j0 = 0; q0 < p.n_queries; q0 += 4 * cf.warps, j0 += 4) {
 			uint64_t v[4]; /* loaded first, in flight together */
@@ -441,17 +449,18 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	};
 	load_floor();
 	/* Appends the keys of a round's scores a (rows rr) above the block's
-	 * thresholds to the lists. Most rounds hold no candidate once the
-	 * floors have risen. */
+	 * thresholds to the lists; true when one took a list past full_at, the
+	 * most a list may hold when a round begins. Most rounds hold no
+	 * candidate once the floors have risen. */
 	auto append = [&](const float (&a)[NT][4], const uint32_t (&rr)[2]) {
-		bool any = false;
+		bool any = false, over = false;
 #pragma unroll
 		for (int nt = 0; nt < NT; nt++)
 #pragma unroll
 			for (int c = 0; c < 4; c++)
 				any |= a[nt][c] >= floor[nt][c % 2];
 		if (!__any_sync(0xffffffffu, any))
-			return;
+			return false;
 #pragma unroll
 		for (int nt = 0; nt < NT; nt++) {
 #pragma unroll
@@ -460,10 +469,14 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 				if (!(a[nt][c] >= floor[nt][c % 2]))
 					continue;
 				const uint64_t key = (uint64_t)order_bits(a[nt][c]) << 32 | (uint32_t)~rr[c / 2];
-				if (key > thresh[q])
-					list_of(q)[atomicAdd(&count[q], 1u)] = key;
+				if (key > thresh[q]) {
+					const uint32_t at = atomicAdd(&count[q], 1u);
+					list_of(q)[at] = key;
+					over |= at >= full_at;
+				}
 			}
 		}
+		return over;
 	};
 	/* The whole block calls it. When the blocks wait for each other, each
 	 * then counts itself in; the last of the call (the count wraps to 0
@@ -582,6 +595,7 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 						atomicMax(&best[q], order_bits(m));
 				}
 		}
+		bool over = false;
 		if (groups && i == seed_round) {
 			if (i == 0) {
 				__syncthreads(); /* best[] is complete */
@@ -593,7 +607,7 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 			__syncthreads();
 			load_floor();
 			if (i > 0)
-				append(held, held_rows);
+				over = append(held, held_rows);
 		}
 		if (groups && i == 0 && rounds > 1) {
 #pragma unroll
@@ -604,11 +618,17 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 			held_rows[0] = r[0];
 			held_rows[1] = r[1];
 		} else {
-			append(acc, r);
+			over |= append(acc, r);
 		}
-		__syncthreads();
+		/* The cuts, and the barrier after them, only in rounds that need
+		 * them: when a list may overflow in the next, or a query of the
+		 * block still waits for its seed. */
+		const bool cut_round =
+			__syncthreads_or(i + 1 < rounds && (over || (groups && i > seed_round && seeded != all_seeded)));
 		if (groups && i == 0 && rounds > 1)
 			publish();
+		if (!cut_round)
+			continue;
 
 		/* Warp q % warps cuts query q's list when another round could
 		 * overflow it. With seeds, only when it must: a seed leaves few
@@ -622,7 +642,7 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 			cuts = seeded != before;
 			for (uint32_t q = warp; q < p.n_queries; q += cf.warps) {
 				const uint32_t n = count[q];
-				if (n <= cut_at || (groups && n <= list_cap - cf.warps * sub_rows))
+				if (n <= full_at)
 					continue;
 				const uint64_t fl = thresh[q];
 				uint32_t t = 0, left = kk <= raise_max ? raise(list_of(q), n, kk, fl, cut_at, cut_at, lane, &t) : n;
