@@ -634,30 +634,27 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 		 * overflow it. With seeds, only when it must: a seed leaves few
 		 * appends, and a list without one yet waits for it; the keys below
 		 * the threshold that a seed raised go first. */
-		bool cuts = false;
-		if (i + 1 < rounds) {
-			const uint32_t before = seeded;
-			if (groups && i > seed_round)
-				take_seeds();
-			cuts = seeded != before;
-			for (uint32_t q = warp; q < p.n_queries; q += cf.warps) {
-				const uint32_t n = count[q];
-				if (n <= full_at)
-					continue;
-				const uint64_t fl = thresh[q];
-				uint32_t t = 0, left = kk <= raise_max ? raise(list_of(q), n, kk, fl, cut_at, cut_at, lane, &t) : n;
-				uint64_t th = (uint64_t)t << 32;
-				if (left == n) {
-					th = cut(list_of(q), n, kk, fl, lane);
-					left = min(n, kk);
-				}
-				if (lane == 0) {
-					count[q] = left;
-					if (th > thresh[q])
-						thresh[q] = th;
-				}
-				cuts = true;
+		const uint32_t before = seeded;
+		if (groups && i > seed_round)
+			take_seeds();
+		bool cuts = seeded != before;
+		for (uint32_t q = warp; q < p.n_queries; q += cf.warps) {
+			const uint32_t n = count[q];
+			if (n <= full_at)
+				continue;
+			const uint64_t fl = thresh[q];
+			uint32_t t = 0, left = kk <= raise_max ? raise(list_of(q), n, kk, fl, cut_at, cut_at, lane, &t) : n;
+			uint64_t th = (uint64_t)t << 32;
+			if (left == n) {
+				th = cut(list_of(q), n, kk, fl, lane);
+				left = min(n, kk);
 			}
+			if (lane == 0) {
+				count[q] = left;
+				if (th > thresh[q])
+					thresh[q] = th;
+			}
+			cuts = true;
 		}
 		if (__syncthreads_or(cuts))
 			load_floor();
