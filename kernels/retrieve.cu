@@ -388,10 +388,10 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	cp_async_wait(stages); /* the queries */
 	__syncthreads();
 
-	/* A list is cut back to kk keys once it holds more than cut_at and
-	 * another round follows: the first cut comes early, which raises the
-	 * threshold while the sorts are small, and a round (warps * 16 keys)
-	 * always fits after one. */
+	/* Without seeds a list is cut back to kk keys once it holds more than
+	 * cut_at and another round follows: the first cut comes early, which
+	 * raises the threshold while the sorts are small, and a round (warps *
+	 * 16 keys) always fits after one. */
 	const uint32_t cut_at = min(list_cap - cf.warps * sub_rows, max(2 * kk, 64u));
 	/* Seeds. The blocks fall into groups (block % groups; groups = kk when
 	 * kk <= 32 and there are that many blocks, else there are no seeds);
@@ -407,7 +407,8 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	const uint32_t mine = warp < p.n_queries ? (p.n_queries - warp + cf.warps - 1) / cf.warps : 0;
 	const uint32_t all_seeded = mine >= 32 ? ~0u : (1u << mine) - 1;
 	/* A list is cut when it holds more than full_at keys and another round
-	 * follows; with seeds only when the next round could overflow it. */
+	 * follows: cut_at without seeds, and with them only when the next round
+	 * could overflow it. */
 	const uint32_t full_at = groups ? list_cap - cf.warps * sub_rows : cut_at;
 	auto take_seeds = [&]() {
 		for (uint32_t q0 = warp, j0 = 0; q0 < p.n_queries; q0 += 4 * cf.warps, j0 += 4) {
