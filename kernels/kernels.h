@@ -84,7 +84,9 @@ size_t infs_k_topk_workspace_bytes(uint32_t n_rows, uint32_t n_queries, uint32_t
 cudaError_t infs_k_topk(const infs_k_topk_params *p, cudaStream_t stream);
 
 /* Fused retrieval (kernels/retrieve.cu): the scores of f16 rows against a
- * batch of f16 queries computed and selected on chip, never stored. emb is
+ * batch of f16 queries computed and selected in one pass over the rows
+ * (small sets keep them in the workspace for the merge, larger ones never
+ * store them). emb is
  * [n_rows][dim], queries [n_queries][dim]; row_scale, dead, ids, out_id,
  * out_score and out_n as for infs_k_topk, the scores being the
  * f32-accumulated dot products; exact, ties by row. Takes the shapes for
@@ -119,7 +121,7 @@ typedef struct infs_k_fused_params {
 	uint32_t seed_epoch;
 } infs_k_fused_params;
 
-#define INFS_K_FUSED_SEEDS (INFS_K_FUSED_MAX_QUERIES * 32u + 32u)
+#define INFS_K_FUSED_SEEDS (INFS_K_FUSED_MAX_QUERIES * 32u)
 
 int infs_k_fused_supported(uint32_t dim, uint32_t n_queries, uint32_t k);
 

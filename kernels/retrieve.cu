@@ -25,16 +25,20 @@
  *   1, when the seeds are read: from then on the thresholds start where a
  *   block's own rows would take thousands of rows to raise them, the lists
  *   stay short and are rarely cut, and a batch's rounds are mostly scoring.
- *   When every warp has a single tile, a batch's blocks instead wait (a
- *   bounded time) until all of them have published: the complete seeds
- *   leave each block a few keys to append and place instead of a full
- *   list per query to cut.
  * merge: per query, the best kk keys of the blocks' lists. Any block's kk-th
  *   key, and the kk-th largest of the blocks' first keys, are lower bounds
  *   of the query's kk-th best key: only the keys at or above the larger are
  *   gathered and sorted; when too many are, a radix selection over all.
- *   When the lists hold few live keys, as after complete seeds, all of
- *   them are gathered, no bound taken.
+ *   When the lists hold few live keys, all of them are gathered, no bound
+ *   taken.
+ * kept scores: sets of up to keep_max rows take neither lists nor seeds,
+ *   whose bookkeeping costs a batch more per round than writing its scores
+ *   does. The scan writes every score (into the L2, where the rows, read
+ *   once, go first) and each block's best score of every query; the merge
+ *   takes the kk-th largest of the blocks' bests, scores of kk different
+ *   rows, as its bound and gathers the scores at or above it, a query's
+ *   rows split between blocks that hand their candidates to the last of
+ *   them.
  *
  * Every step keeps every key that can be in the top kk, so the result is
  * exact, ties included (keys are unique: a score, then the smaller row).
@@ -69,13 +73,11 @@ constexpr uint32_t merge_cap = 4096;          /* keys the merge sorts in shared 
 constexpr uint32_t merge_threads = 1024;
 constexpr int merge_regs = 4;                 /* keys each merge thread loads at once */
 constexpr uint32_t all_max = 64;              /* live keys the merge sorts without a bound */
-/* Words of the seeds after the queries' groups: the count of blocks that
- * have published in the current call, and the epoch of the last call all
- * of whose blocks have. */
-constexpr uint32_t seeds_count = INFS_K_FUSED_MAX_QUERIES * 32, seeds_done = seeds_count + 1;
-static_assert(seeds_done < INFS_K_FUSED_SEEDS, "the seeds hold the count and the mark");
-/* Clock cycles a block waits for the others' seeds (about 5 us). */
-constexpr long long seed_wait = 10000;
+/* Sets of up to this many rows keep their scores (see scores). */
+constexpr uint32_t keep_max = 1u << 17;
+constexpr int scores_regs = 8;                /* 16-byte pieces of scores each merge thread loads at once */
+/* Rows a merge block reads when a query's scores are split between blocks. */
+constexpr uint32_t split_rows = scores_regs * 4 * merge_threads;
 
 struct config {
 	uint32_t nt;     /* tiles of 8 queries */
@@ -83,7 +85,8 @@ struct config {
 	size_t smem;     /* dynamic shared memory per block */
 	uint32_t blocks;
 	uint32_t groups;  /* seed groups (see scan_kernel), 0 when the blocks share none */
-	bool complete;    /* the blocks wait for each other's seeds (see scan_kernel) */
+	bool keep_scores; /* the scan keeps every score, not lists (see scores) */
+	uint32_t splits;  /* merge blocks per query when it does */
 	bool early_merge; /* Hopper or later: the merge may launch while the scan runs */
 };
 
@@ -94,10 +97,40 @@ struct lists {
 	__device__ uint64_t *of(uint32_t block, uint32_t q) const { return keys + ((size_t)block * qp + q) * list_cap; }
 };
 
+/* What the scan of a set of up to keep_max rows leaves: the order bits of
+ * every score (0 for rows deleted), [n_queries][stride] with stride the
+ * rows rounded up to a multiple of 4, and each block's best of each query,
+ * [n_queries][blocks] (0 when it has no live row). Where the merge splits
+ * a query between blocks, they gather its candidates in cand (merge_cap a
+ * query), counted in count, and the last of them (ticket) sorts them; the
+ * scan zeroes both counters. */
+struct scores {
+	uint32_t *bits, *best, *count, *ticket;
+	uint64_t *cand;
+	uint32_t n_rows, stride, blocks;
+};
+
+/* The keys of one query's kept scores. */
+struct score_keys {
+	const uint32_t *bits;
+	__device__ uint64_t operator()(uint32_t i) const
+	{
+		const uint32_t b = bits[i];
+		return b ? (uint64_t)b << 32 | (uint32_t)~i : 0;
+	}
+};
+
 /* smem: a shared-memory address. */
 __device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem, uint32_t src_bytes)
 {
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes));
+}
+
+/* cp_async16 of data read once: the L2 evicts it first. */
+__device__ __forceinline__ void cp_async16_once(uint32_t smem, const void *gmem, uint32_t src_bytes, uint64_t policy)
+{
+	asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem), "l"(gmem),
+	             "r"(src_bytes), "l"(policy));
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -322,7 +355,7 @@ __device__ __forceinline__ uint32_t seed_of(uint64_t v, uint32_t groups, uint32_
 }
 
 template <int NT>
-__global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fused_params p, config cf, lists ls)
+__global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fused_params p, config cf, lists ls, scores sc)
 {
 #if __CUDA_ARCH__ >= 900
 	/* The merge kernel may be scheduled now: it waits for this grid. */
@@ -346,6 +379,9 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	/* The queries, zero beyond n_queries, swizzled as the rows are: the
 	 * first group of copies, ahead of the tiles'. */
 	const uint32_t qs_at = (uint32_t)__cvta_generic_to_shared(qs);
+	if (cf.keep_scores && blockIdx.x == 0)
+		for (uint32_t q = threadIdx.x; q < p.n_queries; q += blockDim.x)
+			sc.count[q] = sc.ticket[q] = 0;
 	for (uint32_t c = threadIdx.x; c < NT * 8 * pieces; c += blockDim.x) {
 		const uint32_t q = c / pieces, j = c % pieces, live = q < p.n_queries;
 		cp_async16(qs_at + q * row_bytes + (j ^ (q & 7)) * 16,
@@ -367,6 +403,10 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	 * the few pieces of a tile). */
 	const uint32_t per_lane = pieces / 2, inv = (uint32_t)((0x100000000ull + pieces - 1) / pieces);
 	const uint32_t stages_at = (uint32_t)__cvta_generic_to_shared(stage(0, 0));
+	/* The rows go through the L2 first to be evicted, so that the scores
+	 * kept there stay. */
+	uint64_t once;
+	asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(once));
 	auto tile_of = [&](uint32_t w, uint32_t i) { return first + w + i * n_warps; };
 	auto issue = [&](uint32_t i, uint32_t s) {
 		const uint32_t tile = tile_of(warp, i);
@@ -377,7 +417,7 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 #pragma unroll 4
 			for (uint32_t m = 0, j = lane; m < per_lane; m++, j += 32) {
 				const uint32_t c = j * 16, ok = c < live;
-				cp_async16(dst + (c ^ (__umulhi(j, inv) & 7) << 4), src + (ok ? c : 0), ok ? 16 : 0);
+				cp_async16_once(dst + (c ^ (__umulhi(j, inv) & 7) << 4), src + (ok ? c : 0), ok ? 16 : 0, once);
 			}
 		}
 		cp_async_commit();
@@ -401,7 +441,6 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	 * bound of query q's kk-th best score over all the rows. A warp tracks
 	 * its queries' seeds in seeded: bit j for query warp + j warps. */
 	const uint32_t groups = p.seeds ? cf.groups : 0;
-	const bool complete = groups && cf.complete;
 	uint32_t seeded = 0;
 	/* seeded's value once every query of this warp has its seed */
 	const uint32_t mine = warp < p.n_queries ? (p.n_queries - warp + cf.warps - 1) / cf.warps : 0;
@@ -479,36 +518,32 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 		}
 		return over;
 	};
-	/* The whole block calls it. When the blocks wait for each other, each
-	 * then counts itself in; the last of the call (the count wraps to 0
-	 * with it) marks the call's seeds complete. */
 	auto publish = [&]() {
 		for (uint32_t q = threadIdx.x; q < p.n_queries; q += blockDim.x)
 			if (best[q])
 				atomicMax((unsigned long long *)p.seeds + q * groups + blockIdx.x % groups,
 				          (unsigned long long)p.seed_epoch << 32 | best[q]);
-		if (!complete)
-			return;
-		__syncthreads();
-		if (threadIdx.x == 0) {
-			__threadfence();
-			uint32_t *const c = (uint32_t *)(p.seeds + seeds_count);
-			if (atomicInc(c, gridDim.x - 1) == gridDim.x - 1) {
-				__threadfence();
-				atomicExch((uint32_t *)(p.seeds + seeds_done), p.seed_epoch);
-			}
-		}
 	};
-	/* Waits, a bounded time, for every block's seeds: a seed from some of
-	 * them is as exact but lower, and leaves more keys to append and cut. */
-	auto await_seeds = [&]() {
-		if (threadIdx.x == 0) {
-			const volatile uint32_t *done = (const volatile uint32_t *)(p.seeds + seeds_done);
-			for (const long long t0 = clock64(); *done != p.seed_epoch && clock64() - t0 < seed_wait;)
-				;
-			__threadfence();
-		}
-		__syncthreads();
+	/* The best live score of each of this lane's queries over its rows so
+	 * far (NaN, dead, is never the larger of fmaxf), and the block's best of
+	 * each query from them: the seeds' round 0 scores, or all of them when
+	 * the scan keeps the scores. */
+	float top[NT][2];
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++)
+		top[nt][0] = top[nt][1] = -INFINITY;
+	auto to_best = [&]() {
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+			for (int c = 0; c < 2; c++) {
+				float m = top[nt][c];
+				for (int o = 4; o < 32; o <<= 1)
+					m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+				const uint32_t q = nt * 8 + 2 * t + c;
+				if (g == 0 && m > -INFINITY && q < p.n_queries)
+					atomicMax(&best[q], order_bits(m));
+			}
 	};
 	/* With seeds, round 0's scores wait here for them, to be appended with
 	 * round 1's (or, in a single round, after the block has published). */
@@ -581,29 +616,33 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 #pragma unroll
 			for (int c = 0; c < 4; c++)
 				acc[nt][c] *= scale[c / 2];
-		if (groups && i == 0) {
-			/* the warp's best live score of each query (NaN, dead, is
-			 * never the larger of fmaxf) */
+		if (cf.keep_scores || (groups && i == 0)) {
 #pragma unroll
 			for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-				for (int c = 0; c < 2; c++) {
-					float m = fmaxf(fmaxf(-INFINITY, acc[nt][c]), acc[nt][c + 2]);
-					for (int o = 4; o < 32; o <<= 1)
-						m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-					const uint32_t q = nt * 8 + 2 * t + c;
-					if (g == 0 && m > -INFINITY && q < p.n_queries)
-						atomicMax(&best[q], order_bits(m));
-				}
+				for (int c = 0; c < 4; c++)
+					top[nt][c % 2] = fmaxf(top[nt][c % 2], acc[nt][c]);
 		}
+		if (cf.keep_scores) {
+			/* NaN (dead) as 0 */
+#pragma unroll
+			for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+				for (int c = 0; c < 4; c++) {
+					const uint32_t q = nt * 8 + 2 * t + c % 2, row = r[c / 2];
+					if (q < p.n_queries && row < p.n_rows)
+						sc.bits[(size_t)q * sc.stride + row] = acc[nt][c] == acc[nt][c] ? order_bits(acc[nt][c]) : 0;
+				}
+			continue;
+		}
+		if (groups && i == 0)
+			to_best();
 		bool over = false;
 		if (groups && i == seed_round) {
 			if (i == 0) {
 				__syncthreads(); /* best[] is complete */
 				publish();
 			}
-			if (complete)
-				await_seeds();
 			take_seeds();
 			__syncthreads();
 			load_floor();
@@ -661,6 +700,13 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 			load_floor();
 	}
 	cp_async_wait(0);
+	if (cf.keep_scores) {
+		to_best();
+		__syncthreads(); /* best[] is complete */
+		for (uint32_t q = threadIdx.x; q < p.n_queries; q += blockDim.x)
+			sc.best[q * gridDim.x + blockIdx.x] = best[q];
+		return;
+	}
 	/* Every list sorted and cut to kk keys above its threshold, zeros after
 	 * the last: the block's share of each query's top kk. */
 	if (groups)
@@ -698,6 +744,57 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 					ls.of(blockIdx.x, q)[j] = local[q * list_cap + j];
 		}
 	}
+}
+
+/* The merge's end, once the keys that can be in query q's top kk are in
+ * buf (n of them, more than merge_cap when they overflowed it): a radix
+ * selection over all total keys of src when they did, the sort, and the
+ * output. */
+template <typename Src>
+__device__ void finish(const infs_k_fused_params &p, uint32_t q, uint64_t *buf, uint32_t &n, const Src &src,
+                       uint32_t total)
+{
+	const uint32_t kk = p.k;
+	__syncthreads();
+	uint32_t found = n;
+	if (found > merge_cap) {
+		const uint64_t t2 = select_threshold(src, total, kk);
+		__syncthreads();
+		if (threadIdx.x == 0)
+			n = 0;
+		__syncthreads();
+		for (uint32_t i = threadIdx.x; i < total; i += blockDim.x) {
+			uint64_t key = src(i);
+			if (key && key >= t2) /* min(kk, live keys) of them */
+				buf[atomicAdd(&n, 1u)] = key;
+		}
+		__syncthreads();
+		found = n;
+	}
+	/* Up to list_cap keys are placed by counting, one a thread; more are
+	 * sorted. */
+	uint64_t key = 0;
+	uint32_t place = 0;
+	if (found <= list_cap) {
+		if (threadIdx.x < found) {
+			key = buf[threadIdx.x];
+			for (uint32_t j = 0; j < found; j++)
+				place += buf[j] > key;
+		}
+	} else {
+		sort_desc(buf, found, merge_cap);
+		if (threadIdx.x < found) {
+			key = buf[threadIdx.x];
+			place = threadIdx.x;
+		}
+	}
+	if (key && place < kk) {
+		p.out_id[(size_t)q * kk + place] = p.ids[~(uint32_t)key];
+		p.out_score[(size_t)q * kk + place] = order_float((uint32_t)(key >> 32));
+	}
+	found = min(found, kk);
+	if (threadIdx.x == 0)
+		p.out_n[q] = found;
 }
 
 /* Key i of the concatenated lists of one query, kk keys per block. */
@@ -789,38 +886,98 @@ __global__ void __launch_bounds__(merge_threads) merge_kernel(const infs_k_fused
 		gather(v[j]);
 	for (uint32_t i = held + threadIdx.x; i < total; i += merge_threads)
 		gather(src(i));
+	finish(p, q, buf, n, src, total);
+}
+
+/* The merge after a scan that kept the scores: block (s, q) reads share s
+ * of query q's scores. The kk-th largest of the blocks' best scores (when
+ * kk blocks have one) is a lower bound of the kk-th best score: the keys
+ * at or above it are gathered. The first scores are loaded before the bound
+ * is known, so that the loads and the ranking overlap. */
+__global__ void __launch_bounds__(merge_threads) merge_scores_kernel(const infs_k_fused_params p, scores sc)
+{
+	__shared__ uint64_t buf[merge_cap];
+	__shared__ uint32_t bests[merge_threads];
+	__shared__ uint32_t bound, n;
+	__shared__ bool last;
+	const uint32_t q = blockIdx.y, kk = p.k, rows = sc.n_rows;
+	const uint32_t share = (sc.stride / 4 + gridDim.x - 1) / gridDim.x;
+	const uint32_t from = blockIdx.x * share, to = min(from + share, sc.stride / 4); /* in pieces of 4 */
+#if __CUDA_ARCH__ >= 900
+	asm volatile("griddepcontrol.wait;\n" ::: "memory"); /* the scan's scores are complete */
+#endif
+	if (threadIdx.x == 0) {
+		bound = 0;
+		n = 0;
+	}
+	const uint4 *const bits = (const uint4 *)(sc.bits + (size_t)q * sc.stride);
+	uint4 v[scores_regs];
+	auto load = [&](uint32_t base) {
+#pragma unroll
+		for (int j = 0; j < scores_regs; j++) {
+			const uint32_t i = base + j * merge_threads + threadIdx.x;
+			v[j] = i < to ? bits[i] : make_uint4(0, 0, 0, 0);
+		}
+	};
+	load(from);
+	const uint32_t mb = threadIdx.x < sc.blocks ? sc.best[q * sc.blocks + threadIdx.x] : 0;
+	bests[threadIdx.x] = mb;
 	__syncthreads();
-	uint32_t found = n;
-	if (found > merge_cap) {
-		const uint64_t t2 = select_threshold(src, total, kk);
+	if (mb) {
+		uint32_t above = 0, at_least = 0;
+#pragma unroll 8
+		for (uint32_t j = 0; j < sc.blocks; j++) {
+			above += bests[j] > mb;
+			at_least += bests[j] >= mb;
+		}
+		if (above < kk && kk <= at_least)
+			bound = mb;
+	}
+	__syncthreads();
+	const uint32_t t = bound; /* 0 when fewer than kk blocks have a live row: every key */
+	/* Alone, the block gathers in shared memory; split, in the query's
+	 * candidates. */
+	const bool alone = gridDim.x == 1;
+	uint64_t *const to_buf = alone ? buf : sc.cand + (size_t)q * merge_cap;
+	uint32_t *const to_n = alone ? &n : sc.count + q;
+	auto gather = [&](uint32_t b, uint32_t i) {
+		if (b && b >= t && i < rows) {
+			const uint32_t slot = atomicAdd(to_n, 1u);
+			if (slot < merge_cap)
+				to_buf[slot] = (uint64_t)b << 32 | (uint32_t)~i;
+		}
+	};
+	for (uint32_t base = from;;) {
+#pragma unroll
+		for (int j = 0; j < scores_regs; j++) {
+			const uint32_t i = 4 * (base + j * merge_threads + threadIdx.x);
+			gather(v[j].x, i);
+			gather(v[j].y, i + 1);
+			gather(v[j].z, i + 2);
+			gather(v[j].w, i + 3);
+		}
+		base += scores_regs * merge_threads;
+		if (base >= to)
+			break;
+		load(base);
+	}
+	if (!alone) {
+		/* the last block of the query takes over the candidates */
+		__threadfence();
 		__syncthreads();
 		if (threadIdx.x == 0)
-			n = 0;
+			last = atomicAdd(sc.ticket + q, 1u) == gridDim.x - 1;
 		__syncthreads();
-		for (uint32_t i = threadIdx.x; i < total; i += blockDim.x) {
-			uint64_t key = src(i);
-			if (key && key >= t2) /* min(kk, live keys) of them */
-				buf[atomicAdd(&n, 1u)] = key;
-		}
-		__syncthreads();
-		found = n;
+		if (!last)
+			return;
+		__threadfence();
+		const uint32_t found = *(volatile uint32_t *)(sc.count + q);
+		for (uint32_t j = threadIdx.x; j < min(found, merge_cap); j += merge_threads)
+			buf[j] = __ldcg(sc.cand + (size_t)q * merge_cap + j);
+		if (threadIdx.x == 0)
+			n = found;
 	}
-	if (found <= list_cap) {
-		/* one warp sorts, no barriers */
-		if (threadIdx.x < 32)
-			cut(buf, found, found, 0, lane);
-		__syncthreads();
-	} else {
-		sort_desc(buf, found, merge_cap);
-	}
-	found = min(found, kk);
-	for (uint32_t j = threadIdx.x; j < found; j += blockDim.x) {
-		uint64_t key = buf[j];
-		p.out_id[(size_t)q * kk + j] = p.ids[~(uint32_t)key];
-		p.out_score[(size_t)q * kk + j] = order_float((uint32_t)(key >> 32));
-	}
-	if (threadIdx.x == 0)
-		p.out_n[q] = found;
+	finish(p, q, buf, n, score_keys{sc.bits + (size_t)q * sc.stride}, rows);
 }
 
 const void *scan_for(uint32_t nt)
@@ -902,11 +1059,11 @@ bool make_config(config *cf, uint32_t n_rows, uint32_t dim, uint32_t n_queries, 
 	const uint32_t tiles = (n_rows + sub_rows - 1) / sub_rows, busy = (tiles + cf->warps - 1) / cf->warps;
 	cf->blocks = busy < (uint32_t)f.sms ? busy : (uint32_t)f.sms;
 	cf->blocks = cf->blocks ? cf->blocks : 1;
-	cf->groups = k <= 32 && cf->blocks >= k ? k : 0;
-	/* One round per warp: the blocks wait for every block's seeds, which
-	 * leave a batch's lists nearly empty. For up to 8 queries the lists are
-	 * in shared memory and cheap to cut, and the wait measured slower. */
-	cf->complete = cf->groups && tiles <= cf->blocks * cf->warps && cf->nt > 1;
+	cf->keep_scores = n_rows <= keep_max && cf->blocks <= merge_threads;
+	/* enough merge blocks to keep the SMs busy, each reading up to split_rows */
+	const uint32_t per_query = cf->blocks / n_queries ? cf->blocks / n_queries : 1;
+	cf->splits = min((n_rows + split_rows - 1) / split_rows, per_query);
+	cf->groups = !cf->keep_scores && k <= 32 && cf->blocks >= k ? k : 0;
 	return true;
 }
 
@@ -923,6 +1080,8 @@ extern "C" size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t dim, ui
 	config cf;
 	if (!make_config(&cf, n_rows, dim, n_queries, k))
 		return 0;
+	if (cf.keep_scores)
+		return 8ull * n_queries * merge_cap + 4ull * n_queries * ((n_rows + 3) / 4 * 4 + cf.blocks + 2);
 	return 8ull * cf.blocks * cf.nt * 8 * list_cap;
 }
 
@@ -933,7 +1092,12 @@ extern "C" cudaError_t infs_k_fused_topk(const infs_k_fused_params *p, cudaStrea
 		return cudaErrorInvalidValue;
 	const void *fn = scan_for(cf.nt);
 	lists ls = {(uint64_t *)p->workspace, cf.nt * 8};
-	void *args[] = {(void *)p, &cf, &ls};
+	/* the scores' workspace, as infs_k_fused_workspace_bytes counts it */
+	const uint32_t stride = (p->n_rows + 3) / 4 * 4, nq = p->n_queries;
+	uint64_t *const cand = (uint64_t *)p->workspace;
+	uint32_t *const bits = (uint32_t *)(cand + (size_t)nq * merge_cap), *const best = bits + (size_t)nq * stride;
+	scores sc = {bits, best, best + nq * cf.blocks, best + nq * (cf.blocks + 1), cand, p->n_rows, stride, cf.blocks};
+	void *args[] = {(void *)p, &cf, &ls, &sc};
 	cudaError_t err = cudaLaunchKernel(fn, cf.blocks, 32 * cf.warps, args, cf.smem, stream);
 	if (err != cudaSuccess)
 		return err;
@@ -949,5 +1113,9 @@ extern "C" cudaError_t infs_k_fused_topk(const infs_k_fused_params *p, cudaStrea
 	lc.stream = stream;
 	lc.attrs = &attr;
 	lc.numAttrs = cf.early_merge ? 1 : 0;
+	if (cf.keep_scores) {
+		lc.gridDim = dim3(cf.splits, p->n_queries);
+		return cudaLaunchKernelEx(&lc, merge_scores_kernel, *p, sc);
+	}
 	return cudaLaunchKernelEx(&lc, merge_kernel, *p, ls, cf.blocks);
 }

@@ -8,9 +8,10 @@
  * all-equal rows, where the order is the rows' alone, and dimensions from
  * 64 to the maximum. Most calls share seeds, as a store's calls do: one
  * buffer that every case, on other rows and queries, reuses under a new
- * epoch; the others run without. Batches over sets of one tile per warp
- * take the path where the blocks wait for each other's seeds, after which
- * the merge sorts the few live keys without bounds. */
+ * epoch; the others run without. Sets of up to 2^17 rows take the path
+ * where the scan keeps every score (bounded in the merge by the blocks'
+ * best scores); larger sets the one of per-block lists and seeds, which
+ * the sanitizer's small run covers with one set of 140K rows. */
 #include <string.h>
 
 #include "dtype.h"
@@ -138,12 +139,18 @@ int main(void)
 	const uint32_t tiny[][3] = {{1, 1, 1}, {1, 3, 10}, {63, 9, 10}, {65, 17, 128}, {1000, 24, 100}, {10000, 5, 128}};
 	for (size_t i = 0; i < sizeof tiny / sizeof *tiny; i++, cases++)
 		run_case(DIM, tiny[i][0], tiny[i][1], tiny[i][2], 0, (int)(i % 2), (int)(i % 3 == 0), seed++);
-	/* A batch over a set where each warp scores one tile: the blocks
-	 * wait for each other's seeds (the seed decides: these use them). */
+	/* Sets where each warp scores one tile. */
 	const uint32_t one_round[][4] = {{10000, 32, 10, 0}, {10000, 16, 26, 1}, {3000, 9, 1, 0}};
-	for (size_t i = 0; i < sizeof one_round / sizeof *one_round; i++, cases++) {
-		seed += seed % 4 == 0;
+	for (size_t i = 0; i < sizeof one_round / sizeof *one_round; i++, cases++)
 		run_case(DIM, one_round[i][0], one_round[i][1], one_round[i][2], (int)one_round[i][3], (int)(i % 2), 0, seed++);
+	/* Two rounds and more of kept scores, their merge split between blocks:
+	 * with equal rows every key reaches the bound, more than the merge
+	 * holds (a radix selection). Past the sets that keep their scores:
+	 * lists, with seeds (seed % 4 != 0). */
+	const uint32_t several[][4] = {{40000, 8, 10, 0}, {40000, 8, 10, 1}, {140000, 9, 16, 0}};
+	for (size_t i = 0; i < sizeof several / sizeof *several; i++, cases++) {
+		seed += seed % 4 == 0;
+		run_case(DIM, several[i][0], several[i][1], several[i][2], (int)several[i][3], 0, (int)(i != 1), seed++);
 	}
 	/* All rows equal: the order is by row alone. */
 	run_case(DIM, 5000, 3, 10, 1, 0, 0, seed++);
