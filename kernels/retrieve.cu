@@ -34,11 +34,10 @@
  * kept scores: sets of up to keep_max rows take neither lists nor seeds,
  *   whose bookkeeping costs a batch more per round than writing its scores
  *   does. The scan writes every score (into the L2, where the rows, read
- *   once, go first) and each block's best score of every query; the merge
- *   takes the kk-th largest of the blocks' bests, scores of kk different
- *   rows, as its bound and gathers the scores at or above it, a query's
- *   rows split between blocks that hand their candidates to the last of
- *   them.
+ *   once, go first), with no barrier in its rounds; a query's rows are
+ *   split between merge blocks, each of which bounds the kk-th best score
+ *   by the best scores of kk different rows among its own loads, gathers
+ *   the scores at or above that, and hands them to the last of them.
  *
  * Every step keeps every key that can be in the top kk, so the result is
  * exact, ties included (keys are unique: a score, then the smaller row).
@@ -99,15 +98,14 @@ struct lists {
 
 /* What the scan of a set of up to keep_max rows leaves: the order bits of
  * every score (0 for rows deleted), [n_queries][stride] with stride the
- * rows rounded up to a multiple of 4, and each block's best of each query,
- * [n_queries][blocks] (0 when it has no live row). Where the merge splits
- * a query between blocks, they gather its candidates in cand (merge_cap a
- * query), counted in count, and the last of them (ticket) sorts them; the
- * scan zeroes both counters. */
+ * rows rounded up to a multiple of 4. Where the merge splits a query
+ * between blocks, they gather its candidates in cand (merge_cap a query),
+ * counted in count, and the last of them (ticket) places them; the scan
+ * zeroes both counters. */
 struct scores {
-	uint32_t *bits, *best, *count, *ticket;
+	uint32_t *bits, *count, *ticket;
 	uint64_t *cand;
-	uint32_t n_rows, stride, blocks;
+	uint32_t n_rows, stride;
 };
 
 /* The keys of one query's kept scores. */
@@ -524,27 +522,6 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 				atomicMax((unsigned long long *)p.seeds + q * groups + blockIdx.x % groups,
 				          (unsigned long long)p.seed_epoch << 32 | best[q]);
 	};
-	/* The best live score of each of this lane's queries over its rows so
-	 * far (NaN, dead, is never the larger of fmaxf), and the block's best of
-	 * each query from them: the seeds' round 0 scores, or all of them when
-	 * the scan keeps the scores. */
-	float top[NT][2];
-#pragma unroll
-	for (int nt = 0; nt < NT; nt++)
-		top[nt][0] = top[nt][1] = -INFINITY;
-	auto to_best = [&]() {
-#pragma unroll
-		for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-			for (int c = 0; c < 2; c++) {
-				float m = top[nt][c];
-				for (int o = 4; o < 32; o <<= 1)
-					m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-				const uint32_t q = nt * 8 + 2 * t + c;
-				if (g == 0 && m > -INFINITY && q < p.n_queries)
-					atomicMax(&best[q], order_bits(m));
-			}
-	};
 	/* With seeds, round 0's scores wait here for them, to be appended with
 	 * round 1's (or, in a single round, after the block has published). */
 	float held[NT][4];
@@ -616,13 +593,6 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 #pragma unroll
 			for (int c = 0; c < 4; c++)
 				acc[nt][c] *= scale[c / 2];
-		if (cf.keep_scores || (groups && i == 0)) {
-#pragma unroll
-			for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-				for (int c = 0; c < 4; c++)
-					top[nt][c % 2] = fmaxf(top[nt][c % 2], acc[nt][c]);
-		}
 		if (cf.keep_scores) {
 			/* NaN (dead) as 0 */
 #pragma unroll
@@ -635,8 +605,21 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 				}
 			continue;
 		}
-		if (groups && i == 0)
-			to_best();
+		if (groups && i == 0) {
+			/* the warp's best live score of each query (NaN, dead, is
+			 * never the larger of fmaxf) */
+#pragma unroll
+			for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+				for (int c = 0; c < 2; c++) {
+					float m = fmaxf(fmaxf(-INFINITY, acc[nt][c]), acc[nt][c + 2]);
+					for (int o = 4; o < 32; o <<= 1)
+						m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+					const uint32_t q = nt * 8 + 2 * t + c;
+					if (g == 0 && m > -INFINITY && q < p.n_queries)
+						atomicMax(&best[q], order_bits(m));
+				}
+		}
 		bool over = false;
 		if (groups && i == seed_round) {
 			if (i == 0) {
@@ -700,13 +683,8 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 			load_floor();
 	}
 	cp_async_wait(0);
-	if (cf.keep_scores) {
-		to_best();
-		__syncthreads(); /* best[] is complete */
-		for (uint32_t q = threadIdx.x; q < p.n_queries; q += blockDim.x)
-			sc.best[q * gridDim.x + blockIdx.x] = best[q];
+	if (cf.keep_scores)
 		return;
-	}
 	/* Every list sorted and cut to kk keys above its threshold, zeros after
 	 * the last: the block's share of each query's top kk. */
 	if (groups)
@@ -890,17 +868,19 @@ __global__ void __launch_bounds__(merge_threads) merge_kernel(const infs_k_fused
 }
 
 /* The merge after a scan that kept the scores: block (s, q) reads share s
- * of query q's scores. The kk-th largest of the blocks' best scores (when
- * kk blocks have one) is a lower bound of the kk-th best score: the keys
- * at or above it are gathered. The first scores are loaded before the bound
- * is known, so that the loads and the ranking overlap. */
+ * of query q's scores, and bounds the query's kk-th best score from its
+ * first loads alone. Each thread's best of the scores it holds is a score
+ * of rows no other thread holds; a warp whose per-th best thread scores w,
+ * per = ceil(kk / 32), has per rows at w or above; the need-th largest w
+ * of the warps, need = ceil(kk / per), is then the score of at least kk
+ * different rows. Only the keys at or above it are gathered. */
 __global__ void __launch_bounds__(merge_threads) merge_scores_kernel(const infs_k_fused_params p, scores sc)
 {
 	__shared__ uint64_t buf[merge_cap];
-	__shared__ uint32_t bests[merge_threads];
+	__shared__ uint32_t warp_best[merge_threads / 32];
 	__shared__ uint32_t bound, n;
 	__shared__ bool last;
-	const uint32_t q = blockIdx.y, kk = p.k, rows = sc.n_rows;
+	const uint32_t q = blockIdx.y, kk = p.k, rows = sc.n_rows, lane = threadIdx.x % 32;
 	const uint32_t share = (sc.stride / 4 + gridDim.x - 1) / gridDim.x;
 	const uint32_t from = blockIdx.x * share, to = min(from + share, sc.stride / 4); /* in pieces of 4 */
 #if __CUDA_ARCH__ >= 900
@@ -920,21 +900,37 @@ __global__ void __launch_bounds__(merge_threads) merge_scores_kernel(const infs_
 		}
 	};
 	load(from);
-	const uint32_t mb = threadIdx.x < sc.blocks ? sc.best[q * sc.blocks + threadIdx.x] : 0;
-	bests[threadIdx.x] = mb;
+	uint32_t mine = 0; /* this thread's best score; the padding past the rows is none */
+#pragma unroll
+	for (int j = 0; j < scores_regs; j++) {
+		const uint32_t i = 4 * (from + j * merge_threads + threadIdx.x);
+		mine = max(mine, i < rows ? v[j].x : 0);
+		mine = max(mine, i + 1 < rows ? v[j].y : 0);
+		mine = max(mine, i + 2 < rows ? v[j].z : 0);
+		mine = max(mine, i + 3 < rows ? v[j].w : 0);
+	}
+	const uint32_t per = (kk + 31) / 32, need = (kk + per - 1) / per;
+	uint32_t w = 0;
+	for (uint32_t r = 0; r < per; r++) {
+		w = __reduce_max_sync(0xffffffffu, mine);
+		if (lane == __ffs(__ballot_sync(0xffffffffu, mine == w)) - 1)
+			mine = 0;
+	}
+	if (lane == 0)
+		warp_best[threadIdx.x / 32] = w;
 	__syncthreads();
-	if (mb) {
+	if (threadIdx.x < merge_threads / 32) {
+		w = warp_best[threadIdx.x];
 		uint32_t above = 0, at_least = 0;
-#pragma unroll 8
-		for (uint32_t j = 0; j < sc.blocks; j++) {
-			above += bests[j] > mb;
-			at_least += bests[j] >= mb;
+		for (uint32_t j = 0; j < merge_threads / 32; j++) {
+			above += warp_best[j] > w;
+			at_least += warp_best[j] >= w;
 		}
-		if (above < kk && kk <= at_least)
-			bound = mb;
+		if (w && above < need && need <= at_least)
+			bound = w;
 	}
 	__syncthreads();
-	const uint32_t t = bound; /* 0 when fewer than kk blocks have a live row: every key */
+	const uint32_t t = bound; /* 0 when fewer than need warps have a w: every key */
 	/* Alone, the block gathers in shared memory; split, in the query's
 	 * candidates. */
 	const bool alone = gridDim.x == 1;
@@ -1059,7 +1055,7 @@ bool make_config(config *cf, uint32_t n_rows, uint32_t dim, uint32_t n_queries, 
 	const uint32_t tiles = (n_rows + sub_rows - 1) / sub_rows, busy = (tiles + cf->warps - 1) / cf->warps;
 	cf->blocks = busy < (uint32_t)f.sms ? busy : (uint32_t)f.sms;
 	cf->blocks = cf->blocks ? cf->blocks : 1;
-	cf->keep_scores = n_rows <= keep_max && cf->blocks <= merge_threads;
+	cf->keep_scores = n_rows <= keep_max;
 	/* enough merge blocks to keep the SMs busy, each reading up to split_rows */
 	const uint32_t per_query = cf->blocks / n_queries ? cf->blocks / n_queries : 1;
 	cf->splits = min((n_rows + split_rows - 1) / split_rows, per_query);
@@ -1081,7 +1077,7 @@ extern "C" size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t dim, ui
 	if (!make_config(&cf, n_rows, dim, n_queries, k))
 		return 0;
 	if (cf.keep_scores)
-		return 8ull * n_queries * merge_cap + 4ull * n_queries * ((n_rows + 3) / 4 * 4 + cf.blocks + 2);
+		return 8ull * n_queries * merge_cap + 4ull * n_queries * ((n_rows + 3) / 4 * 4 + 2);
 	return 8ull * cf.blocks * cf.nt * 8 * list_cap;
 }
 
@@ -1095,8 +1091,8 @@ extern "C" cudaError_t infs_k_fused_topk(const infs_k_fused_params *p, cudaStrea
 	/* the scores' workspace, as infs_k_fused_workspace_bytes counts it */
 	const uint32_t stride = (p->n_rows + 3) / 4 * 4, nq = p->n_queries;
 	uint64_t *const cand = (uint64_t *)p->workspace;
-	uint32_t *const bits = (uint32_t *)(cand + (size_t)nq * merge_cap), *const best = bits + (size_t)nq * stride;
-	scores sc = {bits, best, best + nq * cf.blocks, best + nq * (cf.blocks + 1), cand, p->n_rows, stride, cf.blocks};
+	uint32_t *const bits = (uint32_t *)(cand + (size_t)nq * merge_cap), *const count = bits + (size_t)nq * stride;
+	scores sc = {bits, count, count + nq, cand, p->n_rows, stride};
 	void *args[] = {(void *)p, &cf, &ls, &sc};
 	cudaError_t err = cudaLaunchKernel(fn, cf.blocks, 32 * cf.warps, args, cf.smem, stream);
 	if (err != cudaSuccess)

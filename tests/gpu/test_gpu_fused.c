@@ -9,9 +9,9 @@
  * 64 to the maximum. Most calls share seeds, as a store's calls do: one
  * buffer that every case, on other rows and queries, reuses under a new
  * epoch; the others run without. Sets of up to 2^17 rows take the path
- * where the scan keeps every score (bounded in the merge by the blocks'
- * best scores); larger sets the one of per-block lists and seeds, which
- * the sanitizer's small run covers with one set of 140K rows. */
+ * where the scan keeps every score (each merge block bounding the k-th
+ * best by the scores it loads); larger sets the one of per-block lists and
+ * seeds, which the sanitizer's small run covers with one set of 140K rows. */
 #include <string.h>
 
 #include "dtype.h"
