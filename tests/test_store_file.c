@@ -1,7 +1,11 @@
 /* The store file under damage: truncation at every offset, flipped bytes in
  * the header and in records, wrong magic, a future format version, junk
  * after the last record, and the checksum itself. */
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "crc32c.h"
 #include "store.h"
@@ -601,6 +605,107 @@ static void random_damage(void)
 	free(b);
 }
 
+/* Bytes rewritten under an open handle: get refuses the record (rather
+ * than serve NaN and Inf keys), verify names it; a sound store verifies. */
+static void rewritten_under_handle(void)
+{
+	char path[600];
+	scratch_path(path, sizeof path, "rewrite.infs");
+	layout l;
+	build(&l, path, INFS_DTYPE_F32);
+	infs_store *s;
+	CHECK_OK(open_store(&s, path, NULL, INFS_OPEN_READONLY, INFS_SYNC_OFF));
+	uint64_t off = 1, id = 1;
+	CHECK_OK(infs_store_verify(s, &off, &id));
+	CHECK(off == 0 && id == 0);
+	/* Record 2 (from ends[2]) is the put of seed 2 ("even"): its K data lies well past
+	 * the fixed fields and the namespace. */
+	uint64_t at = l.ends[2] + 24 + 48 + 8 + 16 + 32;
+	int fd = open(path, O_WRONLY);
+	float inf[2] = { INFINITY, NAN };
+	CHECK(fd >= 0 && pwrite(fd, inf, sizeof inf, (off_t)at) == sizeof inf);
+	infs_fact_record *r = NULL;
+	CHECK_ERR(infs_fact_get(&r, s, "even", l.ids[2]), INFS_ECORRUPT);
+	CHECK(r == NULL && strstr(infs_error_last(), "checksum"));
+	CHECK_OK(infs_fact_get(&r, s, "odd", l.ids[1]));
+	infs_fact_record_free(r);
+	CHECK_ERR(infs_store_verify(s, &off, &id), INFS_ECORRUPT);
+	CHECK(off == l.ends[2] && id == l.ids[2] && strstr(infs_error_last(), "namespace \"even\""));
+	/* The header rewritten: verify says so. */
+	CHECK(pwrite(fd, "X", 1, 20) == 1);
+	CHECK_ERR(infs_store_verify(s, NULL, NULL), INFS_ECORRUPT);
+	CHECK(strstr(infs_error_last(), "header"));
+	close(fd);
+	CHECK_ERR(infs_store_verify(NULL, NULL, NULL), INFS_EINVAL);
+	infs_store_close(s);
+}
+
+/* A FIFO, a directory and a device are refused, read-only and writable,
+ * without blocking: the opens run in a child that an alarm would kill. */
+static void not_regular(void)
+{
+	char fifo[600];
+	scratch_path(fifo, sizeof fifo, "fifo.infs");
+	CHECK(mkfifo(fifo, 0644) == 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(10);
+		const char *paths[] = { fifo, scratch_dir, "/dev/null" };
+		int bad = 0;
+		for (int i = 0; i < 3; i++)
+			for (int ro = 0; ro < 2; ro++) {
+				infs_store *s = NULL;
+				int rc = open_store(&s, paths[i], NULL, ro ? INFS_OPEN_READONLY : 0, INFS_SYNC_OFF);
+				bad += rc != INFS_EINVAL || s != NULL || !strstr(infs_error_last(), "not a regular file");
+			}
+		_exit(bad);
+	}
+	int status = 0;
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	unlink(fifo);
+}
+
+/* A version-1 file (no commit slots) still opens; compaction rewrites it
+ * in the current format. A version-1 stats struct gets only its fields. */
+static void version_1(void)
+{
+	char path[600], old[600];
+	scratch_path(path, sizeof path, "v2.infs");
+	scratch_path(old, sizeof old, "v1.infs");
+	layout l;
+	build(&l, path, INFS_DTYPE_F16);
+	size_t n;
+	unsigned char *b = slurp(path, &n);
+	uint32_t hlen = (uint32_t)l.ends[0] - 64, v = 1, c;
+	memmove(b + hlen, b + hlen + 64, n - hlen - 64);
+	memcpy(b + 8, &v, 4);
+	c = infs__crc32c(0, b, hlen - 4);
+	memcpy(b + hlen - 4, &c, 4);
+	spit(old, b, n - 64);
+	infs_store *s;
+	CHECK_OK(open_store(&s, old, NULL, 0, INFS_SYNC_FULL));
+	check_prefix(s, &l, l.n_rec);
+	struct {
+		infs_store_stats st;
+		uint64_t guard;
+	} st1;
+	memset(&st1, 0xab, sizeof st1);
+	st1.st.version = 1;
+	CHECK_OK(infs_store_stats_get(&st1.st, s));
+	CHECK(st1.st.file_bytes == n - 64 && st1.st.lost_records == 0xababababababababull);
+	CHECK_OK(infs_store_compact(s));
+	infs_store_close(s);
+	free(b);
+	b = slurp(old, &n);
+	memcpy(&v, b + 8, 4);
+	CHECK(v == 2);
+	free(b);
+	CHECK_OK(open_store(&s, old, NULL, INFS_OPEN_READONLY, INFS_SYNC_OFF));
+	check_prefix(s, &l, l.n_rec);
+	infs_store_close(s);
+}
+
 int main(void)
 {
 	scratch_init("store-file");
@@ -612,6 +717,9 @@ int main(void)
 	record_inside_a_record();
 	big_records();
 	random_damage();
+	rewritten_under_handle();
+	not_regular();
+	version_1();
 	scratch_cleanup();
 	CHECK_DONE();
 }
