@@ -7,6 +7,7 @@
 #include "encode.h"
 #include "error.h"
 #include "options.h"
+#include "store.h"
 #include "forward.h"
 #include "kvcache.h"
 
@@ -211,11 +212,23 @@ int infs__encode_context(infs__kvcache *c, const infs_model *model, const infs_g
 int infs_fact_encode(uint64_t *out_ids, infs_store *store, const char *ns, const infs_model *model,
                      const infs_fact_input *facts, size_t n_facts, const infs_encode_options *opts)
 {
+	if (ns && !infs__check_namespace(ns) && infs__namespace_reserved(ns))
+		return infs__error(INFS_EINVAL, "infs_fact_encode: namespace \"%s\" is reserved (names starting with \""
+		                   INFS_RESERVED_PREFIX "\" belong to the library)", ns);
+	return infs__fact_encode(out_ids, store, ns, model, facts, n_facts, opts);
+}
+
+int infs__fact_encode(uint64_t *out_ids, infs_store *store, const char *ns, const infs_model *model,
+                      const infs_fact_input *facts, size_t n_facts, const infs_encode_options *opts)
+{
 	if (!out_ids || !store || !ns || !model || (!facts && n_facts))
 		return infs__error(INFS_EINVAL, "infs_fact_encode: %s is NULL",
 		                   !out_ids ? "out_ids" : !store ? "store" : !ns ? "ns" : !model ? "model" : "facts");
+	int rc = infs__check_namespace(ns);
+	if (rc)
+		return infs__error_wrap(rc, "infs_fact_encode");
 	infs_encode_options o = INFS_ENCODE_OPTIONS_INIT;
-	int rc = INFS__OPTIONS_TAKE(o, opts, INFS_ENCODE_OPTIONS_VERSION, "infs_fact_encode");
+	rc = INFS__OPTIONS_TAKE(o, opts, INFS_ENCODE_OPTIONS_VERSION, "infs_fact_encode");
 	if (rc)
 		return rc;
 	infs_geometry g;
@@ -283,7 +296,7 @@ int infs_fact_encode(uint64_t *out_ids, infs_store *store, const char *ns, const
 			fact.metadata = f->metadata;
 			fact.source_id = f->source_id;
 			fact.timestamp = f->timestamp;
-			if ((rc = infs_fact_put(&out_ids[i], store, ns, &fact)))
+			if ((rc = infs__fact_put(&out_ids[i], store, ns, &fact)))
 				break;
 			if (o.progress && o.progress(o.progress_user, i + 1, n_facts))
 				rc = infs__error(INFS_ECANCELED, "infs_fact_encode: canceled after %zu of %zu facts",

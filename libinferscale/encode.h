@@ -27,4 +27,9 @@ int infs__encode_kv(void *k, void *v, const infs_model *model, const infs_geomet
                     const infs__kvcache *ctx, uint32_t n_ctx, const int32_t *own_ctx, uint32_t n_own,
                     const int32_t *tokens, uint32_t n, infs__pool *pool);
 
+/* infs_fact_encode that may write into a reserved namespace (the engine's
+ * segments); the public entry point refuses those. */
+int infs__fact_encode(uint64_t *out_ids, infs_store *store, const char *ns, const infs_model *model,
+                      const infs_fact_input *facts, size_t n_facts, const infs_encode_options *opts);
+
 #endif

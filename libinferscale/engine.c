@@ -125,9 +125,15 @@ int infs_engine_header(const int32_t **out_tokens, uint32_t *out_n, const infs_e
 	return INFS_OK;
 }
 
-/* The id of the segment of INFS_SEGMENT_NAMESPACE holding exactly tokens,
- * or 0. */
-static int find_segment(uint64_t *out, infs_store *store, const int32_t *tokens, uint32_t n)
+/* The metadata infs_engine_prepare gives its segments: their role. */
+static const char header_role[] = "{\"segment\":\"header\"}";
+static const char footer_role[] = "{\"segment\":\"footer\"}";
+
+/* The id of the first record of INFS_SEGMENT_NAMESPACE that is a segment
+ * (INFS_FACT_SEGMENT) of this role and holds exactly tokens, or 0. Tokens
+ * alone do not decide: a record that is not such a segment is never taken
+ * for one, whatever it holds. */
+static int find_segment(uint64_t *out, infs_store *store, const char *role, const int32_t *tokens, uint32_t n)
 {
 	uint64_t *ids = NULL;
 	size_t n_ids = 0;
@@ -137,7 +143,8 @@ static int find_segment(uint64_t *out, infs_store *store, const int32_t *tokens,
 		infs_fact_record *r = NULL;
 		if ((rc = infs_fact_get(&r, store, INFS_SEGMENT_NAMESPACE, ids[i])))
 			break;
-		if (r->n_tokens == n && !memcmp(r->tokens, tokens, n * sizeof *tokens))
+		if (r->flags & INFS_FACT_SEGMENT && !strcmp(r->metadata, role) && r->n_tokens == n &&
+		    !memcmp(r->tokens, tokens, n * sizeof *tokens))
 			*out = ids[i];
 		infs_fact_record_free(r);
 	}
@@ -155,16 +162,16 @@ int infs_engine_prepare(infs_engine *e, infs_store *store)
 		rc = infs__encode_check_store(&g, store, e->model);
 	uint64_t hid = 0, fid = 0;
 	if (!rc)
-		rc = find_segment(&hid, store, e->prompt.header, e->prompt.n_header);
+		rc = find_segment(&hid, store, header_role, e->prompt.header, e->prompt.n_header);
 	if (!rc)
-		rc = find_segment(&fid, store, e->prompt.footer, e->prompt.n_footer);
+		rc = find_segment(&fid, store, footer_role, e->prompt.footer, e->prompt.n_footer);
 	if (!rc && !hid) {
 		infs_fact_input in = INFS_FACT_INPUT_INIT;
 		in.flags = INFS_FACT_SEGMENT;
 		in.tokens = e->prompt.header;
 		in.n_tokens = e->prompt.n_header;
-		in.metadata = "{\"segment\":\"header\"}";
-		rc = infs_fact_encode(&hid, store, INFS_SEGMENT_NAMESPACE, e->model, &in, 1, NULL);
+		in.metadata = header_role;
+		rc = infs__fact_encode(&hid, store, INFS_SEGMENT_NAMESPACE, e->model, &in, 1, NULL);
 	}
 	if (!rc && !fid) {
 		/* The footer follows the facts; it is encoded after the header,
@@ -173,11 +180,11 @@ int infs_engine_prepare(infs_engine *e, infs_store *store)
 		in.flags = INFS_FACT_SEGMENT;
 		in.tokens = e->prompt.footer;
 		in.n_tokens = e->prompt.n_footer;
-		in.metadata = "{\"segment\":\"footer\"}";
+		in.metadata = footer_role;
 		infs_encode_options eo = INFS_ENCODE_OPTIONS_INIT;
 		eo.context = e->prompt.header;
 		eo.n_context = e->prompt.n_header;
-		rc = infs_fact_encode(&fid, store, INFS_SEGMENT_NAMESPACE, e->model, &in, 1, &eo);
+		rc = infs__fact_encode(&fid, store, INFS_SEGMENT_NAMESPACE, e->model, &in, 1, &eo);
 	}
 	if (rc)
 		return infs__error_wrap(rc, "infs_engine_prepare");

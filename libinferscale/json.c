@@ -214,6 +214,11 @@ static int parse_container(parser *p, infs__json *v, int object)
 				return fail(p, "expected a string key");
 			if ((rc = parse_string(p, &key, &klen)))
 				return rc;
+			/* Keys are read as C strings: a NUL would cut them. */
+			if (strlen(key) != klen) {
+				free(key);
+				return fail(p, "a key holds a NUL character");
+			}
 			skip_ws(p);
 			if (p->s >= p->end || *p->s != ':') {
 				free(key);

@@ -91,6 +91,14 @@ int infs__store_ns_matrix(const float **emb, const uint64_t **ids, size_t *n, ui
 			return infs__error_wrap(ns_rc_, fn);    \
 	} while (0)
 
+/* Names under INFS_RESERVED_PREFIX are written by the library only. */
+#define CHECK_NOT_RESERVED(fn, ns)                                                              \
+	do {                                                                                    \
+		if (infs__namespace_reserved(ns))                                               \
+			return infs__error(INFS_EINVAL, fn ": namespace \"%s\" is reserved (names " \
+			                   "starting with \"" INFS_RESERVED_PREFIX "\" belong to the library)", ns); \
+	} while (0)
+
 #define CHECK_WRITABLE(fn, s)                                                                       \
 	do {                                                                                        \
 		if ((s)->readonly)                                                                  \
@@ -116,7 +124,19 @@ static int iov_pad(struct iovec *iov, const void *p, size_t len)
 	return 2;
 }
 
+bool infs__namespace_reserved(const char *ns)
+{
+	return strncmp(ns, INFS_RESERVED_PREFIX, sizeof INFS_RESERVED_PREFIX - 1) == 0;
+}
+
 int infs_fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fact *f)
+{
+	CHECK_NS("infs_fact_put", ns);
+	CHECK_NOT_RESERVED("infs_fact_put", ns);
+	return infs__fact_put(out_id, s, ns, f);
+}
+
+int infs__fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fact *f)
 {
 	if (!out_id)
 		return infs__error(INFS_EINVAL, "infs_fact_put: out_id is NULL");
@@ -262,6 +282,7 @@ int infs_fact_delete(infs_store *s, const char *ns, uint64_t id)
 {
 	CHECK_STORE("infs_fact_delete", s);
 	CHECK_NS("infs_fact_delete", ns);
+	CHECK_NOT_RESERVED("infs_fact_delete", ns);
 	CHECK_WRITABLE("infs_fact_delete", s);
 	size_t ns_len = strlen(ns);
 	unsigned char fixed[16] = { 0 };
@@ -358,6 +379,7 @@ int infs_namespace_drop(infs_store *s, const char *ns)
 {
 	CHECK_STORE("infs_namespace_drop", s);
 	CHECK_NS("infs_namespace_drop", ns);
+	CHECK_NOT_RESERVED("infs_namespace_drop", ns);
 	CHECK_WRITABLE("infs_namespace_drop", s);
 	size_t ns_len = strlen(ns);
 	unsigned char fixed[8] = { 0 };

@@ -4,6 +4,8 @@
 #ifndef INFS_STORE_INTERNAL_H
 #define INFS_STORE_INTERNAL_H
 
+#include <stdbool.h>
+
 #include "inferscale/store.h"
 
 typedef struct infs__record {
@@ -30,6 +32,13 @@ const infs_geometry *infs__store_geom(const infs_store *s);
 /* Checks a namespace name (non-NULL, 1..INFS_NAMESPACE_MAX bytes, valid
  * UTF-8, no control characters) and sets the error message when not. */
 int infs__check_namespace(const char *ns);
+
+/* Whether a (checked) namespace name starts with INFS_RESERVED_PREFIX. */
+bool infs__namespace_reserved(const char *ns);
+
+/* infs_fact_put without the reserved-namespace check: how the library
+ * itself writes its segments into INFS_SEGMENT_NAMESPACE. */
+int infs__fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_fact *f);
 
 /* A live record of namespace ns, valid until the read lock is released.
  * INFS_ENOTFOUND when the id does not exist, was deleted, or belongs to

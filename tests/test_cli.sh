@@ -67,5 +67,50 @@ check_err 1 encode --store "$tmp/s.infs" "$tmp/bad.jsonl"
 echo '{"text": "x", "namespace": ' > "$tmp/bad.jsonl"
 check_err 1 encode --store "$tmp/s.infs" "$tmp/bad.jsonl"
 check_err 1 ask --store "$tmp/s.infs" --namespace maya --model "$tmp/none.gguf" "q"
+
+# Flags out of range or malformed: refused before anything runs.
+for bad in "--k ," "--k 1,,2" "--k abc" "--k 2," "--k 0" "--k 99999" "--k 1,5000" "-k 0" "-k 4097" \
+	"--temperature -1" "--temperature nan" "--temperature inf" "--top-p 0" "--max-tokens 0" \
+	"--max-tokens 9000" "--threads 2000" "--seed -1" "--seed x"; do
+	# shellcheck disable=SC2086
+	check_err 2 bench --store "$tmp/s.infs" --questions "$tmp/q.jsonl" $bad
+	[ ! -s "$tmp/o" ] || fail "bench $bad printed: $(cat "$tmp/o")"
+done
+check_err 2 bench --store "$tmp/s.infs" --questions "$tmp/q.jsonl" --k ""
+
+# The reserved namespace: nothing is written, not even the facts before it.
+size=$(wc -c < "$tmp/s.infs")
+printf '{"text": "Maya likes tea.", "namespace": "maya"}\n{"text": "x", "namespace": "inferscale.segments"}\n' > "$tmp/bad.jsonl"
+check_err 1 encode --store "$tmp/s.infs" "$tmp/bad.jsonl"
+grep -q 'fact 2: namespace "inferscale.segments" is reserved' "$tmp/e" || fail "reserved: $(cat "$tmp/e")"
+printf '{"text": "Maya likes tea."}\n' > "$tmp/bad.jsonl"
+check_err 1 encode --store "$tmp/s.infs" --namespace inferscale.other "$tmp/bad.jsonl"
+grep -q "is reserved" "$tmp/e" || fail "reserved --namespace: $(cat "$tmp/e")"
+[ "$(wc -c < "$tmp/s.infs")" = "$size" ] || fail "a refused encode wrote to the store"
+
+# Strings with an embedded NUL are refused, naming the line and the field.
+nul_err() { # field file command...
+	field=$1
+	file=$2
+	shift 2
+	check_err 1 "$@"
+	grep -q "$file:2: \"$field\" holds a NUL character" "$tmp/e" || fail "NUL in $field: $(cat "$tmp/e")"
+}
+ok='{"text": "Maya likes tea.", "namespace": "maya"}'
+printf '%s\n{"text": "Mallory likes chess.", "namespace": "maya\\u0000mallory"}\n' "$ok" > "$tmp/nul.jsonl"
+nul_err namespace "$tmp/nul.jsonl" encode --store "$tmp/s.infs" "$tmp/nul.jsonl"
+printf '%s\n{"text": "ab\\u0000cd", "namespace": "maya"}\n' "$ok" > "$tmp/nul.jsonl"
+nul_err text "$tmp/nul.jsonl" encode --store "$tmp/s.infs" "$tmp/nul.jsonl"
+printf '%s\n{"text": "x", "namespace": "maya", "metadata": {"date": "2024\\u0000"}}\n' "$ok" > "$tmp/nul.jsonl"
+nul_err metadata.date "$tmp/nul.jsonl" encode --store "$tmp/s.infs" "$tmp/nul.jsonl"
+printf '%s\n{"text": "x", "namespace": "maya", "tags": ["a", "b\\u0000"]}\n' "$ok" > "$tmp/nul.jsonl"
+nul_err "tags\[1\]" "$tmp/nul.jsonl" encode --store "$tmp/s.infs" "$tmp/nul.jsonl"
+printf '%s\n{"text\\u0000x": "y", "namespace": "maya"}\n' "$ok" > "$tmp/nul.jsonl"
+check_err 1 encode --store "$tmp/s.infs" "$tmp/nul.jsonl"
+grep -q "nul.jsonl:2: .*a key holds a NUL character" "$tmp/e" || fail "NUL in a key: $(cat "$tmp/e")"
+[ "$(wc -c < "$tmp/s.infs")" = "$size" ] || fail "a refused encode wrote to the store"
+printf '{"namespace": "maya", "question": "Where?"}\n{"namespace": "maya", "question": "Who\\u0000?"}\n' > "$tmp/nulq.jsonl"
+nul_err question "$tmp/nulq.jsonl" ask --store "$tmp/s.infs" --questions "$tmp/nulq.jsonl"
+nul_err question "$tmp/nulq.jsonl" bench --store "$tmp/s.infs" --questions "$tmp/nulq.jsonl"
 "$cli" --help | grep -q "^usage: inferscale" || fail "--help"
 echo "cli: ok"

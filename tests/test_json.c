@@ -27,7 +27,8 @@ int main(void)
 	infs__json_free(j);
 
 	const char *bad[] = { "", "{", "[1,]", "{\"a\" 1}", "\"abc", "tru", "[1] x", "{\"a\":\"\\q\"}",
-	                      "\"\\ud83", "[01x]", "{\"k\": [1, {\"x\": [}]}" };
+	                      "\"\\ud83", "[01x]", "{\"k\": [1, {\"x\": [}]}",
+	                      "{\"text\\u0000x\": 1}" };
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		j = (infs__json *)1;
 		CHECK_ERR(parse(&j, bad[i]), INFS_EFORMAT);

@@ -15,6 +15,11 @@
 #include "inferscale/inferscale.h"
 #include "json.h"
 
+/* The engine's context in tokens: prompt and answer. */
+#define CLI_N_CTX 8192u
+/* The model's and the embedder's limit. */
+#define CLI_THREADS_MAX 1024u
+
 static const char usage[] =
 	"usage: inferscale <command> [options]\n"
 	"\n"
@@ -34,15 +39,16 @@ static const char usage[] =
 	"  --model PATH         GGUF or HF directory (default $INFS_CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
 	"  --embedder DIR       sentence-transformers directory (default $INFS_CACHE/minilm)\n"
 	"  --kv-dtype T         f16 (default), bf16 or f32: KV in a new store\n"
-	"  --threads N          threads of the model and the embedder (default: all cores)\n"
-	"  -k N                 facts retrieved (ask; default 10)\n"
-	"  --k LIST             k values of bench, comma-separated (default 10,20,50)\n"
+	"  --threads N          threads of the model and the embedder, 0..1024 (default 0: all cores)\n"
+	"  -k N                 facts retrieved, 1..4096 (ask; default 10)\n"
+	"  --k LIST             k values of bench, comma-separated, each 1..4096, at most 32\n"
+	"                       (default 10,20,50)\n"
 	"  --full-recompute     ask: prefill the whole prompt instead of injecting\n"
 	"  --compare            ask: answer by injection and by full recompute\n"
-	"  --max-tokens N       answer budget (ask: 64; bench: 1, only the first token)\n"
-	"  --temperature T      sampling temperature (default 0: greedy)\n"
-	"  --top-p P            nucleus sampling (default 1)\n"
-	"  --seed S             sampler seed (default 0)\n"
+	"  --max-tokens N       answer budget, 1..8192 (ask: 64; bench: 1, only the first token)\n"
+	"  --temperature T      sampling temperature, >= 0 (default 0: greedy)\n"
+	"  --top-p P            nucleus sampling, in (0, 1] (default 1)\n"
+	"  --seed S             sampler seed, 0..2^64-1 (default 0)\n"
 	"  --questions FILE     questions, JSONL with \"question\" and \"namespace\"\n"
 	"  --json FILE          bench: also write the results as JSON (- for stdout)\n"
 	"  --quiet              no progress bar\n";
@@ -85,6 +91,37 @@ static int parse_u32(uint32_t *out, const char *s, const char *opt)
 		return fail("%s: \"%s\" is not a count", opt, s);
 	*out = (uint32_t)v;
 	return 0;
+}
+
+/* A count in lo..hi. */
+static int parse_range(uint32_t *out, const char *s, const char *opt, uint32_t lo, uint32_t hi)
+{
+	int rc = parse_u32(out, s, opt);
+	if (!rc && (*out < lo || *out > hi))
+		rc = fail("%s: %s is not in %u..%u", opt, s, lo, hi);
+	return rc;
+}
+
+/* A comma-separated list of k values, each 1..INFS_RETRIEVE_K_MAX: no empty
+ * item, at most n_max of them. */
+static int parse_ks(uint32_t *ks, size_t *n, size_t n_max, const char *s, const char *opt)
+{
+	*n = 0;
+	for (const char *p = s;; p++) {
+		size_t len = strcspn(p, ",");
+		char item[32];
+		if (!len || len >= sizeof item)
+			return fail("%s: \"%s\" is not a comma-separated list of counts", opt, s);
+		if (*n == n_max)
+			return fail("%s: at most %zu values", opt, n_max);
+		memcpy(item, p, len);
+		item[len] = '\0';
+		if (parse_range(&ks[(*n)++], item, opt, 1, INFS_RETRIEVE_K_MAX))
+			return 1;
+		p += len;
+		if (!*p)
+			return 0;
+	}
 }
 
 static int parse_float(float *out, const char *s, const char *opt)
@@ -162,32 +199,22 @@ static int parse_args(args *a, int argc, char **argv)
 				return fail("--kv-dtype: \"%s\" is not f16, bf16 or f32", v) + 1;
 		} else if (!strcmp(o, "--threads")) {
 			TAKE();
-			rc = parse_u32(&a->threads, v, o);
+			rc = parse_range(&a->threads, v, o, 0, CLI_THREADS_MAX);
 		} else if (!strcmp(o, "-k")) {
 			TAKE();
-			rc = parse_u32(&a->k, v, o);
-			if (!rc && !a->k)
-				rc = fail("-k must be at least 1");
+			rc = parse_range(&a->k, v, o, 1, INFS_RETRIEVE_K_MAX);
 		} else if (!strcmp(o, "--k")) {
 			TAKE();
-			char buf[512];
-			snprintf(buf, sizeof buf, "%s", v);
-			for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && !rc; t = strtok_r(NULL, ",", &save)) {
-				if (a->n_ks == sizeof a->ks / sizeof a->ks[0])
-					rc = fail("--k: at most 32 values");
-				else if (!(rc = parse_u32(&a->ks[a->n_ks], t, o)) && !a->ks[a->n_ks])
-					rc = fail("--k: k must be at least 1");
-				a->n_ks++;
-			}
+			rc = parse_ks(a->ks, &a->n_ks, sizeof a->ks / sizeof a->ks[0], v, o);
 		} else if (!strcmp(o, "--max-tokens")) {
 			TAKE();
-			rc = parse_u32(&a->max_tokens, v, o);
+			rc = parse_range(&a->max_tokens, v, o, 1, CLI_N_CTX);
 			a->max_tokens_set = 1;
-			if (!rc && !a->max_tokens)
-				rc = fail("--max-tokens must be at least 1");
 		} else if (!strcmp(o, "--temperature")) {
 			TAKE();
 			rc = parse_float(&a->temperature, v, o);
+			if (!rc && a->temperature < 0)
+				rc = fail("--temperature must be at least 0");
 		} else if (!strcmp(o, "--top-p")) {
 			TAKE();
 			rc = parse_float(&a->top_p, v, o);
@@ -198,7 +225,7 @@ static int parse_args(args *a, int argc, char **argv)
 			char *end;
 			errno = 0;
 			a->seed = strtoull(v, &end, 10);
-			if (errno || end == v || *end)
+			if (errno || end == v || *end || v[strspn(v, " \t")] == '-')
 				rc = fail("--seed: \"%s\" is not a number", v);
 		} else if (!strcmp(o, "--full-recompute")) {
 			a->full = 1;
@@ -256,6 +283,28 @@ static void lines_free(lines *l)
 	free(l->v);
 }
 
+/* Whether a string of v, at any depth, holds a NUL (the reader keeps them;
+ * everything after it would read the text cut): *where names it. */
+static int find_nul(const infs__json *v, const char *name, char *where, size_t n)
+{
+	if (v->type == INFS_JSON_STRING && strlen(v->string) != v->len) {
+		snprintf(where, n, "%s", name);
+		return 1;
+	}
+	if (v->type != INFS_JSON_ARRAY && v->type != INFS_JSON_OBJECT)
+		return 0;
+	for (size_t i = 0; i < v->len; i++) {
+		char sub[256];
+		if (v->type == INFS_JSON_OBJECT)
+			snprintf(sub, sizeof sub, "%s%s%s", name, *name ? "." : "", v->keys[i]);
+		else
+			snprintf(sub, sizeof sub, "%s[%zu]", name, i);
+		if (find_nul(&v->items[i], sub, where, n))
+			return 1;
+	}
+	return 0;
+}
+
 static int read_jsonl(lines *out, const char *path)
 {
 	memset(out, 0, sizeof *out);
@@ -277,9 +326,15 @@ static int read_jsonl(lines *out, const char *path)
 			rc = fail("%s:%zu: %s", path, no, infs_error_last());
 			break;
 		}
+		char where[256];
 		if (v->type != INFS_JSON_OBJECT) {
 			infs__json_free(v);
 			rc = fail("%s:%zu: not a JSON object", path, no);
+			break;
+		}
+		if (find_nul(v, "", where, sizeof where)) {
+			infs__json_free(v);
+			rc = fail("%s:%zu: \"%s\" holds a NUL character", path, no, where);
 			break;
 		}
 		if (out->n == cap_v) {
@@ -298,8 +353,10 @@ static int read_jsonl(lines *out, const char *path)
 		rc = fail("%s: %s", path, strerror(errno));
 	free(line);
 	fclose(f);
-	if (rc)
+	if (rc) {
 		lines_free(out);
+		memset(out, 0, sizeof *out); /* the caller frees it again */
+	}
 	return rc;
 }
 
@@ -441,7 +498,7 @@ static int runtime_open(runtime *r, const args *a, int create)
 		return fail("%s: the store keeps %u-float embeddings, the embedder %s gives %u", a->store,
 		            sg.embed_dim, a->embedder, infs_embedder_dim(r->embedder));
 	infs_engine_options en = INFS_ENGINE_OPTIONS_INIT;
-	en.n_ctx = 8192;
+	en.n_ctx = CLI_N_CTX;
 	en.kv_dtype = sg.kv_dtype;
 	if (infs_engine_create(&r->engine, r->model, &en))
 		return lib_fail("engine");
@@ -485,6 +542,15 @@ static int cmd_encode(const args *a)
 		if (!a->ns && (!n || n->type != INFS_JSON_STRING)) {
 			lines_free(&L);
 			return fail("%s: fact %zu has no \"namespace\" (or give --namespace)", a->positional, i + 1);
+		}
+		/* Refused here, before any namespace is written, rather than by
+		 * the library after the earlier namespaces were. */
+		const char *ns = a->ns ? a->ns : n->string;
+		if (!strncmp(ns, INFS_RESERVED_PREFIX, sizeof INFS_RESERVED_PREFIX - 1)) {
+			fail("%s: fact %zu: namespace \"%s\" is reserved (names starting with \"" INFS_RESERVED_PREFIX
+			     "\" belong to the library)", a->positional, i + 1, ns);
+			lines_free(&L);
+			return 1;
 		}
 	}
 	runtime r;
@@ -771,6 +837,21 @@ static int cmd_bench(const args *a)
 	const char **qs = Q.q, **nss = Q.ns;
 	runtime r;
 	int rc = runtime_open(&r, a, 0);
+	/* A warm-up question first, at the largest k: it pages in the weights,
+	 * starts the threads, and fails before anything is printed when the
+	 * prompt does not fit. */
+	if (!rc && nq) {
+		uint32_t k_max = 0;
+		for (size_t ki = 0; ki < a->n_ks; ki++)
+			k_max = a->ks[ki] > k_max ? a->ks[ki] : k_max;
+		infs_ask_options o;
+		ask_options(&o, a, k_max, 0);
+		o.generate.max_tokens = 1;
+		infs_answer *w = NULL;
+		if (infs_engine_ask(&w, r.engine, r.store, r.embedder, nss[0], qs[0], &o))
+			rc = lib_fail("bench");
+		infs_answer_free(w);
+	}
 	FILE *jf = NULL;
 	if (!rc && a->json)
 		jf = strcmp(a->json, "-") ? fopen(a->json, "w") : stdout;
@@ -791,16 +872,6 @@ static int cmd_bench(const args *a)
 		printf("%5s %7s | %9s %8s %8s %8s %8s | %9s %8s | %7s | %8s %6s %6s\n", "k", "prompt",
 		       "inj TTFT", "embed", "retr", "inject", "prefill", "full TTFT", "prefill", "speedup",
 		       "KL", "top1", "answer");
-	}
-	/* A warm-up question first: page in the weights, start the threads. */
-	if (!rc && nq) {
-		infs_ask_options o;
-		ask_options(&o, a, a->ks[0], 0);
-		o.generate.max_tokens = 1;
-		infs_answer *w = NULL;
-		if (infs_engine_ask(&w, r.engine, r.store, r.embedder, nss[0], qs[0], &o))
-			rc = lib_fail("bench");
-		infs_answer_free(w);
 	}
 	for (size_t ki = 0; !rc && ki < a->n_ks; ki++) {
 		uint32_t k = a->ks[ki];

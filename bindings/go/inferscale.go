@@ -32,6 +32,12 @@ import "fmt"
 // against, as major*10000 + minor*100 + patch.
 const HeaderVersion = uint(C.INFS_VERSION_NUMBER)
 
+// ReservedPrefix starts the names of namespaces that belong to the library
+// (INFS_RESERVED_PREFIX; the engine keeps its prompt segments in
+// "inferscale.segments"): Put, Delete and DropNamespace there fail with
+// ErrInvalid; reads are allowed.
+const ReservedPrefix = "inferscale."
+
 // Limits the library checks at every entry point.
 const (
 	NamespaceMax   = int(C.INFS_NAMESPACE_MAX) // bytes of a namespace name

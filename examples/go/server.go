@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	inferscale "github.com/inferscale/inferscale/bindings/go"
 )
@@ -64,7 +65,7 @@ type errorJSON struct {
 
 func (s *server) addFact(w http.ResponseWriter, r *http.Request) {
 	var f factJSON
-	if !decode(w, r, &f) {
+	if !decode(w, r, &f) || !noNUL(w, "user", r.PathValue("user"), "text", f.Text, "metadata", f.Metadata) {
 		return
 	}
 	id, err := s.store.Put(r.PathValue("user"), &inferscale.Fact{
@@ -79,6 +80,9 @@ func (s *server) addFact(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) listFacts(w http.ResponseWriter, r *http.Request) {
+	if !noNUL(w, "user", r.PathValue("user")) {
+		return
+	}
 	ids, err := s.store.List(r.PathValue("user"))
 	if err != nil {
 		fail(w, err)
@@ -92,7 +96,7 @@ func (s *server) listFacts(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) getFact(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
-	if !ok {
+	if !ok || !noNUL(w, "user", r.PathValue("user")) {
 		return
 	}
 	f, err := s.store.Get(r.PathValue("user"), id)
@@ -110,7 +114,7 @@ func (s *server) getFact(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) deleteFact(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
-	if !ok {
+	if !ok || !noNUL(w, "user", r.PathValue("user")) {
 		return
 	}
 	if err := s.store.Delete(r.PathValue("user"), id); err != nil {
@@ -122,7 +126,7 @@ func (s *server) deleteFact(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) retrieve(w http.ResponseWriter, r *http.Request) {
 	var req retrieveRequest
-	if !decode(w, r, &req) {
+	if !decode(w, r, &req) || !noNUL(w, "user", r.PathValue("user"), "metric", req.Metric) {
 		return
 	}
 	opts := &inferscale.RetrieveOptions{}
@@ -194,6 +198,19 @@ func pathID(w http.ResponseWriter, r *http.Request) (uint64, bool) {
 		return 0, false
 	}
 	return id, true
+}
+
+// noNUL answers 400 and returns false when one of the (name, value) pairs
+// holds a NUL: Go strings, JSON and escaped paths carry one, the library's C
+// strings cannot, and a name cut at it would reach another user's memory.
+func noNUL(w http.ResponseWriter, pairs ...string) bool {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if strings.IndexByte(pairs[i+1], 0) >= 0 {
+			fail(w, &inferscale.Error{Code: inferscale.ErrInvalid, Message: pairs[i] + " holds a NUL character"})
+			return false
+		}
+	}
+	return true
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {

@@ -19,6 +19,13 @@ typedef struct infs_store infs_store;
 #define INFS_METADATA_MAX (64u << 10)
 #define INFS_FACT_TOKENS_MAX 65536u
 
+/* Namespaces whose names start with this prefix are reserved for the
+ * library (the engine keeps its prompt segments in "inferscale.segments"):
+ * infs_fact_put, infs_fact_encode, infs_fact_delete and infs_namespace_drop
+ * refuse them with INFS_EINVAL; reads (get, count, list, retrieve, inject)
+ * are allowed. */
+#define INFS_RESERVED_PREFIX "inferscale."
+
 /* infs_store_options.flags */
 #define INFS_OPEN_CREATE (1u << 0)   /* create the store if the path does not exist */
 #define INFS_OPEN_READONLY (1u << 1) /* no writes; does not take the writer lock */
@@ -123,8 +130,8 @@ typedef struct infs_fact {
 
 #define INFS_FACT_INIT { INFS_FACT_VERSION, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0 }
 
-/* Stores a fact in namespace ns and returns its id, unique within the store
- * and never reused. When it returns INFS_OK the fact survives a crash of the
+/* Stores a fact in namespace ns (not a reserved one: INFS_RESERVED_PREFIX)
+ * and returns its id, unique within the store and never reused. When it returns INFS_OK the fact survives a crash of the
  * process (see infs_sync_mode for power loss). */
 INFS_API int infs_fact_put(uint64_t *out_id, infs_store *store, const char *ns, const infs_fact *fact);
 
@@ -148,7 +155,8 @@ typedef struct infs_fact_record {
 INFS_API int infs_fact_get(infs_fact_record **out, infs_store *store, const char *ns, uint64_t id);
 INFS_API void infs_fact_record_free(infs_fact_record *record);
 
-/* Deletes fact id of namespace ns (durable like a put). */
+/* Deletes fact id of namespace ns (durable like a put); INFS_EINVAL for a
+ * reserved namespace. */
 INFS_API int infs_fact_delete(infs_store *store, const char *ns, uint64_t id);
 
 /* Live records (facts and segments) in namespace ns; 0 for an unknown one. */
@@ -162,7 +170,7 @@ INFS_API int infs_fact_list(uint64_t **out_ids, size_t *out_n, infs_store *store
  * allocation (array and strings) released with infs_free. */
 INFS_API int infs_namespace_list(char ***out_names, size_t *out_n, infs_store *store);
 
-/* Deletes every record of namespace ns. */
+/* Deletes every record of namespace ns; INFS_EINVAL for a reserved one. */
 INFS_API int infs_namespace_drop(infs_store *store, const char *ns);
 
 #ifdef __cplusplus

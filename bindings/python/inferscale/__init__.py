@@ -23,14 +23,14 @@ from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
 from .geometry import Backend, DType, Geometry, Metric, RopeScaling, RopeStyle, SyncMode
 from .layout import KVLayout
-from .store import Fact, Hits, Store, StoreStats, rope_rotate
+from .store import RESERVED_PREFIX, Fact, Hits, Store, StoreStats, rope_rotate
 from .tokenizer import ChatFormat, Tokenizer
 from .model import ForwardResult, Model, ModelInfo
 from .embedders import Embedder
 
 __all__ = [
     "Backend", "DType", "Geometry", "Metric", "RopeScaling", "RopeStyle", "SyncMode",
-    "KVLayout", "Fact", "Hits", "Store", "StoreStats", "rope_rotate", "Tokenizer", "ChatFormat",
+    "KVLayout", "Fact", "Hits", "Store", "StoreStats", "RESERVED_PREFIX", "rope_rotate", "Tokenizer", "ChatFormat",
     "Model", "ModelInfo", "ForwardResult", "Embedder",
     "version", "version_number", "features", "get_include", "library_path",
     "__version__", *_errors_all,

@@ -108,6 +108,15 @@ def _encode(args: argparse.Namespace) -> int:
     import inferscale as infs
     with open(args.facts, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
+    # Refused before the models load or the store is touched.
+    for no, row in enumerate(rows, 1):
+        ns = args.namespace or row["namespace"]
+        for field, value in (("namespace", ns), ("text", row["text"])):
+            if "\0" in value:
+                raise infs.InvalidArgumentError(f"{args.facts}: fact {no}: \"{field}\" holds a NUL character")
+        if ns.startswith(infs.RESERVED_PREFIX):
+            raise infs.InvalidArgumentError(f"{args.facts}: fact {no}: namespace \"{ns}\" is reserved "
+                                            f"(names starting with \"{infs.RESERVED_PREFIX}\" belong to the library)")
     model, emb = infs.Model(args.model, n_threads=args.threads), infs.Embedder(args.embedder)
     tok = model.tokenizer
     geo = model.geometry(args.kv_dtype, embed_dim=emb.dim)

@@ -18,7 +18,11 @@ from .errors import InvalidArgumentError
 from .geometry import Backend, Geometry, Metric, SyncMode
 from .layout import KVLayout
 
-__all__ = ["Store", "Fact", "Hits", "StoreStats"]
+__all__ = ["Store", "Fact", "Hits", "StoreStats", "RESERVED_PREFIX"]
+
+# Namespaces starting with this belong to the library (INFS_RESERVED_PREFIX):
+# put, delete and drop there raise InvalidArgumentError; reads are allowed.
+RESERVED_PREFIX = "inferscale."
 
 PathLike = Union[str, bytes, "os.PathLike[str]"]
 
