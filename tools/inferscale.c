@@ -2,6 +2,7 @@
  *   encode  facts from JSONL into a store (KV and embeddings)
  *   ask     a question for a namespace, by injection or full recompute
  *   bench   TTFT and divergence of injection against full recompute
+ *   verify  re-check every checksum of a store
  * Errors are one line on stderr and exit status 1 (2 for usage). */
 #include <errno.h>
 #include <math.h>
@@ -32,6 +33,8 @@ static const char usage[] =
 	"                       from --questions; --compare: both ways side by side)\n"
 	"  bench [QUESTION]     TTFT of injection vs full recompute for each k of --k, and\n"
 	"                       their divergence; questions from --questions JSONL\n"
+	"  verify STORE         re-check every checksum of a store; exit 1 when a record is\n"
+	"                       damaged or acknowledged records were lost\n"
 	"\n"
 	"options:\n"
 	"  --store PATH         the fact store (required; encode creates it)\n"
@@ -157,7 +160,7 @@ static int parse_args(args *a, int argc, char **argv)
 	}
 	a->cmd = argv[1];
 	if (strcmp(a->cmd, "encode") && strcmp(a->cmd, "ask") && strcmp(a->cmd, "bench"))
-		return fail("unknown command \"%s\" (encode, ask, bench; --help for more)", a->cmd) + 1;
+		return fail("unknown command \"%s\" (encode, ask, bench, verify; --help for more)", a->cmd) + 1;
 	for (int i = 2; i < argc; i++) {
 		const char *o = argv[i];
 		int has = i + 1 < argc;
