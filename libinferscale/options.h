@@ -66,7 +66,7 @@ static inline int infs__struct_take(void *o, const void *in, const size_t *sizes
 {
 	if (!in)
 		return INFS_OK;
-	size_t size;
+	size_t size = 0;
 	int rc = infs__version_size(&size, *(const unsigned *)in, sizes, current, full, fn, what);
 	if (rc == INFS_OK)
 		memcpy(o, in, size);
@@ -92,7 +92,7 @@ static inline int infs__struct_take(void *o, const void *in, const size_t *sizes
 	{                                                                                                    \
 		if (!opts)                                                                                   \
 			return infs__error(INFS_EINVAL, #NAME ": the struct is NULL");                       \
-		size_t size_;                                                                                \
+		size_t size_ = 0;                                                                            \
 		int rc_ = infs__version_size(&size_, version, (SIZES), INFS__CURRENT(SIZES), sizeof(TYPE), \
 		                             #NAME, "struct");                                               \
 		if (rc_)                                                                                     \
