@@ -7,15 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CUDA_OK(expr)                                                                         \
-	do {                                                                                  \
-		cudaError_t cuda_err_ = (expr);                                               \
-		if (cuda_err_ != cudaSuccess) {                                               \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,          \
-			        cudaGetErrorString(cuda_err_));                               \
-			exit(1);                                                              \
-		}                                                                             \
-	} while (0)
+#include "cuda_ok.h"
 
 static int cmp_float(const void *a, const void *b)
 {

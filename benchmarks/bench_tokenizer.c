@@ -6,10 +6,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../tests/cache_path.h"
+#include "cache_path.h"
 #include "inferscale/inferscale.h"
 #include "json.h"
-#include "../tests/read_file.h"
+#include "read_file.h"
 
 static double now(void)
 {

@@ -21,7 +21,7 @@
 
 #include "embedder.h"
 #include "json.h"
-#include "../tests/read_file.h"
+#include "read_file.h"
 
 #define MAX_CITES 8
 #define N_K 3

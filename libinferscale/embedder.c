@@ -39,9 +39,9 @@ struct infs_embedder {
 	uint32_t n_threads;
 };
 
-INFS__DEFINE_INIT(infs_embedder_options_init, infs_embedder_options, INFS_EMBEDDER_OPTIONS_VERSION, INFS_EMBEDDER_OPTIONS_INIT)
+INFS__DEFINE_INIT(infs_embedder_options_init, infs_embedder_options, infs__sizes_embedder_options, INFS_EMBEDDER_OPTIONS_INIT)
 
-INFS__DEFINE_INIT(infs_embed_options_init, infs_embed_options, INFS_EMBED_OPTIONS_VERSION, INFS_EMBED_OPTIONS_INIT)
+INFS__DEFINE_INIT(infs_embed_options_init, infs_embed_options, infs__sizes_embed_options, INFS_EMBED_OPTIONS_INIT)
 
 /* ---- files ---------------------------------------------------------------- */
 
@@ -441,18 +441,17 @@ void infs_embedder_free(infs_embedder *e)
 	free(e);
 }
 
-int infs_embedder_load(infs_embedder **out, const char *path, const infs_embedder_options *opts)
+int infs_embedder_load(infs_embedder **out, const char *path, const infs_embedder_options *in)
 {
-	infs_embedder_options defaults = INFS_EMBEDDER_OPTIONS_INIT;
+	infs_embedder_options o = INFS_EMBEDDER_OPTIONS_INIT;
+	const infs_embedder_options *opts = &o;
 	if (!out)
 		return infs__error(INFS_EINVAL, "infs_embedder_load: out is NULL");
 	if (!path)
 		return infs__error(INFS_EINVAL, "infs_embedder_load: path is NULL");
-	if (!opts)
-		opts = &defaults;
-	if (opts->version != INFS_EMBEDDER_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL, "infs_embedder_load: options version %u (this library "
-		                   "knows %u)", opts->version, INFS_EMBEDDER_OPTIONS_VERSION);
+	int rc = INFS__TAKE(o, in, infs__sizes_embedder_options, "infs_embedder_load", "options");
+	if (rc)
+		return rc;
 	if (opts->device < -1)
 		return infs__error(INFS_EINVAL, "infs_embedder_load: device %d (-1 is the CPU)",
 		                   opts->device);
@@ -466,7 +465,7 @@ int infs_embedder_load(infs_embedder **out, const char *path, const infs_embedde
 	infs_embedder *e = calloc(1, sizeof *e);
 	if (!e)
 		return infs__error(INFS_ENOMEM, "out of memory");
-	int rc = read_config(e, path);
+	rc = read_config(e, path);
 	if (!rc)
 		rc = read_tokenizer(e, path);
 	if (!rc)
@@ -556,20 +555,19 @@ int infs__embedder_tokenize(const infs_embedder *e, const char *text, int32_t *i
 }
 
 int infs_embed(float *out, const infs_embedder *e, const char *const *texts, size_t n_texts,
-               const infs_embed_options *opts)
+               const infs_embed_options *in)
 {
-	infs_embed_options defaults = INFS_EMBED_OPTIONS_INIT;
+	infs_embed_options o = INFS_EMBED_OPTIONS_INIT;
 	if (!out)
 		return infs__error(INFS_EINVAL, "infs_embed: out is NULL");
 	if (!e)
 		return infs__error(INFS_EINVAL, "infs_embed: embedder is NULL");
 	if (!texts && n_texts)
 		return infs__error(INFS_EINVAL, "infs_embed: texts is NULL");
-	if (!opts)
-		opts = &defaults;
-	if (opts->version != INFS_EMBED_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL, "infs_embed: options version %u (this library knows %u)",
-		                   opts->version, INFS_EMBED_OPTIONS_VERSION);
+	int rc = INFS__TAKE(o, in, infs__sizes_embed_options, "infs_embed", "options");
+	if (rc)
+		return rc;
+	const infs_embed_options *opts = &o;
 	if (n_texts > UINT32_MAX)
 		return infs__error(INFS_EINVAL, "infs_embed: n_texts %zu is above %u", n_texts,
 		                   UINT32_MAX);
@@ -594,7 +592,6 @@ int infs_embed(float *out, const infs_embedder *e, const char *const *texts, siz
 	                        sizeof *scratch);
 	size_t cap = 0;
 	infs__pool *pool = NULL;
-	int rc = INFS_OK;
 	if (!offsets || !batch_off || !one || !scratch)
 		rc = infs__error(INFS_ENOMEM, "infs_embed: out of memory");
 	if (!rc)

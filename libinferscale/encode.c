@@ -15,9 +15,9 @@
  * granularity at which a cancel is noticed while embedding. */
 #define EMBED_CHUNK 32
 
-INFS__DEFINE_INIT(infs_encode_options_init, infs_encode_options, INFS_ENCODE_OPTIONS_VERSION, INFS_ENCODE_OPTIONS_INIT)
+INFS__DEFINE_INIT(infs_encode_options_init, infs_encode_options, infs__sizes_encode_options, INFS_ENCODE_OPTIONS_INIT)
 
-INFS__DEFINE_INIT(infs_fact_input_init, infs_fact_input, INFS_FACT_INPUT_VERSION, INFS_FACT_INPUT_INIT)
+INFS__DEFINE_INIT(infs_fact_input_init, infs_fact_input, infs__sizes_fact_input, INFS_FACT_INPUT_INIT)
 
 int infs__encode_check_store(infs_geometry *out, infs_store *store, const infs_model *model)
 {
@@ -68,8 +68,10 @@ int infs__encode_tokenize(int32_t **out, uint32_t *n_out, const infs_model *mode
 	return INFS_OK;
 }
 
-/* Token ids of each fact: the caller's, or its text's (then owned[i]). */
+/* The caller's facts, copied as options.h says, and the token ids of each:
+ * the caller's, or its text's (then owned[i]). */
 typedef struct plan {
+	infs_fact_input *facts;
 	const int32_t **tokens;
 	uint32_t *n_tokens;
 	int32_t **owned;
@@ -81,6 +83,7 @@ static void plan_free(plan *p)
 	for (size_t i = 0; p->owned && i < p->n; i++)
 		free(p->owned[i]);
 	free(p->owned);
+	free(p->facts);
 	free(p->tokens);
 	free(p->n_tokens);
 }
@@ -101,17 +104,28 @@ static int check_inputs(plan *p, const infs_model *model, const infs_geometry *g
 	if (o->embedder && infs_embedder_dim(o->embedder) != g->embed_dim)
 		return infs__error(INFS_EMISMATCH, "infs_fact_encode: the embedder gives %u floats, the store keeps %u",
 		                   infs_embedder_dim(o->embedder), g->embed_dim);
+	/* The array's stride is the size of its first fact's version, which
+	 * every fact shares. */
+	size_t stride = 0;
+	if (n && (rc = infs__version_size(&stride, facts[0].version, infs__sizes_fact_input,
+	                                  INFS__CURRENT(infs__sizes_fact_input), sizeof *facts, "infs_fact_encode",
+	                                  "fact")))
+		return rc;
 	p->n = n;
+	p->facts = calloc(n, sizeof *p->facts);
 	p->tokens = calloc(n, sizeof *p->tokens);
 	p->n_tokens = calloc(n, sizeof *p->n_tokens);
 	p->owned = calloc(n, sizeof *p->owned);
-	if (!p->tokens || !p->n_tokens || !p->owned)
+	if (!p->facts || !p->tokens || !p->n_tokens || !p->owned)
 		return infs__error(INFS_ENOMEM, "infs_fact_encode: out of memory for %zu facts", n);
 	for (size_t i = 0; i < n; i++) {
-		const infs_fact_input *f = &facts[i];
-		if (f->version != INFS_FACT_INPUT_VERSION)
-			return infs__error(INFS_EINVAL, "infs_fact_encode: fact %zu has version %u (this library knows %u)",
-			                   i, f->version, INFS_FACT_INPUT_VERSION);
+		const infs_fact_input *in = (const void *)((const char *)facts + i * stride);
+		if (in->version != facts[0].version)
+			return infs__error(INFS_EINVAL, "infs_fact_encode: fact %zu has version %u, fact 0 version %u "
+			                   "(an array holds one version)", i, in->version, facts[0].version);
+		p->facts[i] = (infs_fact_input)INFS_FACT_INPUT_INIT;
+		memcpy(&p->facts[i], in, stride);
+		const infs_fact_input *f = &p->facts[i];
 		if (f->flags & ~INFS_FACT_SEGMENT)
 			return infs__error(INFS_EINVAL, "infs_fact_encode: fact %zu has unknown flags 0x%x", i, f->flags);
 		int segment = (f->flags & INFS_FACT_SEGMENT) != 0;
@@ -228,7 +242,7 @@ int infs__fact_encode(uint64_t *out_ids, infs_store *store, const char *ns, cons
 	if (rc)
 		return infs__error_wrap(rc, "infs_fact_encode");
 	infs_encode_options o = INFS_ENCODE_OPTIONS_INIT;
-	rc = INFS__OPTIONS_TAKE(o, opts, INFS_ENCODE_OPTIONS_VERSION, "infs_fact_encode");
+	rc = INFS__TAKE(o, opts, infs__sizes_encode_options, "infs_fact_encode", "options");
 	if (rc)
 		return rc;
 	infs_geometry g;
@@ -270,7 +284,7 @@ int infs__fact_encode(uint64_t *out_ids, infs_store *store, const char *ns, cons
 		const char *texts[EMBED_CHUNK];
 		size_t slot[EMBED_CHUNK], n_texts = 0;
 		for (size_t i = c0; i < c1; i++) {
-			const infs_fact_input *f = &facts[i];
+			const infs_fact_input *f = &p.facts[i];
 			if (f->flags & INFS_FACT_SEGMENT || f->embedding)
 				continue;
 			slot[i - c0] = n_texts;
@@ -279,7 +293,7 @@ int infs__fact_encode(uint64_t *out_ids, infs_store *store, const char *ns, cons
 		if (n_texts && (rc = infs_embed(emb, o.embedder, texts, n_texts, NULL)))
 			break;
 		for (size_t i = c0; i < c1 && !rc; i++) {
-			const infs_fact_input *f = &facts[i];
+			const infs_fact_input *f = &p.facts[i];
 			int segment = (f->flags & INFS_FACT_SEGMENT) != 0;
 			rc = infs__encode_kv(k, v, model, &g, o.n_context ? &ctx : NULL, o.n_context, f->context,
 			                     f->n_context, p.tokens[i], p.n_tokens[i], pool);

@@ -42,18 +42,18 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-INFS__DEFINE_INIT(infs_engine_options_init, infs_engine_options, INFS_ENGINE_OPTIONS_VERSION, INFS_ENGINE_OPTIONS_INIT)
+INFS__DEFINE_INIT(infs_engine_options_init, infs_engine_options, infs__sizes_engine_options, INFS_ENGINE_OPTIONS_INIT)
 
-INFS__DEFINE_INIT(infs_generate_options_init, infs_generate_options, INFS_GENERATE_OPTIONS_VERSION, INFS_GENERATE_OPTIONS_INIT)
+INFS__DEFINE_INIT(infs_generate_options_init, infs_generate_options, infs__sizes_generate_options, INFS_GENERATE_OPTIONS_INIT)
 
-INFS__DEFINE_INIT(infs_ask_options_init, infs_ask_options, INFS_ASK_OPTIONS_VERSION, INFS_ASK_OPTIONS_INIT)
+INFS__DEFINE_INIT(infs_ask_options_init, infs_ask_options, infs__sizes_ask_options, INFS_ASK_OPTIONS_INIT)
 
 int infs_engine_create(infs_engine **out, const infs_model *model, const infs_engine_options *opts)
 {
 	if (!out || !model)
 		return infs__error(INFS_EINVAL, "infs_engine_create: %s is NULL", out ? "model" : "out");
 	infs_engine_options o = INFS_ENGINE_OPTIONS_INIT;
-	int rc = INFS__OPTIONS_TAKE(o, opts, INFS_ENGINE_OPTIONS_VERSION, "infs_engine_create");
+	int rc = INFS__TAKE(o, opts, infs__sizes_engine_options, "infs_engine_create", "options");
 	if (rc)
 		return rc;
 	if (!o.n_ctx)
@@ -275,7 +275,7 @@ int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *e, con
 	if (!out || !e)
 		return infs__error(INFS_EINVAL, "infs_engine_generate: %s is NULL", out ? "engine" : "out");
 	infs_generate_options o = INFS_GENERATE_OPTIONS_INIT;
-	int rc = INFS__OPTIONS_TAKE(o, opts, INFS_GENERATE_OPTIONS_VERSION, "infs_engine_generate");
+	int rc = INFS__TAKE(o, opts, infs__sizes_generate_options, "infs_engine_generate", "options");
 	if (rc)
 		return rc;
 	if (!o.max_tokens)
@@ -377,7 +377,7 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 		return infs__error(INFS_EINVAL, "infs_engine_ask: %s is NULL",
 		                   !out ? "out" : !e ? "engine" : !store ? "store" : !ns ? "ns" : "question");
 	infs_ask_options o = INFS_ASK_OPTIONS_INIT;
-	int rc = INFS__OPTIONS_TAKE(o, opts, INFS_ASK_OPTIONS_VERSION, "infs_engine_ask");
+	int rc = INFS__TAKE(o, opts, infs__sizes_ask_options, "infs_engine_ask", "options");
 	if (rc)
 		return rc;
 	rc = need_prompt(e, "infs_engine_ask");

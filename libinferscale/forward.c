@@ -96,9 +96,6 @@ static int check_args(const infs_model *m, const infs__forward_args *a)
 		return INFS_OK;
 	}
 	const infs_kv_layout *kl = pk->cache;
-	if (kl->version != INFS_KV_LAYOUT_VERSION)
-		return infs__error(INFS_EINVAL, "infs_model_forward: cache layout version %u (this library knows %u)",
-		                   kl->version, INFS_KV_LAYOUT_VERSION);
 	if (kl->device != -1)
 		return infs__error(INFS_EUNSUPPORTED, "infs_model_forward: the CPU forward pass needs a host cache (device -1), not device %d",
 		                   kl->device);
@@ -295,16 +292,23 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 	return INFS_OK;
 }
 
-INFS__DEFINE_INIT(infs_forward_options_init, infs_forward_options, INFS_FORWARD_OPTIONS_VERSION, INFS_FORWARD_OPTIONS_INIT)
+INFS__DEFINE_INIT(infs_forward_options_init, infs_forward_options, infs__sizes_forward_options, INFS_FORWARD_OPTIONS_INIT)
 
 int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model *model,
                        const int32_t *tokens, const int32_t *positions, uint32_t n_tokens,
                        const infs_forward_options *opts)
 {
 	infs_forward_options o = INFS_FORWARD_OPTIONS_INIT;
-	int rc = INFS__OPTIONS_TAKE(o, opts, INFS_FORWARD_OPTIONS_VERSION, "infs_model_forward");
+	int rc = INFS__TAKE(o, opts, infs__sizes_forward_options, "infs_model_forward", "options");
 	if (rc)
 		return rc;
+	infs_kv_layout cache = INFS_KV_LAYOUT_INIT;
+	if (o.cache) {
+		rc = INFS__TAKE(cache, o.cache, infs__sizes_kv_layout, "infs_model_forward", "cache layout");
+		if (rc)
+			return rc;
+		o.cache = &cache;
+	}
 	infs__paged_kv pk = { o.cache, o.block_table, o.block_table_len, o.n_past, o.write_cache };
 	infs__forward_args a = { tokens, positions, n_tokens, logits, o.all_logits, k_out, v_out,
 	                         o.kv_dtype, o.seq_ids, &pk, NULL };

@@ -17,26 +17,23 @@ size_t infs_dtype_size(infs_dtype dtype)
 	}
 }
 
-INFS__DEFINE_INIT(infs_geometry_init, infs_geometry, INFS_GEOMETRY_VERSION, INFS_GEOMETRY_INIT)
+INFS__DEFINE_INIT(infs_geometry_init, infs_geometry, infs__sizes_geometry, INFS_GEOMETRY_INIT)
 
 int infs__geometry_copy(infs_geometry *dst, const infs_geometry *src)
 {
 	if (!src)
 		return infs__error(INFS_EINVAL, "geometry is NULL");
-	if (src->version != INFS_GEOMETRY_VERSION)
-		return infs__error(INFS_EINVAL, "geometry: unknown version %u (this library knows %u)",
-		                   src->version, INFS_GEOMETRY_VERSION);
-	*dst = *src;
-	return INFS_OK;
+	*dst = (infs_geometry)INFS_GEOMETRY_INIT;
+	return INFS__TAKE(*dst, src, infs__sizes_geometry, "geometry", "struct");
 }
 
-int infs_geometry_validate(const infs_geometry *g)
+int infs_geometry_validate(const infs_geometry *in)
 {
-	if (!g)
-		return infs__error(INFS_EINVAL, "geometry is NULL");
-	if (g->version != INFS_GEOMETRY_VERSION)
-		return infs__error(INFS_EINVAL, "geometry: unknown version %u (this library knows %u)",
-		                   g->version, INFS_GEOMETRY_VERSION);
+	infs_geometry geometry;
+	int rc = infs__geometry_copy(&geometry, in);
+	if (rc)
+		return rc;
+	const infs_geometry *g = &geometry;
 	if (g->n_layers == 0 || g->n_layers > 4096)
 		return infs__error(INFS_EINVAL, "geometry: n_layers %u is not in 1..4096", g->n_layers);
 	if (g->n_kv_heads == 0 || g->n_kv_heads > 4096)

@@ -13,9 +13,9 @@
 #include "options.h"
 #include "rope.h"
 
-INFS__DEFINE_INIT(infs_kv_layout_init, infs_kv_layout, INFS_KV_LAYOUT_VERSION, INFS_KV_LAYOUT_INIT)
+INFS__DEFINE_INIT(infs_kv_layout_init, infs_kv_layout, infs__sizes_kv_layout, INFS_KV_LAYOUT_INIT)
 
-INFS__DEFINE_INIT(infs_inject_options_init, infs_inject_options, INFS_INJECT_OPTIONS_VERSION, INFS_INJECT_OPTIONS_INIT)
+INFS__DEFINE_INIT(infs_inject_options_init, infs_inject_options, infs__sizes_inject_options, INFS_INJECT_OPTIONS_INIT)
 
 /* The four indexed dimensions of one layer's K (or V). Slots of distinct
  * (block, slot, head, dim) must be distinct elements: sorted by stride, each
@@ -63,13 +63,15 @@ static int check_strides(const infs_kv_layout *l, const char *fn)
 	return INFS_OK;
 }
 
-int infs__inject_check_layout(const infs_kv_layout *l, const infs_geometry *g, const char *fn)
+int infs__inject_take_layout(infs_kv_layout *dst, const infs_kv_layout *in, const infs_geometry *g, const char *fn)
 {
-	if (!l)
+	if (!in)
 		return infs__error(INFS_EINVAL, "%s: cache layout is NULL", fn);
-	if (l->version != INFS_KV_LAYOUT_VERSION)
-		return infs__error(INFS_EINVAL, "%s: cache layout has unknown version %u (this library knows %u)", fn,
-		                   l->version, INFS_KV_LAYOUT_VERSION);
+	*dst = (infs_kv_layout)INFS_KV_LAYOUT_INIT;
+	int rc = INFS__TAKE(*dst, in, infs__sizes_kv_layout, fn, "cache layout");
+	if (rc)
+		return rc;
+	const infs_kv_layout *l = dst;
 	if (l->device < -1)
 		return infs__error(INFS_EINVAL, "%s: layout device %d is not -1 (host) or a CUDA device ordinal", fn,
 		                   l->device);
@@ -271,9 +273,11 @@ int infs__inject_records(uint32_t *out_next_pos, const infs_geometry *g, const i
                          size_t block_table_len, const infs_kv_layout *layout, infs_store *store,
                          void *stream, const char *fn)
 {
-	int rc = infs__inject_check_layout(layout, g, fn);
+	infs_kv_layout lay;
+	int rc = infs__inject_take_layout(&lay, layout, g, fn);
 	if (rc)
 		return rc;
+	layout = &lay;
 	infs__inject_plan plan;
 	rc = infs__inject_plan_init(&plan, g, records, n_records, start_pos, block_table, block_table_len, layout, fn);
 	if (rc)
@@ -321,11 +325,13 @@ int infs_inject_into_blocks(uint32_t *out_next_pos, infs_store *store, const cha
 		return infs__error(INFS_ERANGE, "%s: n_ids %zu is too large", fn, n_ids);
 	if (!block_table)
 		return infs__error(INFS_EINVAL, "%s: block_table is NULL", fn);
-	if (opts && opts->version != INFS_INJECT_OPTIONS_VERSION)
-		return infs__error(INFS_EINVAL, "%s: options have unknown version %u (this library knows %u)", fn,
-		                   opts->version, INFS_INJECT_OPTIONS_VERSION);
+	infs_inject_options o = INFS_INJECT_OPTIONS_INIT;
+	rc = INFS__TAKE(o, opts, infs__sizes_inject_options, fn, "options");
+	if (rc)
+		return rc;
 	const infs_geometry *g = infs__store_geom(store);
-	rc = infs__inject_check_layout(cache, g, fn);
+	infs_kv_layout lay;
+	rc = infs__inject_take_layout(&lay, cache, g, fn);
 	if (rc)
 		return rc;
 
@@ -342,8 +348,8 @@ int infs_inject_into_blocks(uint32_t *out_next_pos, infs_store *store, const cha
 			rc = infs__error_wrap(rc, "%s: ids[%zu] = %llu", fn, i, (unsigned long long)ids[i]);
 	}
 	if (rc == INFS_OK)
-		rc = infs__inject_records(out_next_pos, g, recs, n_ids, start_pos, block_table, block_table_len, cache,
-		                          store, opts ? opts->stream : NULL, fn);
+		rc = infs__inject_records(out_next_pos, g, recs, n_ids, start_pos, block_table, block_table_len, &lay,
+		                          store, o.stream, fn);
 	infs__store_read_unlock(store);
 	free(recs);
 	return rc;

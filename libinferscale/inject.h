@@ -23,12 +23,13 @@ typedef struct infs__inject_plan {
 	void *stream;                   /* cudaStream_t for a device layout */
 } infs__inject_plan;
 
-/* Checks layout against g (version, device, dtype, shape, pointers, strides);
- * fn names the entry point in messages. */
-int infs__inject_check_layout(const infs_kv_layout *layout, const infs_geometry *g, const char *fn);
+/* Copies the caller's layout in to dst as options.h says and checks it
+ * against g (device, dtype, shape, pointers, strides); fn names the entry
+ * point in messages. */
+int infs__inject_take_layout(infs_kv_layout *dst, const infs_kv_layout *in, const infs_geometry *g, const char *fn);
 
 /* Checks the records, positions and block table and fills plan. The layout
- * must have passed infs__inject_check_layout. */
+ * must have passed infs__inject_take_layout. */
 int infs__inject_plan_init(infs__inject_plan *plan, const infs_geometry *g, const infs__record *records,
                            size_t n_records, uint32_t start_pos, const int32_t *block_table,
                            size_t block_table_len, const infs_kv_layout *layout, const char *fn);

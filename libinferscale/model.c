@@ -423,7 +423,7 @@ static int load_hf_dir(infs_model *m, const char *dir)
 	return has_tok ? load_tokenizer(m, NULL, dir) : INFS_OK;
 }
 
-INFS__DEFINE_INIT(infs_model_options_init, infs_model_options, INFS_MODEL_OPTIONS_VERSION, INFS_MODEL_OPTIONS_INIT)
+INFS__DEFINE_INIT(infs_model_options_init, infs_model_options, infs__sizes_model_options, INFS_MODEL_OPTIONS_INIT)
 
 void infs_model_free(infs_model *m)
 {
@@ -452,7 +452,7 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 	if (!path)
 		return infs__error(INFS_EINVAL, "infs_model_load: path is NULL");
 	infs_model_options o = INFS_MODEL_OPTIONS_INIT;
-	int rc = INFS__OPTIONS_TAKE(o, opts, INFS_MODEL_OPTIONS_VERSION, "infs_model_load");
+	int rc = INFS__TAKE(o, opts, infs__sizes_model_options, "infs_model_load", "options");
 	if (rc)
 		return rc;
 	if (o.n_threads > 1024)
@@ -487,23 +487,28 @@ int infs_model_info_get(infs_model_info *out, const infs_model *m)
 {
 	if (!out)
 		return infs__error(INFS_EINVAL, "infs_model_info_get: out is NULL");
-	if (out->version != INFS_MODEL_INFO_VERSION)
-		return infs__error(INFS_EINVAL, "infs_model_info_get: unknown version %u (this library knows %u)",
-		                   out->version, INFS_MODEL_INFO_VERSION);
+	size_t size;
+	int rc = INFS__OUT_SIZE(&size, out, infs__sizes_model_info, "infs_model_info_get");
+	if (rc)
+		return rc;
 	if (!m)
 		return infs__error(INFS_EINVAL, "infs_model_info_get: model is NULL");
 	const infs__model_config *c = &m->cfg;
-	out->architecture = infs__arch_name(c->arch);
-	out->n_vocab = c->n_vocab;
-	out->n_embd = c->n_embd;
-	out->n_layers = c->n_layers;
-	out->n_heads = c->n_heads;
-	out->n_kv_heads = c->n_kv_heads;
-	out->head_dim = c->head_dim;
-	out->n_ff = c->n_ff;
-	out->n_ctx_train = c->n_ctx_train;
-	out->sliding_window = c->sliding_window;
-	out->n_params = m->weight_bytes / sizeof(float);
+	const infs_model_info info = {
+		.version = out->version,
+		.architecture = infs__arch_name(c->arch),
+		.n_vocab = c->n_vocab,
+		.n_embd = c->n_embd,
+		.n_layers = c->n_layers,
+		.n_heads = c->n_heads,
+		.n_kv_heads = c->n_kv_heads,
+		.head_dim = c->head_dim,
+		.n_ff = c->n_ff,
+		.n_ctx_train = c->n_ctx_train,
+		.sliding_window = c->sliding_window,
+		.n_params = m->weight_bytes / sizeof(float),
+	};
+	memcpy(out, &info, size);
 	return INFS_OK;
 }
 

@@ -14,7 +14,7 @@
 #include "retrieve_faiss.h"
 #endif
 
-INFS__DEFINE_INIT(infs_retrieve_options_init, infs_retrieve_options, INFS_RETRIEVE_OPTIONS_VERSION, INFS_RETRIEVE_OPTIONS_INIT)
+INFS__DEFINE_INIT(infs_retrieve_options_init, infs_retrieve_options, infs__sizes_retrieve_options, INFS_RETRIEVE_OPTIONS_INIT)
 
 /* The store's cache: a hash table of namespace entries. */
 typedef struct ns_table {
@@ -285,7 +285,7 @@ int infs_retrieve(infs_hit *out, size_t *out_n, infs_store *store, const char *n
 	if (k == 0 || k > INFS_RETRIEVE_K_MAX)
 		return infs__error(INFS_ERANGE, "%s: k %zu is not in 1..%u", fn, k, INFS_RETRIEVE_K_MAX);
 	infs_retrieve_options o = INFS_RETRIEVE_OPTIONS_INIT;
-	rc = INFS__OPTIONS_TAKE(o, opts, INFS_RETRIEVE_OPTIONS_VERSION, fn);
+	rc = INFS__TAKE(o, opts, infs__sizes_retrieve_options, fn, "options");
 	if (rc)
 		return rc;
 	if (o.metric != INFS_METRIC_COSINE && o.metric != INFS_METRIC_IP)

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "options.h"
 #include "store_impl.h"
 #ifdef INFS_HAVE_CUDA
 #include "device.h"
@@ -143,9 +144,11 @@ int infs__fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_f
 	CHECK_STORE("infs_fact_put", s);
 	CHECK_NS("infs_fact_put", ns);
 	size_t text_len, meta_len;
-	int rc = infs__check_fact(f, &s->geom, &text_len, &meta_len);
+	infs_fact fact;
+	int rc = infs__check_fact(&fact, f, &s->geom, &text_len, &meta_len);
 	if (rc)
 		return infs__error_wrap(rc, "infs_fact_put");
+	f = &fact;
 	CHECK_WRITABLE("infs_fact_put", s);
 
 	bool segment = f->flags & INFS_FACT_SEGMENT;
@@ -408,26 +411,26 @@ int infs_store_stats_get(infs_store_stats *out, infs_store *s)
 {
 	if (!out)
 		return infs__error(INFS_EINVAL, "infs_store_stats_get: out is NULL");
-	if (out->version != 1 && out->version != INFS_STORE_STATS_VERSION)
-		return infs__error(INFS_EINVAL, "infs_store_stats_get: unknown version %u (this library knows %u)",
-		                   out->version, INFS_STORE_STATS_VERSION);
+	size_t size = 0;
+	int rc = INFS__OUT_SIZE(&size, out, infs__sizes_store_stats, "infs_store_stats_get");
+	if (rc)
+		return rc;
 	CHECK_STORE("infs_store_stats_get", s);
+	infs_store_stats st = { .version = out->version };
 	pthread_rwlock_rdlock(&s->lock);
-	out->n_facts = s->ix.n_facts;
-	out->n_segments = s->ix.n_segments;
-	out->n_namespaces = s->ix.n_ns;
-	out->file_bytes = s->end;
-	out->live_bytes = s->ix.live_bytes;
-	out->dropped_tail_bytes = s->dropped_tail;
-	out->device_bytes = 0;
+	st.n_facts = s->ix.n_facts;
+	st.n_segments = s->ix.n_segments;
+	st.n_namespaces = s->ix.n_ns;
+	st.file_bytes = s->end;
+	st.live_bytes = s->ix.live_bytes;
+	st.dropped_tail_bytes = s->dropped_tail;
 #ifdef INFS_HAVE_CUDA
 	if (s->ext[INFS_EXT_DEVICE].data)
-		out->device_bytes = infs__device_bytes(s);
+		st.device_bytes = infs__device_bytes(s);
 #endif
-	/* A version-1 caller's struct ends before these. */
-	if (out->version >= 2)
-		out->lost_records = s->lost;
+	st.lost_records = s->lost;
 	pthread_rwlock_unlock(&s->lock);
+	memcpy(out, &st, size);
 	return INFS_OK;
 }
 

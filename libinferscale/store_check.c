@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "options.h"
 #include "store_impl.h"
 
 /* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. */
@@ -103,13 +104,16 @@ static int check_text(const char *s, size_t max, const char *what, size_t *len)
 	return INFS_OK;
 }
 
-int infs__check_fact(const infs_fact *f, const infs_geometry *g, size_t *text_len, size_t *meta_len)
+int infs__check_fact(infs_fact *dst, const infs_fact *in, const infs_geometry *g, size_t *text_len,
+                     size_t *meta_len)
 {
-	if (!f)
+	if (!in)
 		return infs__error(INFS_EINVAL, "fact is NULL");
-	if (f->version != INFS_FACT_VERSION)
-		return infs__error(INFS_EINVAL, "fact: unknown version %u (this library knows %u)", f->version,
-		                   INFS_FACT_VERSION);
+	*dst = (infs_fact)INFS_FACT_INIT;
+	int rc = INFS__TAKE(*dst, in, infs__sizes_fact, "fact", "struct");
+	if (rc)
+		return rc;
+	const infs_fact *f = dst;
 	if (f->flags & ~(unsigned)INFS_FACT_SEGMENT)
 		return infs__error(INFS_EINVAL, "fact: unknown flags 0x%x", f->flags & ~(unsigned)INFS_FACT_SEGMENT);
 	if (f->n_tokens == 0 || f->n_tokens > INFS_FACT_TOKENS_MAX)
@@ -139,7 +143,7 @@ int infs__check_fact(const infs_fact *f, const infs_geometry *g, size_t *text_le
 		return infs__error(INFS_EINVAL, "fact: k element %zu is NaN or infinite", bad);
 	if ((bad = first_nonfinite(f->v, n, g->kv_dtype)) < n)
 		return infs__error(INFS_EINVAL, "fact: v element %zu is NaN or infinite", bad);
-	int rc = check_text(f->text, INFS_TEXT_MAX, "fact: text", text_len);
+	rc = check_text(f->text, INFS_TEXT_MAX, "fact: text", text_len);
 	if (!rc)
 		rc = check_text(f->metadata, INFS_METADATA_MAX, "fact: metadata", meta_len);
 	return rc;

@@ -145,8 +145,10 @@ int infs__write_all(int fd, uint64_t off, struct iovec *iov, int n);
 /* Decodes the put record at file offset off (already verified). */
 void infs__record_at(infs__record *out, const infs_store *s, uint64_t off);
 
-/* store_check.c: argument checks shared by the entry points. */
-int infs__check_fact(const infs_fact *f, const infs_geometry *g, size_t *text_len, size_t *meta_len);
+/* store_check.c: argument checks shared by the entry points. infs__check_fact
+ * copies the caller's fact in to dst (options.h) and checks it against g. */
+int infs__check_fact(infs_fact *dst, const infs_fact *in, const infs_geometry *g, size_t *text_len,
+                     size_t *meta_len);
 
 /* store_open.c */
 int infs__fsync_dir(const char *path);

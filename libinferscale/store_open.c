@@ -103,7 +103,7 @@ void infs__registry_update(dev_t old_dev, ino_t old_ino, dev_t dev, ino_t ino)
 	pthread_mutex_unlock(&registry_lock);
 }
 
-INFS__DEFINE_INIT(infs_store_options_init, infs_store_options, INFS_STORE_OPTIONS_VERSION, INFS_STORE_OPTIONS_INIT)
+INFS__DEFINE_INIT(infs_store_options_init, infs_store_options, infs__sizes_store_options, INFS_STORE_OPTIONS_INIT)
 
 int infs__fsync_dir(const char *path)
 {
@@ -232,7 +232,7 @@ static int check_options(infs_store_options *o, infs_geometry *geom, const infs_
 {
 	infs_store_options init = INFS_STORE_OPTIONS_INIT;
 	*o = init;
-	int rc = INFS__OPTIONS_TAKE(*o, in, INFS_STORE_OPTIONS_VERSION, "infs_store_open");
+	int rc = INFS__TAKE(*o, in, infs__sizes_store_options, "infs_store_open", "options");
 	if (rc)
 		return rc;
 	unsigned known = INFS_OPEN_CREATE | INFS_OPEN_READONLY;

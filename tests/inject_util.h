@@ -9,22 +9,10 @@
 #include <string.h>
 
 #include "check.h"
+#include "test_util.h"
 #include "dtype.h"
 #include "inject.h"
 #include "rope.h"
-
-static uint64_t rng_state = 0x243f6a8885a308d3u;
-static inline uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-static inline float frnd(void) /* uniform in [-2, 2) */
-{
-	return (float)((rnd() >> 11) * (1.0 / 9007199254740992.0)) * 4.0f - 2.0f;
-}
 
 /* One record with its own K and V buffers (pre-RoPE, store dtype). */
 typedef struct test_rec {
@@ -38,8 +26,8 @@ static inline void rec_make(test_rec *t, const infs_geometry *g, uint64_t id, ui
 	t->k = malloc(n * esz);
 	t->v = malloc(n * esz);
 	for (size_t i = 0; i < n; i++) {
-		infs__store(t->k, g->kv_dtype, i, frnd());
-		infs__store(t->v, g->kv_dtype, i, frnd());
+		infs__store(t->k, g->kv_dtype, i, 2 * frnd());
+		infs__store(t->v, g->kv_dtype, i, 2 * frnd());
 	}
 	memset(&t->r, 0, sizeof t->r);
 	t->r.id = id;
@@ -226,18 +214,6 @@ static inline unsigned char *cache_expected(const test_cache *c, const infs_geom
 	free(f);
 	free(raw);
 	return exp;
-}
-
-static inline infs_geometry test_geometry(uint32_t layers, uint32_t heads, uint32_t head_dim, infs_dtype dt)
-{
-	infs_geometry g = INFS_GEOMETRY_INIT;
-	g.n_layers = layers;
-	g.n_kv_heads = heads;
-	g.head_dim = head_dim;
-	g.rotary_dim = head_dim;
-	g.kv_dtype = dt;
-	g.embed_dim = 8;
-	return g;
 }
 
 #endif

@@ -9,17 +9,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "test_util.h"
 #include "retrieve_faiss.h"
 #include "topk.h"
-
-static uint64_t rng_state = 0x2545f4914f6cdd1du;
-static float frnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return (float)((rng_state >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
 
 enum { N = 3000, DIM = 32, NQ = 20 };
 

@@ -3,14 +3,11 @@
 
 #include "check.h"
 #include "geometry.h"
+#include "test_util.h"
 
 static infs_geometry smol(void)
 {
-	infs_geometry g = INFS_GEOMETRY_INIT;
-	g.n_layers = 30;
-	g.n_kv_heads = 3;
-	g.head_dim = 64;
-	g.rotary_dim = 64;
+	infs_geometry g = test_geometry(30, 3, 64, INFS_DTYPE_F16);
 	g.rope_theta = 100000.0;
 	g.embed_dim = 384;
 	return g;

@@ -11,27 +11,14 @@
 #include <string.h>
 
 #include "check.h"
+#include "test_util.h"
 #include "scratch_util.h"
 
 #define DIM 16
 
-static uint64_t rng_state = 0x6a09e667f3bcc909u;
-static float frnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return (float)((rng_state >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
-
 static infs_geometry geometry(void)
 {
-	infs_geometry g = INFS_GEOMETRY_INIT;
-	g.n_layers = 1;
-	g.n_kv_heads = 1;
-	g.head_dim = 4;
-	g.rotary_dim = 4;
-	g.kv_dtype = INFS_DTYPE_F32;
+	infs_geometry g = test_geometry(1, 1, 4, INFS_DTYPE_F32);
 	g.embed_dim = DIM;
 	return g;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "test_util.h"
 #include "dtype.h"
 
 static char scratch_dir[512];
@@ -52,31 +53,12 @@ static inline void scratch_cleanup(void)
 
 static inline infs_geometry small_geometry(infs_dtype dtype)
 {
-	infs_geometry g = INFS_GEOMETRY_INIT;
-	g.n_layers = 3;
-	g.n_kv_heads = 2;
-	g.head_dim = 8;
-	g.rotary_dim = 8;
-	g.rope_theta = 10000.0;
-	g.kv_dtype = dtype;
+	infs_geometry g = test_geometry(3, 2, 8, dtype);
 	g.embed_dim = 6;
 	return g;
 }
 
 #define TEST_IDENTITY "test-model/v1 tokenizer=t1 template=none"
-
-static inline uint64_t rng_next(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static inline float rng_float(uint64_t *state)
-{
-	return (float)((double)(rng_next(state) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
 
 /* A fact built from a seed: it owns its buffers. */
 typedef struct gen_fact {

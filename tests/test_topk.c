@@ -6,20 +6,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "test_util.h"
 #include "topk.h"
-
-static uint64_t rng_state = 0x853c49e6748fea9bu;
-static uint64_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-static float frnd(void)
-{
-	return (float)((rnd() >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
 
 typedef struct ref_hit {
 	uint64_t id;

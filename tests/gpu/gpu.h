@@ -9,6 +9,8 @@
 #include <stdlib.h>
 
 #include "../check.h"
+#include "../test_util.h"
+#include "cuda_ok.h"
 #include "dtype.h"
 
 /* Exits 77 (skipped) when no CUDA device can be used here. */
@@ -20,24 +22,6 @@ static inline void gpu_require(void)
 		printf("no CUDA device (%s): skipped\n", err != cudaSuccess ? cudaGetErrorString(err) : "count 0");
 		exit(77);
 	}
-}
-
-#define CUDA_OK(expr)                                                                         \
-	do {                                                                                  \
-		cudaError_t cuda_err_ = (expr);                                               \
-		if (cuda_err_ != cudaSuccess) {                                               \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr,          \
-			        cudaGetErrorString(cuda_err_));                               \
-			exit(1);                                                              \
-		}                                                                             \
-	} while (0)
-
-static inline uint64_t rng_next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 /* A row's score, for CPU references of the top-k kernels: qsort with
@@ -116,12 +100,6 @@ static inline int hits_differ(const char *what, uint32_t q, const row_hit *h, ui
 		}
 	}
 	return n;
-}
-
-/* Uniform in [-1, 1). */
-static inline float rng_float(uint64_t *s)
-{
-	return (float)((rng_next(s) >> 40) * (1.0 / (1 << 23)) - 1.0);
 }
 
 /* Distance in units in the last place between two elements of dtype. */

@@ -74,17 +74,14 @@ static cache_layout make_layout(const cfg *c, uint32_t nb)
 
 static infs_geometry make_geom(const cfg *c)
 {
-	infs_geometry g = INFS_GEOMETRY_INIT;
-	g.n_layers = c->n_layers;
-	g.n_kv_heads = c->n_heads;
-	g.head_dim = c->head_dim;
+	infs_geometry g = test_geometry(c->n_layers, c->n_heads, c->head_dim, c->src);
 	g.rotary_dim = c->rotary_dim;
 	g.rope_style = c->style;
 	g.rope_theta = 500000.0;
 	g.rope_scaling = c->scaling;
 	g.rope_factor = c->scaling == INFS_ROPE_SCALING_YARN ? 4.0 : 8.0;
 	g.rope_original_max_pos = c->scaling == INFS_ROPE_SCALING_YARN ? 4096 : 8192;
-	g.kv_dtype = c->src;
+	g.embed_dim = 0;
 	return g;
 }
 

@@ -17,10 +17,9 @@ enum { LAYERS = 4, HEADS = 2, DIM = 64, EMB = 48, BS = 16, BLOCKS = 64 };
 
 static infs_geometry geom(void)
 {
-	infs_geometry g = INFS_GEOMETRY_INIT;
-	g.n_layers = LAYERS, g.n_kv_heads = HEADS, g.head_dim = DIM, g.rotary_dim = DIM;
+	infs_geometry g = test_geometry(LAYERS, HEADS, DIM, INFS_DTYPE_BF16);
 	g.rope_theta = 500000.0, g.rope_scaling = INFS_ROPE_SCALING_LLAMA3, g.rope_factor = 8.0;
-	g.kv_dtype = INFS_DTYPE_BF16, g.embed_dim = EMB;
+	g.embed_dim = EMB;
 	return g;
 }
 

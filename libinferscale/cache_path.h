@@ -1,7 +1,8 @@
-/* Where the real models live: $INFS_CACHE, or ~/.cache/inferscale, as
+/* For the tests and benchmarks (the library does not use it): where the real
+ * models live, $INFS_CACHE or ~/.cache/inferscale, as
  * scripts/fetch-models.sh puts them. */
-#ifndef INFS_TEST_CACHE_PATH_H
-#define INFS_TEST_CACHE_PATH_H
+#ifndef INFS_CACHE_PATH_H
+#define INFS_CACHE_PATH_H
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
-/* Reads a whole file for tests and benchmarks. */
-#ifndef INFS_TEST_READ_FILE_H
-#define INFS_TEST_READ_FILE_H
+/* Reads a whole file, for the tests and benchmarks (the library does not use it). */
+#ifndef INFS_READ_FILE_H
+#define INFS_READ_FILE_H
 
 #include <stdio.h>
 #include <stdlib.h>
