@@ -61,8 +61,10 @@ class Embedder:
         if self._ptr is None:
             raise InvalidArgumentError("embedder is closed", lib.INFS_EINVAL)
         single = isinstance(texts, str)
+        if not single and (isinstance(texts, (bytes, bytearray)) or not hasattr(texts, "__iter__")):
+            raise TypeError(f"texts must be a str or a sequence of str, not {type(texts).__name__}")
         items = [texts] if single else list(texts)
-        keep = [cstr(t, "text" if single else f"texts[{i}]") for i, t in enumerate(items)]
+        keep = [cstr(t, "texts" if single else f"texts[{i}]") for i, t in enumerate(items)]
         arr = ffi.new("const char *[]", keep) if keep else ffi.NULL
         opts = ffi.new("infs_embed_options *")
         check(lib.infs_embed_options_init(opts, lib.INFS_EMBED_OPTIONS_VERSION))
