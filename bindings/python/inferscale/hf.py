@@ -127,8 +127,7 @@ def _attention_modules(model: Any) -> list:
 
 def _ids(x: Any, device: Any, what: str = "token_ids"):
     import torch
-    t = torch.from_numpy(as_int_array(x, what, "int32"))
-    return t.reshape(1, -1).to(device=device, dtype=torch.long)
+    return torch.tensor(as_int_array(x, what, "int32"), dtype=torch.long, device=device).reshape(1, -1)
 
 
 def capture_kv(model: Any, token_ids: Any, context_ids: Any = None) -> Tuple[Any, Any]:
