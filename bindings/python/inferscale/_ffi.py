@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import glob
 import os
+from typing import Any, Optional
 
+import numpy as np
 from cffi import FFI
 
-from .errors import error_class
+from .errors import InvalidArgumentError, RangeError, error_class
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -50,13 +52,63 @@ def check(status: int) -> int:
     raise error_class(status)(message, status)
 
 
-def cstr(s: str | bytes | None, what: str = "string"):
-    """A NUL-terminated char* for s (NULL for None)."""
-    if s is None:
+# Integer arguments: the range of each C type they are passed as. They are
+# checked before any C call because a cast would wrap or truncate silently
+# (numpy's astype), or take True for 1 (CFFI).
+_BITS = {"int": 8 * ffi.sizeof("int"), "size_t": 8 * ffi.sizeof("size_t")}
+INT_RANGES = {
+    "int32": (-2**31, 2**31 - 1), "uint32": (0, 2**32 - 1),
+    "int64": (-2**63, 2**63 - 1), "uint64": (0, 2**64 - 1),
+    "int": (-2**(_BITS["int"] - 1), 2**(_BITS["int"] - 1) - 1), "size_t": (0, 2**_BITS["size_t"] - 1),
+}
+
+
+def out_of_range(what: str, value: int, ctype: str) -> RangeError:
+    lo, hi = INT_RANGES[ctype]
+    return RangeError(f"{what} = {value} is out of range for {ctype} [{lo}, {hi}]")
+
+
+def as_int(value: Any, what: str, ctype: str) -> int:
+    """value as a Python int in the range of C type ctype (a key of
+    INT_RANGES). Only ints and numpy integer scalars are taken: TypeError
+    for a bool, a float (even 2.0) or anything else; RangeError (a
+    ValueError) naming what and the range when the value does not fit."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    lo, hi = INT_RANGES[ctype]
+    if not lo <= int(value) <= hi:
+        raise out_of_range(what, int(value), ctype)
+    return int(value)
+
+
+def cstr(s: Optional[str], what: str, *, none_ok: bool = False):
+    """A NUL-terminated char* holding the str s as UTF-8 (NULL for None where
+    none_ok). TypeError for anything but a str; InvalidArgumentError for a
+    NUL character (C would cut the string there) or a lone surrogate."""
+    if s is None and none_ok:
         return ffi.NULL
-    b = s.encode("utf-8") if isinstance(s, str) else bytes(s)
+    if not isinstance(s, str):
+        raise TypeError(f"{what} must be a str, not {type(s).__name__}")
+    if "\0" in s:
+        raise InvalidArgumentError(f"{what} contains a NUL character at index {s.index(chr(0))}")
+    try:
+        return ffi.new("char[]", s.encode("utf-8"))
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError(f"{what} is not valid text: {e.reason} at index {e.start}") from None
+
+
+def cpath(path: Any, what: str = "path"):
+    """A NUL-terminated char* holding a file system path (str, bytes or
+    os.PathLike) in the file system's encoding; TypeError for anything else,
+    InvalidArgumentError for a NUL or a name the encoding cannot hold."""
+    try:
+        b = os.fsencode(path)
+    except TypeError:
+        raise TypeError(f"{what} must be a str, bytes or os.PathLike, not {type(path).__name__}") from None
+    except UnicodeEncodeError as e:
+        raise InvalidArgumentError(f"{what} is not a valid file name: {e.reason} at index {e.start}") from None
     if b"\0" in b:
-        raise ValueError(f"{what} contains a NUL byte")
+        raise InvalidArgumentError(f"{what} contains a NUL byte")
     return ffi.new("char[]", b)
 
 

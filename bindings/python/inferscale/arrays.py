@@ -8,10 +8,10 @@ from typing import Any, Sequence, Tuple
 
 import numpy as np
 
-from ._ffi import ffi
+from ._ffi import INT_RANGES, as_int, ffi, out_of_range
 from .geometry import DType
 
-__all__ = ["is_torch", "as_float32_vectors", "bf16_to_float32", "float32_to_bf16"]
+__all__ = ["is_torch", "as_float32_vectors", "bf16_to_float32", "float32_to_bf16", "as_int_array"]
 
 _NP_DTYPES = {DType.F32: np.dtype(np.float32), DType.F16: np.dtype(np.float16),
               DType.BF16: np.dtype(np.uint16)}
@@ -20,6 +20,42 @@ _NP_DTYPES = {DType.F32: np.dtype(np.float32), DType.F16: np.dtype(np.float16),
 def is_torch(x: Any) -> bool:
     """True for a torch.Tensor (without importing torch)."""
     return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+
+
+def as_int_array(values: Any, what: str, ctype: str) -> np.ndarray:
+    """A flat C-contiguous array of ctype (int32, uint32, int64 or uint64)
+    from a numpy integer array, a torch integer tensor, a sequence of ints or
+    one int; no copy when values already is one. Bool and floating-point
+    arrays and non-int elements raise TypeError; a value outside ctype's range
+    raises RangeError naming it and its index, before anything is cast."""
+    if isinstance(values, (str, bytes, bytearray)):
+        raise TypeError(f"{what} must be integers, not {type(values).__name__}")
+    if is_torch(values):
+        if values.is_floating_point() or values.is_complex() or str(values.dtype) == "torch.bool":
+            raise TypeError(f"{what} must be integers, not a {values.dtype} tensor")
+        values = values.detach().cpu().numpy()
+    if not isinstance(values, np.ndarray) or values.dtype == object:
+        # Python ints (and numpy scalars mixed with them) one by one: numpy
+        # would turn a list holding 1.9 or True into a float or bool array.
+        flat = np.asarray(values, dtype=object).reshape(-1)
+        ints = [as_int(v, f"{what}[{i}]", ctype) for i, v in enumerate(flat)]
+        return np.array(ints, dtype=np.dtype(ctype))
+    if values.dtype.kind not in "iu":
+        raise TypeError(f"{what} must be integers, not a {values.dtype} array")
+    flat = values.reshape(-1)
+    lo, hi = INT_RANGES[ctype]
+    info = np.iinfo(flat.dtype)
+    # Each bound is compared only where the array's type can exceed it, so
+    # it is representable in that type and the comparison is exact.
+    bad = np.zeros(flat.shape, dtype=bool)
+    if info.min < lo:
+        bad |= flat < flat.dtype.type(lo)
+    if info.max > hi:
+        bad |= flat > flat.dtype.type(hi)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise out_of_range(f"{what}[{i}]", int(flat[i]), ctype)
+    return np.ascontiguousarray(flat, dtype=np.dtype(ctype))
 
 
 def torch_dtype(dtype: DType):

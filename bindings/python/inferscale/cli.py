@@ -104,16 +104,58 @@ def _header_and_question(tok, question: str) -> Tuple[str, str]:
     return head[:head.index(_MARK)], full[full.index(_MARK) + len(_MARK):]
 
 
+def _nul_in(value, where: str) -> Optional[str]:
+    """Where a string (a member's name or value) inside value holds a NUL
+    character, which C would cut the string at; None if nowhere."""
+    if isinstance(value, str):
+        return where if "\0" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and "\0" in key:
+            return f"the member name {json.dumps(key)} in {where}"
+        found = _nul_in(item, f"{where}[{json.dumps(key)}]")
+        if found:
+            return found
+    return None
+
+
+def _read_facts(path: str, namespace: Optional[str]) -> List[dict]:
+    """The rows of a facts JSONL file, each checked before anything is loaded:
+    an object with a string "text" (and "namespace", unless one is given),
+    no NUL character in any string; FormatError naming the line otherwise."""
+    from .errors import FormatError
+    rows = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path} line {n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise FormatError(f"{where}: not JSON ({e.msg})") from None
+        if not isinstance(row, dict):
+            raise FormatError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        for key in ("text",) if namespace else ("text", "namespace"):
+            if not isinstance(row.get(key), str):
+                raise FormatError(f'{where}: "{key}" must be a string, got {type(row.get(key)).__name__}')
+        nul = _nul_in(row, "row")
+        if nul:
+            raise FormatError(f"{where}: {nul} contains a NUL character")
+        rows.append(row)
+    return rows
+
+
 def _encode(args: argparse.Namespace) -> int:
     import inferscale as infs
-    with open(args.facts, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
+    rows = _read_facts(args.facts, args.namespace)
     # Refused before the models load or the store is touched.
     for no, row in enumerate(rows, 1):
         ns = args.namespace or row["namespace"]
-        for field, value in (("namespace", ns), ("text", row["text"])):
-            if "\0" in value:
-                raise infs.InvalidArgumentError(f"{args.facts}: fact {no}: \"{field}\" holds a NUL character")
         if ns.startswith(infs.RESERVED_PREFIX):
             raise infs.InvalidArgumentError(f"{args.facts}: fact {no}: namespace \"{ns}\" is reserved "
                                             f"(names starting with \"{infs.RESERVED_PREFIX}\" belong to the library)")

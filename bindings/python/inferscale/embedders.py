@@ -15,7 +15,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from ._ffi import check, cstr, ffi, lib
+from ._ffi import as_int, check, cpath, cstr, ffi, lib
 from .errors import InvalidArgumentError
 
 __all__ = ["Embedder", "SentenceTransformerEmbedder"]
@@ -34,10 +34,10 @@ class Embedder:
         self._lock = threading.Lock()
         opts = ffi.new("infs_embedder_options *")
         check(lib.infs_embedder_options_init(opts, lib.INFS_EMBEDDER_OPTIONS_VERSION))
-        opts.n_threads = n_threads
-        opts.max_seq_length = max_seq_length
+        opts.n_threads = as_int(n_threads, "n_threads", "uint32")
+        opts.max_seq_length = as_int(max_seq_length, "max_seq_length", "uint32")
         out = ffi.new("infs_embedder **")
-        check(lib.infs_embedder_load(out, cstr(os.fsdecode(path), "path"), opts))
+        check(lib.infs_embedder_load(out, cpath(path), opts))
         self._ptr = ffi.gc(out[0], lib.infs_embedder_free)
         self.dim = int(lib.infs_embedder_dim(self._ptr))
         self.max_seq_length = int(lib.infs_embedder_max_seq_length(self._ptr))
@@ -61,12 +61,14 @@ class Embedder:
         if self._ptr is None:
             raise InvalidArgumentError("embedder is closed", lib.INFS_EINVAL)
         single = isinstance(texts, str)
+        if not single and (isinstance(texts, (bytes, bytearray)) or not hasattr(texts, "__iter__")):
+            raise TypeError(f"texts must be a str or a sequence of str, not {type(texts).__name__}")
         items = [texts] if single else list(texts)
-        keep = [cstr(t, "text") for t in items]
+        keep = [cstr(t, "texts" if single else f"texts[{i}]") for i, t in enumerate(items)]
         arr = ffi.new("const char *[]", keep) if keep else ffi.NULL
         opts = ffi.new("infs_embed_options *")
         check(lib.infs_embed_options_init(opts, lib.INFS_EMBED_OPTIONS_VERSION))
-        p = cstr(prompt, "prompt")
+        p = cstr(prompt, "prompt", none_ok=True)
         opts.prompt = p
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         if items:

@@ -6,7 +6,9 @@ import dataclasses
 import enum
 from typing import Any, Optional, Union
 
-from ._ffi import check, ffi, lib
+import numpy as np
+
+from ._ffi import as_int, check, ffi, lib
 
 __all__ = ["DType", "RopeStyle", "RopeScaling", "Metric", "Backend", "SyncMode", "Geometry"]
 
@@ -21,18 +23,21 @@ _ALIASES = {
 class _NamedEnum(enum.IntEnum):
     @classmethod
     def coerce(cls, value: Any) -> "_NamedEnum":
-        """Accepts a member, its int value or its name in any case."""
+        """Accepts a member, its int value or its name in any case (TypeError
+        for another type, a bool or a float; ValueError for an unknown value)."""
         if isinstance(value, cls):
             return value
         if isinstance(value, str):
             key = value.strip().upper().replace("-", "_")
-            key = _ALIASES.get(cls.__name__, {}).get(key, key)
-            try:
-                return cls[key]
-            except KeyError:
-                names = ", ".join(m.name.lower() for m in cls)
-                raise ValueError(f"unknown {cls.__name__} {value!r} (one of {names})") from None
-        return cls(int(value))
+            member = cls.__members__.get(_ALIASES.get(cls.__name__, {}).get(key, key))
+        elif isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{cls.__name__} must be a member, a name or an int, not {type(value).__name__}")
+        else:
+            member = next((m for m in cls if m.value == value), None)
+        if member is None:
+            names = ", ".join(m.name.lower() for m in cls)
+            raise ValueError(f"unknown {cls.__name__} {value!r} (one of {names})")
+        return member
 
 
 class DType(_NamedEnum):
@@ -82,6 +87,9 @@ class SyncMode(_NamedEnum):
     OFF = 2
 
 
+_UINT32_FIELDS = ("n_layers", "n_kv_heads", "head_dim", "rotary_dim", "rope_original_max_pos", "embed_dim")
+
+
 @dataclasses.dataclass
 class Geometry:
     """Shape and position encoding of stored KV (``infs_geometry``).
@@ -111,11 +119,20 @@ class Geometry:
     def __post_init__(self) -> None:
         if self.rotary_dim is None:
             self.rotary_dim = self.head_dim
+        self._check()
+
+    def _check(self) -> None:
+        """Coerces the enum fields; TypeError or RangeError for an integer
+        field that is not an int in uint32's range (fields may be set after
+        construction, so _to_c checks again)."""
         self.rope_style = RopeStyle.coerce(self.rope_style)
         self.rope_scaling = RopeScaling.coerce(self.rope_scaling)
         self.kv_dtype = DType.coerce(self.kv_dtype)
+        for name in _UINT32_FIELDS:
+            setattr(self, name, as_int(getattr(self, name), f"Geometry.{name}", "uint32"))
 
     def _to_c(self):
+        self._check()
         g = ffi.new("infs_geometry *")
         check(lib.infs_geometry_init(g, lib.INFS_GEOMETRY_VERSION))
         for f in dataclasses.fields(self):

@@ -25,6 +25,7 @@ import inspect
 import os
 from typing import Any, List, Sequence, Tuple
 
+from .arrays import as_int_array
 from .geometry import DType, Geometry, RopeScaling
 from .layout import KVLayout
 from .store import Store
@@ -124,10 +125,9 @@ def _attention_modules(model: Any) -> list:
     return mods
 
 
-def _ids(x: Any, device: Any):
+def _ids(x: Any, device: Any, what: str = "token_ids"):
     import torch
-    t = x if isinstance(x, torch.Tensor) else torch.tensor(list(x), dtype=torch.long)
-    return t.reshape(1, -1).to(device=device, dtype=torch.long)
+    return torch.tensor(as_int_array(x, what, "int32"), dtype=torch.long, device=device).reshape(1, -1)
 
 
 def capture_kv(model: Any, token_ids: Any, context_ids: Any = None) -> Tuple[Any, Any]:
@@ -141,7 +141,7 @@ def capture_kv(model: Any, token_ids: Any, context_ids: Any = None) -> Tuple[Any
     ids = _ids(token_ids, device)
     n = ids.shape[1]
     if context_ids is not None and len(context_ids):
-        ids = torch.cat([_ids(context_ids, device), ids], dim=1)
+        ids = torch.cat([_ids(context_ids, device, "context_ids"), ids], dim=1)
     ks: List[Any] = [None] * len(attn)
     vs: List[Any] = [None] * len(attn)
 
@@ -190,7 +190,7 @@ def build_cache(model: Any, store: Store, namespace: str, ids: Sequence[int], *,
     import torch
     from transformers import DynamicCache
 
-    ids = [int(i) for i in ids]
+    ids = [int(i) for i in as_int_array(ids, "ids", "uint64")]
     tokens = [store.get(namespace, i).tokens for i in ids]
     total = sum(len(t) for t in tokens)
     param = next(model.parameters())
@@ -226,7 +226,7 @@ def generate(model: Any, store: Store, namespace: str, ids: Sequence[int], quest
     from the store; returns the generated ids after the question."""
     import torch
     cache, prefix = build_cache(model, store, namespace, ids)
-    q = _ids(question_ids, prefix.device)
+    q = _ids(question_ids, prefix.device, "question_ids")
     input_ids = torch.cat([prefix, q], dim=1)
     generate_kwargs[cache_kwarg(model)] = cache
     out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **generate_kwargs)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from ._ffi import check, ffi, lib
+from ._ffi import as_int, check, ffi, lib
 from .arrays import dtype_of, is_torch
 from .geometry import DType
 
@@ -176,6 +176,7 @@ class KVLayout:
         """transformers' cache: a DynamicCache (its layers' ``keys``/``values``) or a
         sequence of per-layer ``(keys, values)``, each ``(batch, n_kv_heads, seq, head_dim)``;
         one sequence of the batch, as one block of ``seq`` slots."""
+        batch_index = as_int(batch_index, "batch_index", "int64")
         if hasattr(cache, "layers"):
             pairs = [(layer.keys, layer.values) for layer in cache.layers]
         else:
@@ -191,5 +192,5 @@ class KVLayout:
         if stream is None:
             import torch
             stream = torch.cuda.current_stream(self.device)
-        handle = getattr(stream, "cuda_stream", stream)
-        return ffi.cast("void *", int(handle))
+        handle = as_int(getattr(stream, "cuda_stream", stream), "stream", "size_t")
+        return ffi.cast("void *", handle)

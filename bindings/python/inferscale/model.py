@@ -12,7 +12,8 @@ from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 
-from ._ffi import check, cstr, ffi, lib, pystr
+from ._ffi import as_int, check, cpath, ffi, lib, pystr
+from .arrays import as_int_array
 from .errors import InvalidArgumentError
 from .geometry import DType, Geometry
 from .layout import KVLayout
@@ -59,9 +60,9 @@ class Model:
         self._lock = threading.Lock()
         opts = ffi.new("infs_model_options *")
         check(lib.infs_model_options_init(opts, lib.INFS_MODEL_OPTIONS_VERSION))
-        opts.n_threads = n_threads
+        opts.n_threads = as_int(n_threads, "n_threads", "uint32")
         out = ffi.new("infs_model **")
-        check(lib.infs_model_load(out, cstr(os.fsdecode(path), "path"), opts))
+        check(lib.infs_model_load(out, cpath(path), opts))
         self._ptr = ffi.gc(out[0], lib.infs_model_free)
         info = ffi.new("infs_model_info *")
         info.version = lib.INFS_MODEL_INFO_VERSION
@@ -100,7 +101,7 @@ class Model:
         g = ffi.new("infs_geometry *")
         check(lib.infs_model_geometry(g, self._p, int(DType.coerce(kv_dtype))))
         geo = Geometry._from_c(g)
-        geo.embed_dim = embed_dim
+        geo.embed_dim = as_int(embed_dim, "embed_dim", "uint32")
         return geo
 
     def identity(self, kv_dtype: Union[DType, str] = DType.F32) -> str:
@@ -124,12 +125,12 @@ class Model:
         own K (rotated) and V there. seq_ids runs independent sequences in one
         call, each with its own positions. kv=True also returns the tokens'
         pre-RoPE K and V in kv_dtype, the store's layout."""
-        tok = np.ascontiguousarray(np.asarray(tokens).reshape(-1), dtype=np.int32)
+        tok = as_int_array(tokens, "tokens", "int32")
         n = int(tok.shape[0])
         keep = [tok]
         pos_p = ffi.NULL
         if positions is not None:
-            pos = np.ascontiguousarray(np.asarray(positions).reshape(-1), dtype=np.int32)
+            pos = as_int_array(positions, "positions", "int32")
             if pos.shape[0] != n:
                 raise ValueError(f"{pos.shape[0]} positions for {n} tokens")
             keep.append(pos)
@@ -140,16 +141,16 @@ class Model:
         opts.all_logits = int(all_logits)
         opts.kv_dtype = int(dt)
         if cache is not None:
-            bt = np.arange(cache.n_blocks) if block_table is None else np.asarray(block_table)
-            bt = np.ascontiguousarray(bt.reshape(-1), dtype=np.int32)
+            bt = as_int_array(np.arange(cache.n_blocks) if block_table is None else block_table,
+                              "block_table", "int32")
             keep.append(bt)
             opts.cache = cache._c
             opts.block_table = ffi.cast("const int32_t *", ffi.from_buffer(bt))
             opts.block_table_len = bt.shape[0]
-            opts.n_past = n_past
+            opts.n_past = as_int(n_past, "n_past", "uint32")
             opts.write_cache = int(write_cache)
         if seq_ids is not None:
-            sid = np.ascontiguousarray(np.asarray(seq_ids).reshape(-1), dtype=np.int32)
+            sid = as_int_array(seq_ids, "seq_ids", "int32")
             if sid.shape[0] != n:
                 raise ValueError(f"{sid.shape[0]} seq_ids for {n} tokens")
             keep.append(sid)
@@ -170,7 +171,7 @@ class Model:
     def capture(self, tokens: Any, context: Any = None, kv_dtype: Union[DType, str] = DType.F32):
         """The pre-RoPE (k, v) of tokens run after context (whose KV is not
         returned), ready for Store.put."""
-        tok = np.asarray(tokens, dtype=np.int32).reshape(-1)
-        ctx = np.zeros(0, np.int32) if context is None else np.asarray(context, dtype=np.int32).reshape(-1)
+        tok = as_int_array(tokens, "tokens", "int32")
+        ctx = as_int_array([] if context is None else context, "context", "int32")
         r = self.forward(np.concatenate([ctx, tok]), kv=True, kv_dtype=kv_dtype)
         return (np.ascontiguousarray(r.k[:, ctx.shape[0]:]), np.ascontiguousarray(r.v[:, ctx.shape[0]:]))

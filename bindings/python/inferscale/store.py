@@ -12,8 +12,8 @@ from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
-from ._ffi import check, cstr, ffi, lib, pystr
-from .arrays import as_float32_vectors, host_kv, kv_from_c
+from ._ffi import as_int, check, cpath, cstr, ffi, lib, pystr
+from .arrays import as_float32_vectors, as_int_array, host_kv, kv_from_c
 from .errors import InvalidArgumentError
 from .geometry import Backend, Geometry, Metric, SyncMode
 from .layout import KVLayout
@@ -98,6 +98,7 @@ class Store:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._users = 0
+        c_path = cpath(path)
         self.path = os.fsdecode(path)
         opts = ffi.new("infs_store_options *")
         check(lib.infs_store_options_init(opts, lib.INFS_STORE_OPTIONS_VERSION))
@@ -112,16 +113,16 @@ class Store:
             keep.append(ident)
             opts.identity = ident
         opts.sync = int(SyncMode.coerce(sync))
-        opts.device = device
-        opts.device_budget_bytes = device_budget_bytes
+        opts.device = as_int(device, "device", "int")
+        opts.device_budget_bytes = as_int(device_budget_bytes, "device_budget_bytes", "uint64")
         if faiss_index is not None:
             fi = cstr(faiss_index, "faiss_index")
             keep.append(fi)
             opts.faiss_index = fi
         if faiss_min_facts is not None:
-            opts.faiss_min_facts = faiss_min_facts
+            opts.faiss_min_facts = as_int(faiss_min_facts, "faiss_min_facts", "uint64")
         out = ffi.new("infs_store **")
-        check(lib.infs_store_open(out, cstr(self.path, "path"), opts))
+        check(lib.infs_store_open(out, c_path, opts))
         self._ptr = ffi.gc(out[0], lib.infs_store_close)
         self._geometry = self._read_geometry()
 
@@ -234,8 +235,7 @@ class Store:
         given for a segment. metadata: a str, or a dict stored as JSON.
         """
         g = self._geometry
-        tok = np.ascontiguousarray(tokens.detach().cpu().numpy() if hasattr(tokens, "detach") else tokens,
-                                   dtype=np.int32).reshape(-1)
+        tok = as_int_array(tokens, "tokens", "int32")
         shape = (g.n_layers, tok.shape[0], g.n_kv_heads, g.head_dim)
         # The second values hold converted copies (or the inputs) alive through the call.
         kp, _k_alive = host_kv(k, g.kv_dtype, shape, "k")
@@ -252,10 +252,10 @@ class Store:
         f.k, f.v = kp, vp
         if isinstance(metadata, dict):
             metadata = json.dumps(metadata, ensure_ascii=False)
-        ctext, cmeta = cstr(text, "text"), cstr(metadata, "metadata")
+        ctext, cmeta = cstr(text, "text", none_ok=True), cstr(metadata, "metadata", none_ok=True)
         f.text, f.metadata = ctext, cmeta
-        f.source_id = source_id
-        f.timestamp = timestamp
+        f.source_id = as_int(source_id, "source_id", "uint64")
+        f.timestamp = as_int(timestamp, "timestamp", "int64")
         out = ffi.new("uint64_t *")
         with self._use() as p:
             check(lib.infs_fact_put(out, p, _ns(namespace), f))
@@ -282,7 +282,7 @@ class Store:
         namespace has no such id (also when another namespace has it)."""
         out = ffi.new("infs_fact_record **")
         with self._use() as p:
-            check(lib.infs_fact_get(out, p, _ns(namespace), fact_id))
+            check(lib.infs_fact_get(out, p, _ns(namespace), as_int(fact_id, "fact_id", "uint64")))
         r = out[0]
         try:
             g = self._geometry
@@ -302,7 +302,7 @@ class Store:
     def delete(self, namespace: str, fact_id: int) -> None:
         """Deletes fact_id of namespace (NotFoundError if it has none)."""
         with self._use() as p:
-            check(lib.infs_fact_delete(p, _ns(namespace), fact_id))
+            check(lib.infs_fact_delete(p, _ns(namespace), as_int(fact_id, "fact_id", "uint64")))
 
     def count(self, namespace: str) -> int:
         """Live facts and segments in namespace (0 for an unknown one)."""
@@ -358,6 +358,7 @@ class Store:
         never returned.
         """
         g = self._geometry
+        k = as_int(k, "k", "size_t")
         single = np.ndim(query) == 1 if not hasattr(query, "dim") else query.dim() == 1
         q = as_float32_vectors(query, g.embed_dim, "query")
         nq = q.shape[0]
@@ -367,7 +368,7 @@ class Store:
         opts.backend = int(Backend.coerce(backend))
         # k is checked by the library before it writes; a k past the maximum
         # needs no room for the error it gets.
-        room = min(max(int(k), 1), int(lib.INFS_RETRIEVE_K_MAX))
+        room = min(max(k, 1), int(lib.INFS_RETRIEVE_K_MAX))
         hits = np.zeros(nq * room, dtype=[("id", "<u8"), ("score", "<f4"), ("_pad", "<u4")])
         if ffi.sizeof("infs_hit") != hits.dtype.itemsize:
             raise RuntimeError("infs_hit layout differs from the binding's")
@@ -397,12 +398,10 @@ class Store:
         or a raw handle), by default ``torch.cuda.current_stream()``, and complete
         asynchronously in that stream's order.
         """
-        id_arr = np.ascontiguousarray(np.asarray(ids, dtype=np.uint64).reshape(-1))
-        if block_table is None:
-            block_table = np.arange(cache.n_blocks, dtype=np.int32)
-        elif hasattr(block_table, "detach"):
-            block_table = block_table.detach().cpu().numpy()
-        bt = np.ascontiguousarray(np.asarray(block_table).reshape(-1), dtype=np.int32)
+        id_arr = as_int_array(ids, "ids", "uint64")
+        bt = as_int_array(np.arange(cache.n_blocks) if block_table is None else block_table,
+                          "block_table", "int32")
+        start_pos = as_int(start_pos, "start_pos", "uint32")
         opts = ffi.new("infs_inject_options *")
         check(lib.infs_inject_options_init(opts, lib.INFS_INJECT_OPTIONS_VERSION))
         opts.stream = cache.stream_for(stream)
@@ -434,7 +433,7 @@ def rope_rotate(x: np.ndarray, positions: Any, geometry: Geometry) -> np.ndarray
         raise ValueError(f"rope_rotate: x must be (n_tokens, n_heads, head_dim), got {tuple(x.shape)}")
     if int(x.shape[2]) != geometry.head_dim:
         raise ValueError(f"rope_rotate: head_dim {x.shape[2]} differs from the geometry's {geometry.head_dim}")
-    pos = np.ascontiguousarray(positions, dtype=np.int32).reshape(-1)
+    pos = as_int_array(positions, "positions", "int32")
     if pos.shape[0] != x.shape[0]:
         raise ValueError(f"rope_rotate: {pos.shape[0]} positions for {x.shape[0]} tokens")
     g = geometry._to_c()

@@ -9,7 +9,8 @@ from typing import Any, Dict, Sequence, Union
 
 import numpy as np
 
-from ._ffi import check, cstr, ffi, lib
+from ._ffi import as_int, check, cpath, cstr, ffi, lib
+from .arrays import as_int_array
 from .errors import InvalidArgumentError
 from .geometry import _NamedEnum
 
@@ -45,7 +46,7 @@ def _messages(messages: Sequence[Union[Dict[str, str], Any]]):
     arr = ffi.new("infs_chat_message[]", max(len(messages), 1))
     for i, m in enumerate(messages):
         role, content = (m["role"], m["content"]) if isinstance(m, dict) else (m.role, m.content)
-        r, c = cstr(role, "role"), cstr(content, "content")
+        r, c = cstr(role, f"messages[{i}] role"), cstr(content, f"messages[{i}] content")
         keep += [r, c]
         arr[i].role, arr[i].content = r, c
     return arr, keep
@@ -61,7 +62,7 @@ class Tokenizer:
         self._ptr = None
         self._lock = threading.Lock()
         out = ffi.new("infs_tokenizer **")
-        check(lib.infs_tokenizer_load(out, cstr(os.fsdecode(path), "path")))
+        check(lib.infs_tokenizer_load(out, cpath(path)))
         self._ptr = ffi.gc(out[0], lib.infs_tokenizer_free)
 
     load = classmethod(lambda cls, path: cls(path))
@@ -113,14 +114,19 @@ class Tokenizer:
         return self.vocab_size
 
     def is_special(self, token: int) -> bool:
-        return bool(lib.infs_tokenizer_is_special(self._p, token))
+        return bool(lib.infs_tokenizer_is_special(self._p, as_int(token, "token", "int32")))
 
     def encode(self, text: Union[str, bytes], *, add_special: bool = False,
                parse_special: bool = False) -> np.ndarray:
         """Token ids (int32) of text. add_special adds BOS/EOS as the model's
         configuration asks; parse_special reads special tokens written in the
         text ("<|im_start|>") as those tokens (leave it off for user input)."""
-        data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        if isinstance(text, str):
+            data = text.encode("utf-8")
+        elif isinstance(text, (bytes, bytearray, memoryview)):
+            data = bytes(text)
+        else:
+            raise TypeError(f"text must be a str or bytes, not {type(text).__name__}")
         flags = ((lib.INFS_TOKENIZE_ADD_SPECIAL if add_special else 0)
                  | (lib.INFS_TOKENIZE_PARSE_SPECIAL if parse_special else 0))
         src = ffi.from_buffer(data)
@@ -130,8 +136,7 @@ class Tokenizer:
         return np.frombuffer(ffi.buffer(buf, 4 * n), dtype=np.int32).copy()
 
     def _tokens(self, tokens: Any):
-        arr = np.ascontiguousarray(tokens.detach().cpu().numpy() if hasattr(tokens, "detach") else tokens,
-                                   dtype=np.int32).reshape(-1)
+        arr = as_int_array(tokens, "tokens", "int32")
         return arr, (ffi.cast("const infs_token *", ffi.from_buffer(arr)) if arr.size else ffi.NULL)
 
     def decode_bytes(self, tokens: Any, *, skip_special: bool = False) -> bytes:
@@ -150,6 +155,7 @@ class Tokenizer:
     def piece(self, token: int) -> bytes:
         """The bytes of one token."""
         p = self._p
+        token = as_int(token, "token", "int32")
         buf, n = _sized(lambda out, cap, n_out: lib.infs_token_to_piece(p, token, out, cap, n_out),
                         lambda cap: ffi.new("char[]", cap), 64)
         return ffi.buffer(buf, n)[:]

@@ -80,3 +80,30 @@ def test_encode_and_ask(tmp_path):
     assert ans["prefilled_tokens"] < ans["memory_tokens"]
     run = cli("ask", "Anything?", "--store", store, "-n", "nobody", check=False)
     assert run.returncode == 1 and "no memory" in run.stderr
+
+
+@pytest.mark.parametrize("line,message", [
+    ('{"text": "a\\u0000b", "namespace": "maya"}', 'row["text"] contains a NUL character'),
+    ('{"text": "ok", "namespace": "ma\\u0000ya"}', 'row["namespace"] contains a NUL character'),
+    ('{"text": "ok", "namespace": "maya", "tags": ["x", "y\\u0000"]}', 'row["tags"][1] contains a NUL'),
+    ('{"text": "ok", "namespace": "maya", "a\\u0000b": 1}', 'the member name "a\\u0000b" in row'),
+    ('{"text": "ok", "namespace": 5}', '"namespace" must be a string, got int'),
+    ('{"namespace": "maya"}', '"text" must be a string, got NoneType'),
+    ('["ok"]', "expected a JSON object, got list"),
+    ('{"text": "ok",', "not JSON"),
+])
+def test_encode_refuses_bad_lines_before_loading_anything(tmp_path, line, message):
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text('{"text": "Maya has a cat.", "namespace": "maya"}\n\n' + line + "\n")
+    store = tmp_path / "m.infs"
+    run = cli("encode", str(facts), "--store", str(store), "--model", str(tmp_path / "no-model.gguf"), check=False)
+    assert run.returncode == 1 and f"FormatError: {facts} line 3: " in run.stderr, run.stderr
+    assert message in run.stderr, run.stderr
+    assert not store.exists()
+
+
+def test_encode_refuses_a_file_that_is_not_utf8(tmp_path):
+    facts = tmp_path / "facts.jsonl"
+    facts.write_bytes(b'{"text": "caf\xe9", "namespace": "maya"}\n')
+    run = cli("encode", str(facts), "--store", str(tmp_path / "m.infs"), check=False)
+    assert run.returncode == 1 and "FormatError" in run.stderr and "not UTF-8" in run.stderr, run.stderr
