@@ -69,7 +69,7 @@ static int new_tokenizer(infs_tokenizer **out, uint32_t n_vocab)
 	infs_tokenizer *tok = calloc(1, sizeof *tok);
 	if (!tok)
 		return infs__error(INFS_ENOMEM, "tokenizer: no memory");
-	tok->bos = tok->eos = tok->unk = -1;
+	tok->bos = tok->eos = -1;
 	tok->special = calloc(n_vocab ? n_vocab : 1, 1);
 	tok->added = calloc(n_vocab ? n_vocab : 1, sizeof *tok->added);
 	if (!tok->special || !tok->added || infs__bpe_new(&tok->bpe, n_vocab) != INFS_OK) {
@@ -233,7 +233,6 @@ int infs__tokenizer_from_gguf(infs_tokenizer **out, const infs__gguf *g, const c
 	} ids[] = {
 		{ "tokenizer.ggml.bos_token_id", offsetof(infs_tokenizer, bos) },
 		{ "tokenizer.ggml.eos_token_id", offsetof(infs_tokenizer, eos) },
-		{ "tokenizer.ggml.unknown_token_id", offsetof(infs_tokenizer, unk) },
 	};
 	for (size_t i = 0; i < sizeof ids / sizeof *ids && rc == INFS_OK; i++) {
 		int64_t v;
@@ -686,12 +685,6 @@ static int cache_grow(piece_cache *c, const char *text)
 	return INFS_OK;
 }
 
-static int missing_byte(void *ctx, infs__ids *out, uint8_t byte)
-{
-	const infs_tokenizer *tok = ctx;
-	return tok->unk >= 0 ? infs__ids_push(out, tok->unk) : INFS_OK;
-}
-
 static int encode_piece(void *ctx, size_t start, size_t end)
 {
 	encoder *e = ctx;
@@ -713,7 +706,7 @@ static int encode_piece(void *ctx, size_t start, size_t end)
 	}
 	size_t ids_at = e->ids->n;
 	int rc = infs__bpe_encode(e->tok->bpe, (const uint8_t *)e->text + start, len, e->tok->whole_first,
-	                          missing_byte, (void *)e->tok, e->scratch, e->ids);
+	                          e->scratch, e->ids);
 	if (rc == INFS_OK && e->ids->n - ids_at <= UINT32_MAX) {
 		*slot = (piece_slot){ start, ids_at, (uint32_t)len, (uint32_t)(e->ids->n - ids_at) };
 		c->used++;
