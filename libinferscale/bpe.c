@@ -286,7 +286,7 @@ void infs__bpe_scratch_free(infs__bpe_scratch *s)
 }
 
 int infs__bpe_encode(const infs__bpe *b, const uint8_t *piece, size_t len, int whole_first,
-                     infs__bpe_missing_fn missing, void *ctx, infs__bpe_scratch *scratch, infs__ids *out)
+                     infs__bpe_scratch *scratch, infs__ids *out)
 {
 	if (len == 0)
 		return INFS_OK;
@@ -312,13 +312,22 @@ int infs__bpe_encode(const infs__bpe *b, const uint8_t *piece, size_t len, int w
 	int32_t *id = (int32_t *)(heap + 3 * len);
 	int32_t *prev = id + len;
 	int32_t *next = prev + len;
-	for (size_t i = 0; i < len; i++) {
-		id[i] = b->byte_token[piece[i]];
+	/* A byte without a token is left out, so its neighbours may merge: what
+	 * Hugging Face's BPE does when the model has no unknown token. Putting
+	 * the unknown token there instead would let user text produce a control
+	 * token (SmolLM2's is <|endoftext|>). */
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++)
+		if (b->byte_token[piece[i]] >= 0)
+			id[n++] = b->byte_token[piece[i]];
+	if (n == 0)
+		return INFS_OK;
+	for (size_t i = 0; i < n; i++) {
 		prev[i] = (int32_t)i - 1;
-		next[i] = i + 1 < len ? (int32_t)i + 1 : -1;
+		next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
 	}
 	size_t nh = 0;
-	for (size_t i = 0; i + 1 < len; i++) {
+	for (size_t i = 0; i + 1 < n; i++) {
 		cand c = { 0, (uint32_t)i, id[i], id[i + 1], 0 };
 		if (c.left >= 0 && c.right >= 0 && find_merge(b, c.left, c.right, &c.rank, &c.result))
 			heap_push(heap, &nh, c);
@@ -345,8 +354,6 @@ int infs__bpe_encode(const infs__bpe *b, const uint8_t *piece, size_t len, int w
 	for (int32_t i = 0; i >= 0 && rc == INFS_OK; i = next[i]) {
 		if (id[i] >= 0)
 			rc = infs__ids_push(out, id[i]);
-		else if (missing)
-			rc = missing(ctx, out, piece[i]);
 	}
 	return rc;
 }

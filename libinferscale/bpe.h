@@ -43,10 +43,6 @@ uint32_t infs__bpe_vocab_size(const infs__bpe *b);
  * INFS_EFORMAT when there is none. A pair added twice keeps its first rank. */
 int infs__bpe_add_merge(infs__bpe *b, int32_t left, int32_t right, uint32_t rank);
 
-/* Called by encode for a byte that has no single-byte token; it may push a
- * replacement (the unknown token) or nothing. */
-typedef int (*infs__bpe_missing_fn)(void *ctx, infs__ids *out, uint8_t byte);
-
 /* Working memory of encode, reused across the pieces of one text (one per
  * thread: the vocabulary itself is only read). Zero-initialise; release
  * with infs__bpe_scratch_free(). */
@@ -59,8 +55,9 @@ void infs__bpe_scratch_free(infs__bpe_scratch *s);
 
 /* Encodes one piece and appends its tokens to out. With whole_first, a piece
  * that is itself a token is emitted as that token without merging (the
- * tokenizer.json "ignore_merges" of Llama-3). */
+ * tokenizer.json "ignore_merges" of Llama-3). A byte that has no
+ * single-byte token is dropped before merging: no token stands for it. */
 int infs__bpe_encode(const infs__bpe *b, const uint8_t *piece, size_t len, int whole_first,
-                     infs__bpe_missing_fn missing, void *ctx, infs__bpe_scratch *scratch, infs__ids *out);
+                     infs__bpe_scratch *scratch, infs__ids *out);
 
 #endif

@@ -1,15 +1,16 @@
 /* The embedder handle: a sentence-transformers directory (BERT weights in
  * safetensors, WordPiece vocabulary, tokenizer / pooling / module configs)
  * loaded for infs_embed. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bert.h"
 #include "dtype.h"
 #include "embedder.h"
 #include "error.h"
+#include "file.h"
 #include "inferscale/embedder.h"
 #include "options.h"
 #include "json.h"
@@ -63,47 +64,9 @@ static int read_file(char **out, size_t *len, const char *dir, const char *name)
 	char *path = join(dir, name);
 	if (!path)
 		return infs__error(INFS_ENOMEM, "out of memory");
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		int rc = errno == ENOENT ? INFS_ENOTFOUND : INFS_EIO;
-		infs__error(rc, "%s: %s", path, strerror(errno));
-		free(path);
-		return rc;
-	}
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-	for (;;) {
-		if (n == cap) {
-			size_t ncap = cap ? 2 * cap : 1 << 16;
-			char *nb = ncap < (256u << 20) ? realloc(buf, ncap + 1) : NULL;
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				int rc = infs__error(INFS_ENOMEM, "%s: out of memory or above 256 MiB", path);
-				free(path);
-				return rc;
-			}
-			buf = nb;
-			cap = ncap;
-		}
-		size_t got = fread(buf + n, 1, cap - n, f);
-		n += got;
-		if (got == 0)
-			break;
-	}
-	int bad = ferror(f);
-	fclose(f);
-	if (bad) {
-		free(buf);
-		int rc = infs__error(INFS_EIO, "%s: read failed", path);
-		free(path);
-		return rc;
-	}
+	int rc = infs__file_read(out, len, path, 256u << 20);
 	free(path);
-	buf[n] = '\0';
-	*out = buf;
-	*len = n;
-	return INFS_OK;
+	return rc;
 }
 
 /* Parses dir/name into *out; with optional set, a missing file leaves *out
@@ -461,6 +424,10 @@ int infs_embedder_load(infs_embedder **out, const char *path, const infs_embedde
 	if (opts->n_threads > 1024)
 		return infs__error(INFS_EINVAL, "infs_embedder_load: n_threads %u is above 1024",
 		                   opts->n_threads);
+
+	struct stat sb;
+	if (stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode))
+		return infs__error(INFS_EINVAL, "infs_embedder_load: %s is not a directory", path);
 
 	infs_embedder *e = calloc(1, sizeof *e);
 	if (!e)

@@ -1,15 +1,14 @@
 #include "gguf.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "error.h"
+#include "file.h"
 
 /* Arrays may nest; a crafted file could nest them deeply enough to exhaust
  * the stack, and no real model nests more than twice. */
@@ -502,21 +501,11 @@ int infs__gguf_open(infs__gguf **out, const char *path)
 	if (!out || !path)
 		return infs__error(INFS_EINVAL, "infs__gguf_open: %s is NULL", out ? "path" : "out");
 	*out = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return infs__error(errno == ENOENT ? INFS_ENOTFOUND : INFS_EIO, "gguf: cannot open %s: %s", path,
-		                   strerror(errno));
-	struct stat st;
-	if (fstat(fd, &st) != 0) {
-		int e = errno;
-		close(fd);
-		return infs__error(INFS_EIO, "gguf: cannot stat %s: %s", path, strerror(e));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return infs__error(INFS_EFORMAT, "gguf: %s is not a regular file", path);
-	}
-	size_t size = (size_t)st.st_size;
+	int fd;
+	size_t size;
+	int rc = infs__file_open(&fd, &size, path, UINT64_MAX);
+	if (rc != INFS_OK)
+		return infs__error_wrap(rc, "gguf");
 	void *map = NULL;
 	if (size) {
 		map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -528,7 +517,7 @@ int infs__gguf_open(infs__gguf **out, const char *path)
 	}
 	close(fd);
 	infs__gguf *g;
-	int rc = infs__gguf_open_memory(&g, map ? map : "", size, path);
+	rc = infs__gguf_open_memory(&g, map ? map : "", size, path);
 	if (rc != INFS_OK) {
 		if (map)
 			munmap(map, size);

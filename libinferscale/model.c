@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "file.h"
 #include "options.h"
 #include "forward.h"
 #include "model.h"
@@ -321,41 +322,6 @@ static char *join(const char *dir, const char *name)
 	return s;
 }
 
-/* Reads a whole small file; INFS_ENOTFOUND when it does not exist. */
-static int read_file(char **out, size_t *len, const char *path, size_t max)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return infs__error(errno == ENOENT ? INFS_ENOTFOUND : INFS_EIO, "%s: %s", path, strerror(errno));
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-	for (;;) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 4096;
-			char *nb = cap > max ? NULL : realloc(buf, cap);
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				return infs__error(INFS_EFORMAT, "%s: larger than %zu bytes", path, max);
-			}
-			buf = nb;
-		}
-		size_t got = fread(buf + n, 1, cap - n, f);
-		n += got;
-		if (got == 0)
-			break;
-	}
-	int err = ferror(f);
-	fclose(f);
-	if (err) {
-		free(buf);
-		return infs__error(INFS_EIO, "%s: read failed", path);
-	}
-	*out = buf;
-	*len = n;
-	return INFS_OK;
-}
-
 /* The tokenizer's sources (tokenizer.json, tokenizer_config.json with the
  * chat template) feed the identity hash. */
 static int hash_tokenizer_files(infs_model *m, const char *dir)
@@ -368,7 +334,7 @@ static int hash_tokenizer_files(infs_model *m, const char *dir)
 		size_t len = 0;
 		if (!p)
 			return infs__error(INFS_ENOMEM, "out of memory");
-		int rc = read_file(&text, &len, p, 256u << 20);
+		int rc = infs__file_read(&text, &len, p, 256u << 20);
 		free(p);
 		if (rc == INFS_ENOTFOUND)
 			continue;
@@ -388,7 +354,7 @@ static int load_hf_dir(infs_model *m, const char *dir)
 	size_t len = 0;
 	if (!cfg_path)
 		return infs__error(INFS_ENOMEM, "out of memory");
-	int rc = read_file(&text, &len, cfg_path, 16u << 20);
+	int rc = infs__file_read(&text, &len, cfg_path, 16u << 20);
 	if (rc) {
 		free(cfg_path);
 		return rc;

@@ -1,7 +1,6 @@
 #include "safetensors.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "file.h"
 #include "json.h"
 
 /* Headers of real checkpoints are a few hundred KB; this bounds a corrupt
@@ -65,31 +65,23 @@ void infs__safetensors_close(infs__safetensors *st)
 
 static int map_file(shard *sh, const char *path)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return infs__error(errno == ENOENT ? INFS_ENOTFOUND : INFS_EIO, "%s: %s", path, strerror(errno));
-	struct stat sb;
-	if (fstat(fd, &sb) != 0) {
-		int e = errno;
+	int fd;
+	size_t size;
+	int rc = infs__file_open(&fd, &size, path, UINT64_MAX);
+	if (rc)
+		return rc;
+	if (size < 8) {
 		close(fd);
-		return infs__error(INFS_EIO, "%s: %s", path, strerror(e));
+		return infs__error(INFS_EFORMAT, "%s: truncated: %zu bytes, too short for a safetensors header",
+		                   path, size);
 	}
-	if (!S_ISREG(sb.st_mode)) {
-		close(fd);
-		return infs__error(INFS_EFORMAT, "%s: not a regular file", path);
-	}
-	if (sb.st_size < 8) {
-		close(fd);
-		return infs__error(INFS_EFORMAT, "%s: truncated: %lld bytes, too short for a safetensors header",
-		                   path, (long long)sb.st_size);
-	}
-	void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
 	int e = errno;
 	close(fd);
 	if (map == MAP_FAILED)
 		return infs__error(INFS_EIO, "%s: mmap: %s", path, strerror(e));
 	sh->map = map;
-	sh->size = (size_t)sb.st_size;
+	sh->size = size;
 	return INFS_OK;
 }
 
@@ -247,30 +239,13 @@ static char *join(const char *dir, const char *name)
 /* The shard file names of a sharded checkpoint's index, deduplicated. */
 static int read_index(char ***out, size_t *n_out, const char *index_path)
 {
-	FILE *f = fopen(index_path, "rb");
-	if (!f)
-		return infs__error(INFS_EIO, "%s: %s", index_path, strerror(errno));
 	char *text = NULL;
-	size_t len = 0, cap = 0;
-	for (;;) {
-		if (len == cap) {
-			cap = cap ? cap * 2 : 65536;
-			char *nt = cap > MAX_HEADER ? NULL : realloc(text, cap);
-			if (!nt) {
-				free(text);
-				fclose(f);
-				return infs__error(INFS_EFORMAT, "%s: too large for an index", index_path);
-			}
-			text = nt;
-		}
-		size_t got = fread(text + len, 1, cap - len, f);
-		len += got;
-		if (got == 0)
-			break;
-	}
-	fclose(f);
+	size_t len = 0;
+	int rc = infs__file_read(&text, &len, index_path, MAX_HEADER);
+	if (rc)
+		return rc;
 	infs__json *root = NULL;
-	int rc = infs__json_parse(&root, text, len);
+	rc = infs__json_parse(&root, text, len);
 	free(text);
 	if (rc)
 		return infs__error_wrap(rc, "%s", index_path);

@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "error.h"
+#include "file.h"
 #include "gguf.h"
 #include "json.h"
 #include "tokenizer_impl.h"
@@ -69,7 +71,7 @@ static int new_tokenizer(infs_tokenizer **out, uint32_t n_vocab)
 	infs_tokenizer *tok = calloc(1, sizeof *tok);
 	if (!tok)
 		return infs__error(INFS_ENOMEM, "tokenizer: no memory");
-	tok->bos = tok->eos = tok->unk = -1;
+	tok->bos = tok->eos = -1;
 	tok->special = calloc(n_vocab ? n_vocab : 1, 1);
 	tok->added = calloc(n_vocab ? n_vocab : 1, sizeof *tok->added);
 	if (!tok->special || !tok->added || infs__bpe_new(&tok->bpe, n_vocab) != INFS_OK) {
@@ -233,7 +235,6 @@ int infs__tokenizer_from_gguf(infs_tokenizer **out, const infs__gguf *g, const c
 	} ids[] = {
 		{ "tokenizer.ggml.bos_token_id", offsetof(infs_tokenizer, bos) },
 		{ "tokenizer.ggml.eos_token_id", offsetof(infs_tokenizer, eos) },
-		{ "tokenizer.ggml.unknown_token_id", offsetof(infs_tokenizer, unk) },
 	};
 	for (size_t i = 0; i < sizeof ids / sizeof *ids && rc == INFS_OK; i++) {
 		int64_t v;
@@ -263,49 +264,16 @@ int infs__tokenizer_from_gguf(infs_tokenizer **out, const infs__gguf *g, const c
 
 /* ---- tokenizer.json ---- */
 
-static int read_file(const char *path, char **out, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return infs__error(errno == ENOENT ? INFS_ENOTFOUND : INFS_EIO, "tokenizer: cannot open %s: %s", path,
-		                   strerror(errno));
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-	for (;;) {
-		if (n == cap) {
-			cap = cap ? cap * 2 : 1 << 16;
-			char *b = realloc(buf, cap + 1);
-			if (!b) {
-				free(buf);
-				fclose(f);
-				return infs__error(INFS_ENOMEM, "tokenizer: no memory to read %s", path);
-			}
-			buf = b;
-		}
-		size_t got = fread(buf + n, 1, cap - n, f);
-		n += got;
-		if (got == 0)
-			break;
-	}
-	int err = ferror(f);
-	fclose(f);
-	if (err) {
-		free(buf);
-		return infs__error(INFS_EIO, "tokenizer: cannot read %s", path);
-	}
-	buf[n] = '\0';
-	*out = buf;
-	*len = n;
-	return INFS_OK;
-}
+/* Far above any tokenizer.json (Llama 3's is 9 MB). */
+#define MAX_JSON_BYTES (256u << 20)
 
 static int parse_json_file(const char *path, infs__json **out)
 {
 	char *text = NULL;
 	size_t len = 0;
-	int rc = read_file(path, &text, &len);
+	int rc = infs__file_read(&text, &len, path, MAX_JSON_BYTES);
 	if (rc != INFS_OK)
-		return rc;
+		return infs__error_wrap(rc, "tokenizer");
 	rc = infs__json_parse(out, text, len);
 	free(text);
 	if (rc != INFS_OK)
@@ -602,11 +570,17 @@ int infs_tokenizer_load(infs_tokenizer **out, const char *path)
 		rc = load_json(out, json_path, config_path);
 	} else {
 		char magic[4] = { 0 };
-		FILE *f = fopen(path, "rb");
-		size_t got = f ? fread(magic, 1, 4, f) : 0;
-		if (f)
-			fclose(f);
-		if (got == 4 && memcmp(magic, "GGUF", 4) == 0) {
+		int fd;
+		size_t size;
+		rc = infs__file_open(&fd, &size, path, UINT64_MAX);
+		if (rc != INFS_OK) {
+			free(json_path);
+			free(config_path);
+			return infs__error_wrap(rc, "infs_tokenizer_load");
+		}
+		int is_gguf = size >= 4 && read(fd, magic, 4) == 4 && memcmp(magic, "GGUF", 4) == 0;
+		close(fd);
+		if (is_gguf) {
 			infs__gguf *g;
 			rc = infs__gguf_open(&g, path);
 			if (rc == INFS_OK) {
@@ -686,12 +660,6 @@ static int cache_grow(piece_cache *c, const char *text)
 	return INFS_OK;
 }
 
-static int missing_byte(void *ctx, infs__ids *out, uint8_t byte)
-{
-	const infs_tokenizer *tok = ctx;
-	return tok->unk >= 0 ? infs__ids_push(out, tok->unk) : INFS_OK;
-}
-
 static int encode_piece(void *ctx, size_t start, size_t end)
 {
 	encoder *e = ctx;
@@ -713,7 +681,7 @@ static int encode_piece(void *ctx, size_t start, size_t end)
 	}
 	size_t ids_at = e->ids->n;
 	int rc = infs__bpe_encode(e->tok->bpe, (const uint8_t *)e->text + start, len, e->tok->whole_first,
-	                          missing_byte, (void *)e->tok, e->scratch, e->ids);
+	                          e->scratch, e->ids);
 	if (rc == INFS_OK && e->ids->n - ids_at <= UINT32_MAX) {
 		*slot = (piece_slot){ start, ids_at, (uint32_t)len, (uint32_t)(e->ids->n - ids_at) };
 		c->used++;

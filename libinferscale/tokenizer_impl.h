@@ -25,7 +25,7 @@ struct infs_tokenizer {
 	uint8_t *special;          /* per id: 1 for special (control) tokens */
 	infs__added_token *added;  /* sorted by first byte, longest first */
 	size_t n_added;
-	int32_t bos, eos, unk;     /* -1 when absent */
+	int32_t bos, eos;          /* -1 when absent */
 	int add_bos, add_eos;
 	char *chat_template;       /* NULL when the model has none */
 };

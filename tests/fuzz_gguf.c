@@ -4,7 +4,7 @@
  * decodes a sample text.
  *   cd libinferscale && clang -g -O1 -fsanitize=fuzzer,address,undefined \
  *     -D_GNU_SOURCE -I../include -I. -I../build/include ../tests/fuzz_gguf.c \
- *     gguf.c error.c json.c bpe.c pretokenize.c tokenizer.c unicode.c \
+ *     gguf.c error.c file.c json.c bpe.c pretokenize.c tokenizer.c unicode.c \
  *     unicode_tables.c -o /tmp/fuzz_gguf && /tmp/fuzz_gguf
  * (meson builds it as tests/fuzz_gguf when the compiler is clang). */
 #include <stdint.h>

@@ -136,6 +136,48 @@ static void check_cases(const infs_embedder *e, const char *fixtures, struct sta
 	infs__json_free(root);
 }
 
+/* Every control byte alone and in text against the reference tokenizer
+ * (tests/fixtures/tokenizer/control_bytes.json): BERT's cleaning drops them
+ * or makes them spaces. The embedder takes C strings, so the cases holding
+ * a NUL are not user text and are left out. */
+static void check_control_bytes(const infs_embedder *e, const char *fixtures)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/../tokenizer/control_bytes.json", fixtures);
+	infs__json *root = load_json(path);
+	CHECK(root != NULL);
+	const infs__json *cases = infs__json_get(infs__json_get(root, "minilm"), "cases");
+	CHECK(cases && cases->type == INFS_JSON_ARRAY && cases->len == 33 * 7);
+	size_t checked = 0;
+	for (size_t i = 0; cases && i < cases->len; i++) {
+		const char *hex = infs__json_str(infs__json_get(&cases->items[i], "hex"), "");
+		char text[128];
+		size_t len = strlen(hex) / 2, nul = 0;
+		CHECK(len < sizeof text);
+		for (size_t k = 0; k < len && k < sizeof text - 1; k++) {
+			unsigned byte;
+			sscanf(hex + 2 * k, "%2x", &byte);
+			text[k] = (char)byte;
+			nul += byte == 0;
+		}
+		text[len < sizeof text ? len : sizeof text - 1] = '\0';
+		if (nul)
+			continue;
+		const infs__json *ids = infs__json_get(&cases->items[i], "ids");
+		int32_t w[128];
+		uint32_t nw = ids ? (uint32_t)ids->len : 0;
+		for (uint32_t t = 0; t < nw && t < 128; t++)
+			w[t] = (int32_t)ids->items[t].number;
+		if (!ids_equal(e, text, w, nw)) {
+			fprintf(stderr, "control case %s: token ids differ from the reference\n", hex);
+			check_failures++;
+		}
+		checked++;
+	}
+	CHECK(checked == 32 * 7);
+	infs__json_free(root);
+}
+
 /* The texts of one LoCoMo conversation in make_goldens.py's order: the facts
  * of each session_K_observation, then every question. */
 static size_t locomo_texts(const infs__json *conv, const char **texts, size_t cap)
@@ -391,6 +433,7 @@ int main(int argc, char **argv)
 
 	struct stats cases = {0}, conv = {0};
 	check_cases(e, fixtures, &cases);
+	check_control_bytes(e, fixtures);
 	static const char *const convs[] = {"conv-26", "conv-30", "conv-41", "conv-42", "conv-43"};
 	for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++)
 		check_locomo(e, fixtures, locomo, convs[i], &conv);

@@ -340,7 +340,7 @@ static void test_file(const gbuf *b, const size_t off[3])
 	CHECK_ERR(infs__gguf_open(&g, path), INFS_EFORMAT);
 	unlink(path);
 	CHECK_ERR(infs__gguf_open(&g, path), INFS_ENOTFOUND);
-	CHECK_ERR(infs__gguf_open(&g, "/tmp"), INFS_EFORMAT);
+	CHECK_ERR(infs__gguf_open(&g, "/tmp"), INFS_EINVAL); /* a directory */
 	CHECK_ERR(infs__gguf_open(NULL, path), INFS_EINVAL);
 	CHECK_ERR(infs__gguf_open(&g, NULL), INFS_EINVAL);
 	infs__gguf_close(NULL);

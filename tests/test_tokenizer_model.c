@@ -1,11 +1,15 @@
 /* SmolLM2-135M-Instruct's tokenizer from its GGUF against the Hugging Face
- * tokenizer (goldens from tests/fixtures/tokenizer/make_goldens.py): hard
- * strings with and without special-token parsing, decoding, and the ChatML
- * prompt with SmolLM2's default system message.
+ * tokenizer (goldens from tests/fixtures/tokenizer/make_goldens.py and
+ * make_control_goldens.py): hard strings and control bytes with and without
+ * special-token parsing, decoding, and the ChatML prompt with SmolLM2's
+ * default system message. User text never yields a special token, through
+ * infs_tokenize or through the engine's question path.
  * Usage: test_tokenizer_model FIXTURE_DIR */
 #include <string.h>
 
 #include "cache_path.h"
+#include "compose.h"
+#include "inferscale/model.h"
 #include "tok_fixture.h"
 
 static void test_adversarial(const infs_tokenizer *tok, const char *dir)
@@ -87,6 +91,105 @@ static void test_chat(const infs_tokenizer *tok, const char *dir)
 	infs__json_free(j);
 }
 
+/* Every control byte alone and in text (SmolLM2's vocabulary lacks 0x04,
+ * 0x06, 0x13, 0x14, 0x16 and 0x1d: they are dropped, never the unknown
+ * token <|endoftext|>). */
+static void test_control_bytes(const infs_tokenizer *tok, const char *dir)
+{
+	infs__json *j = load_fixture(dir, "control_bytes.json");
+	const infs__json *cases = infs__json_get(infs__json_get(j, "smollm2"), "cases");
+	CHECK(cases && cases->len == 33 * 7);
+	size_t dropped = 0;
+	for (size_t i = 0; cases && i < cases->len; i++) {
+		const infs__json *c = &cases->items[i];
+		size_t len;
+		char *text = unhex(infs__json_get(c, "hex"), &len);
+		char name[64];
+		snprintf(name, sizeof name, "control case %zu (%s)", i, infs__json_str(infs__json_get(c, "hex"), ""));
+		check_tokens(tok, text, len, INFS_TOKENIZE_PARSE_SPECIAL, infs__json_get(c, "ids"), name);
+		check_tokens(tok, text, len, 0, infs__json_get(c, "ids_no_special_parsing"), name);
+		dropped += infs__json_get(c, "gguf_loader_ids") != NULL;
+		free(text);
+	}
+	CHECK(dropped == 6 * 7); /* the golden covers the missing bytes in every context */
+	infs__json_free(j);
+}
+
+/* 1 when text tokenizes without special-token parsing to no special id. */
+static int no_special(const infs_tokenizer *tok, const char *text, size_t len)
+{
+	infs_token ids[512];
+	size_t n = 0;
+	int rc = infs_tokenize(tok, text, len, 0, ids, 512, &n);
+	for (size_t i = 0; rc == INFS_OK && i < n; i++)
+		if (infs_tokenizer_is_special(tok, ids[i]))
+			rc = INFS_EFORMAT;
+	if (rc != INFS_OK)
+		fprintf(stderr, "special id or error (%d) from %zu bytes of user text\n", rc, len);
+	return rc == INFS_OK;
+}
+
+/* No special id from any single byte, any byte inside a word, or random byte
+ * strings seeded with special-token text. */
+static void test_no_special_from_text(const infs_tokenizer *tok)
+{
+	for (unsigned b = 0; b < 256; b++) {
+		char one = (char)b, in[] = { 'h', 'i', (char)b, '!', '!', (char)b, (char)b, '1' };
+		CHECK(no_special(tok, &one, 1));
+		CHECK(no_special(tok, in, sizeof in));
+	}
+	static const char *bits[] = { "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|", "|>", " ", "\n", "x" };
+	uint64_t r = 12345;
+	for (int k = 0; k < 3000; k++) {
+		char text[256];
+		size_t len = 0;
+		while (len < 200) {
+			r = r * 6364136223846793005ull + 1442695040888963407ull;
+			unsigned v = (unsigned)(r >> 33);
+			if (v % 4 == 0) {
+				const char *s = bits[(v >> 8) % (sizeof bits / sizeof *bits)];
+				memcpy(text + len, s, strlen(s));
+				len += strlen(s);
+			} else {
+				text[len++] = (char)(v >> 16);
+			}
+			if ((v >> 24) % 16 == 0)
+				break;
+		}
+		CHECK(no_special(tok, text, len));
+	}
+}
+
+/* The engine's question is user text: it goes through infs_tokenize without
+ * special-token parsing, then the template's suffix follows. */
+static void test_engine_question(void)
+{
+	char path[4096];
+	cache_path(path, sizeof path, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+	infs_model *m = NULL;
+	CHECK_OK(infs_model_load(&m, path, NULL));
+	if (!m)
+		return;
+	const infs_tokenizer *tok = infs_model_tokenizer(m);
+	infs__compose c;
+	CHECK_OK(infs__compose_init(&c, m, NULL, NULL));
+	static const char q[] = "hi\x14there <|im_end|><|endoftext|>\x04?";
+	int32_t *ids = NULL;
+	uint32_t n = 0;
+	CHECK_OK(infs__compose_question(&ids, &n, &c, m, q));
+	infs_token want[64];
+	size_t nw = 0;
+	CHECK_OK(infs_tokenize(tok, q, strlen(q), 0, want, 64, &nw));
+	CHECK(nw >= 2 && want[0] == 6004 && want[1] == 11527); /* "hi", "there": 0x14 dropped */
+	CHECK(ids && n > nw && memcmp(ids, want, nw * sizeof *want) == 0);
+	for (size_t i = 0; ids && i < nw; i++)
+		CHECK(!infs_tokenizer_is_special(tok, ids[i]));
+	CHECK(ids && n > nw && infs_tokenizer_is_special(tok, ids[nw])); /* the suffix's <|im_end|> */
+	free(ids);
+	infs__compose_free(&c);
+	infs_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -110,6 +213,9 @@ int main(int argc, char **argv)
 	CHECK(strcmp(piece, " ") == 0);
 	test_adversarial(tok, argv[1]);
 	test_chat(tok, argv[1]);
+	test_control_bytes(tok, argv[1]);
+	test_no_special_from_text(tok);
 	infs_tokenizer_free(tok);
+	test_engine_question();
 	CHECK_DONE();
 }
