@@ -41,11 +41,15 @@ for t in "${targets[@]}"; do
 	work=$dir/corpus/$t findings=$dir/findings/$t log=$dir/fuzz-$t.log
 	mkdir -p "$work" "$findings"
 	cp -n tests/fuzz/corpus/$t/* "$work/" 2>/dev/null
-	"$dir/tests/fuzz/fuzz_$t" "$work" -max_total_time="$seconds" -jobs="$jobs" -workers="$jobs" \
-		-print_final_stats=1 -artifact_prefix="$findings/" -rss_limit_mb=4096 -timeout=30 \
+	par=()
+	[ "$jobs" -gt 1 ] && par=(-jobs="$jobs" -workers="$jobs")
+	# In jobs mode each worker logs to fuzz-N.log in the current directory.
+	(cd "$TMPDIR" && "$OLDPWD/$dir/tests/fuzz/fuzz_$t" "$OLDPWD/$work" -max_total_time="$seconds" "${par[@]}" \
+		-print_final_stats=1 -artifact_prefix="$OLDPWD/$findings/" -rss_limit_mb=4096 -timeout=30) \
 		>"$log" 2>&1
 	rc=$?
-	[ "$jobs" -gt 1 ] && cat fuzz-*.log >>"$log" 2>/dev/null && rm -f fuzz-*.log
+	cat "$TMPDIR"/fuzz-*.log >>"$log" 2>/dev/null
+	rm -f "$TMPDIR"/fuzz-*.log
 	execs=$(grep -h '^stat::number_of_executed_units' "$log" | awk '{ s += $2 } END { print s + 0 }')
 	found=$(find "$findings" -type f | wc -l)
 	printf '%-12s %10d execs in %s s, corpus %d, %d findings\n' "$t" "$execs" "$seconds" \
