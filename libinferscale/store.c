@@ -210,6 +210,12 @@ int infs_fact_get(infs_fact_record **out, infs_store *s, const char *ns, uint64_
 	pthread_rwlock_rdlock(&s->lock);
 	infs__record r;
 	int rc = infs__store_find(&r, s, ns, id);
+	const infs__entry *e = rc ? NULL : entry_in(s, ns, id);
+	/* The file may have been changed under the handle since open checked
+	 * it; the copy is made anyway, so check it first. */
+	if (e && !infs__record_sound(s, e->off, e->len))
+		rc = infs__error(INFS_ECORRUPT, "%s: the record of fact %llu at offset %llu no longer matches its checksum",
+		                 s->path, (unsigned long long)id, (unsigned long long)e->off);
 	if (rc) {
 		pthread_rwlock_unlock(&s->lock);
 		return infs__error_wrap(rc, "infs_fact_get");
@@ -380,7 +386,7 @@ int infs_store_stats_get(infs_store_stats *out, infs_store *s)
 {
 	if (!out)
 		return infs__error(INFS_EINVAL, "infs_store_stats_get: out is NULL");
-	if (out->version != INFS_STORE_STATS_VERSION)
+	if (out->version != 1 && out->version != INFS_STORE_STATS_VERSION)
 		return infs__error(INFS_EINVAL, "infs_store_stats_get: unknown version %u (this library knows %u)",
 		                   out->version, INFS_STORE_STATS_VERSION);
 	CHECK_STORE("infs_store_stats_get", s);
@@ -396,6 +402,9 @@ int infs_store_stats_get(infs_store_stats *out, infs_store *s)
 	if (s->ext[INFS_EXT_DEVICE].data)
 		out->device_bytes = infs__device_bytes(s);
 #endif
+	/* A version-1 caller's struct ends before these. */
+	if (out->version >= 2)
+		out->lost_records = s->lost;
 	pthread_rwlock_unlock(&s->lock);
 	return INFS_OK;
 }
@@ -428,5 +437,34 @@ int infs_store_sync(infs_store *s)
 	if (fdatasync(s->fd) != 0)
 		rc = infs__error(INFS_EIO, "infs_store_sync: %s: %s", s->path, strerror(errno));
 	pthread_rwlock_unlock(&s->lock);
+	return rc;
+}
+
+int infs_store_verify(infs_store *s, uint64_t *bad_offset, uint64_t *bad_id)
+{
+	uint64_t off = 0, id = 0;
+	if (bad_offset)
+		*bad_offset = 0;
+	if (bad_id)
+		*bad_id = 0;
+	CHECK_STORE("infs_store_verify", s);
+	pthread_rwlock_rdlock(&s->lock);
+	int rc = infs__store_verify(s, &off);
+	const infs__entry *e = NULL;
+	for (size_t i = 0; rc == INFS_ECORRUPT && off && !e && i < s->ix.cap; i++)
+		if (s->ix.slots[i].id && s->ix.slots[i].off == off)
+			e = &s->ix.slots[i];
+	if (e) {
+		id = e->id;
+		rc = infs__error_wrap(rc, "infs_store_verify: fact %llu of namespace \"%s\"", (unsigned long long)id,
+		                      e->ns->name);
+	} else if (rc) {
+		rc = infs__error_wrap(rc, "infs_store_verify");
+	}
+	pthread_rwlock_unlock(&s->lock);
+	if (bad_offset)
+		*bad_offset = off;
+	if (bad_id)
+		*bad_id = id;
 	return rc;
 }

@@ -30,16 +30,23 @@ static int by_id(const void *a, const void *b)
  * facts are never handed out again, then the live records in id order. */
 static int write_new(infs_store *s, int fd, live *recs, size_t n, uint64_t *end)
 {
-	unsigned char header[INFS__HEADER_FIXED + INFS_IDENTITY_MAX + 16];
+	unsigned char header[INFS__HEADER_FIXED + INFS_IDENTITY_MAX + 16 + INFS__SLOTS];
 	unsigned char head[INFS__REC_HEAD];
-	size_t hlen = infs__header_encode(header, &s->geom, s->identity);
+	size_t hlen = infs__header_encode(header, &s->geom, s->identity, INFS__STORE_FORMAT);
+	/* The new file is always the current format; its slot 1 (sequence 1)
+	 * commits every record it will hold. */
+	uint64_t total = hlen + INFS__SLOTS + sizeof head + 8;
+	for (size_t i = 0; i < n; i++)
+		total += recs[i].len;
+	memset(header + hlen, 0, INFS__SLOT);
+	infs__slot_encode(header + hlen + INFS__SLOT, 1, n + 1, total);
 	struct iovec iov[BATCH];
 	iov[0] = (struct iovec){ &s->next_id, 8 };
 	infs__rec_head(head, INFS__REC_NEXT_ID, iov, 1);
-	struct iovec first[3] = { { header, hlen }, { head, sizeof head }, { &s->next_id, 8 } };
+	struct iovec first[3] = { { header, hlen + INFS__SLOTS }, { head, sizeof head }, { &s->next_id, 8 } };
 	if (infs__write_all(fd, 0, first, 3))
 		return -1;
-	uint64_t off = hlen + sizeof head + 8;
+	uint64_t off = hlen + INFS__SLOTS + sizeof head + 8;
 	for (size_t i = 0; i < n;) {
 		uint64_t start = off;
 		int k = 0;
@@ -118,6 +125,12 @@ static int compact(infs_store *s)
 	s->map = map;
 	s->map_cap = map_cap;
 	s->end = end;
+	s->version = INFS__STORE_FORMAT;
+	s->log_start = s->header_len + INFS__SLOTS;
+	s->seq = 1;
+	s->n_records = n + 1;
+	s->slot_end = end;
+	s->reserved = end;
 	s->dev = st.st_dev;
 	s->ino = st.st_ino;
 	free(recs);

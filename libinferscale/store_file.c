@@ -2,11 +2,13 @@
  * record at open, and appends. Layout and recovery rules are documented in
  * docs/store-format.md. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "crc32c.h"
@@ -76,13 +78,13 @@ static int io_error(const char *path, const char *what)
 	return infs__error(INFS_EIO, "%s: %s: %s", path, what, errno ? strerror(errno) : "unexpected end of file");
 }
 
-size_t infs__header_encode(unsigned char *buf, const infs_geometry *g, const char *identity)
+size_t infs__header_encode(unsigned char *buf, const infs_geometry *g, const char *identity, uint32_t version)
 {
 	size_t id_len = strlen(identity);
 	size_t len = infs__pad8(INFS__HEADER_FIXED + id_len + 1 + 4);
 	memset(buf, 0, len);
 	memcpy(buf, INFS__STORE_MAGIC, 8);
-	put32(buf + 8, INFS__STORE_FORMAT);
+	put32(buf + 8, version);
 	put32(buf + 12, (uint32_t)len);
 	put32(buf + 16, g->n_layers);
 	put32(buf + 20, g->n_kv_heads);
@@ -106,8 +108,8 @@ size_t infs__header_encode(unsigned char *buf, const infs_geometry *g, const cha
 	return len;
 }
 
-int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, int fd, uint64_t size,
-                      const char *path)
+int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, uint32_t *version_out, int fd,
+                      uint64_t size, const char *path)
 {
 	unsigned char head[16];
 	size_t have = size < sizeof head ? (size_t)size : sizeof head;
@@ -180,6 +182,7 @@ int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, i
 	*g = geo;
 	*identity = id;
 	*header_len = len;
+	*version_out = version;
 out:
 	free(buf);
 	return rc;
@@ -314,6 +317,39 @@ static int bad_record(infs_store *s, window *w, window *probe, uint64_t off, boo
 	}
 	s->end = off;
 	s->dropped_tail = size - off;
+	return INFS_OK;
+}
+
+void infs__slot_encode(unsigned char *slot, uint64_t seq, uint64_t n_records, uint64_t end)
+{
+	put64(slot, seq);
+	put64(slot + 8, n_records);
+	put64(slot + 16, end);
+	put32(slot + 24, infs__crc32c(0, slot, 24));
+	put32(slot + 28, 0);
+}
+
+/* Takes the sound commit slot with the highest sequence number: the other
+ * one may have been torn while being written. Sets seq and slot_end, and
+ * returns the slot's record count. */
+static int read_slots(infs_store *s, uint64_t size, uint64_t *n_records)
+{
+	unsigned char b[INFS__SLOTS];
+	*n_records = 0;
+	if (size < s->header_len + INFS__SLOTS)
+		return infs__error(INFS_ECORRUPT, "%s: the commit slots are cut short (the file is %llu bytes)", s->path,
+		                   (unsigned long long)size);
+	if (read_full(s->fd, b, sizeof b, s->header_len))
+		return io_error(s->path, "reading the commit slots");
+	for (int i = 0; i < 2; i++) {
+		const unsigned char *p = b + i * INFS__SLOT;
+		uint64_t seq = get64(p);
+		if (infs__crc32c(0, p, 24) != get32(p + 24) || seq <= s->seq || seq % 2 != (uint64_t)i)
+			continue;
+		s->seq = seq;
+		*n_records = get64(p + 8);
+		s->slot_end = get64(p + 16);
+	}
 	return INFS_OK;
 }
 
@@ -452,10 +488,20 @@ int infs__store_scan(infs_store *s, uint64_t size)
 	if (!buf)
 		return infs__error(INFS_ENOMEM, "%s: out of memory", s->path);
 	window w = { s, size, buf, cap, 0, 0 }, probe = { s, size, buf + cap, cap, 0, 0 };
-	uint64_t off = s->header_len, last_put = 0;
+	uint64_t slot_records = 0, last_put = 0;
 	int rc = INFS_OK;
 	s->next_id = 1;
 	s->dropped_tail = 0;
+	s->n_records = 0;
+	s->lost = 0;
+	s->seq = 0;
+	s->slot_end = 0;
+	s->log_start = s->header_len + (s->version >= 2 ? INFS__SLOTS : 0);
+	if (s->version >= 2 && (rc = read_slots(s, size, &slot_records))) {
+		free(buf);
+		return rc;
+	}
+	uint64_t off = s->log_start;
 	while (off < size) {
 		uint32_t type = 0;
 		uint64_t body_len = 0;
@@ -464,16 +510,67 @@ int infs__store_scan(infs_store *s, uint64_t size)
 		rc = rec_check(&w, off, &type, &body_len, &head_ok, &why);
 		if (rc == 1) {
 			rc = bad_record(s, &w, &probe, off, head_ok, body_len, why);
-			free(buf);
-			return rc;
+			off = s->end;
+			break;
 		}
 		if (rc || (rc = apply(s, &w, off, type, body_len, &last_put)))
 			break;
 		off += INFS__REC_HEAD + body_len;
+		s->n_records++;
 	}
 	free(buf);
-	if (!rc)
-		s->end = off;
+	if (rc)
+		return rc;
+	s->end = off;
+	/* The newest commit slot names where the log ended when it was
+	 * written: a log that ends before lost acknowledged records, however
+	 * cleanly it ends. Sound records past it are kept (their slot was not
+	 * written yet). */
+	if (s->slot_end > s->end)
+		s->lost = slot_records > s->n_records ? slot_records - s->n_records : 1;
+	return INFS_OK;
+}
+
+int infs__store_verify(infs_store *s, uint64_t *bad_off)
+{
+	struct stat st;
+	*bad_off = 0;
+	if (fstat(s->fd, &st) != 0)
+		return io_error(s->path, "checking the size");
+	if ((uint64_t)st.st_size < s->end) {
+		*bad_off = (uint64_t)st.st_size;
+		return infs__error(INFS_ECORRUPT, "%s has been cut to %llu bytes under the open store (its log ends at %llu)",
+		                   s->path, (unsigned long long)st.st_size, (unsigned long long)s->end);
+	}
+	unsigned char want[INFS__HEADER_FIXED + INFS_IDENTITY_MAX + 16];
+	size_t hlen = infs__header_encode(want, &s->geom, s->identity, s->version);
+	size_t cap = s->end < SCAN_CHUNK ? (size_t)infs__pad8(s->end) : SCAN_CHUNK;
+	unsigned char *buf = malloc(cap > hlen ? cap : hlen);
+	if (!buf)
+		return infs__error(INFS_ENOMEM, "%s: out of memory", s->path);
+	int rc = INFS_OK;
+	if (read_full(s->fd, buf, hlen, 0)) {
+		rc = io_error(s->path, "reading the header");
+	} else if (memcmp(buf, want, hlen) != 0) {
+		rc = infs__error(INFS_ECORRUPT, "%s: the header has changed since the store was opened", s->path);
+	} else {
+		window w = { s, s->end, buf, cap, 0, 0 };
+		for (uint64_t off = s->log_start; off < s->end;) {
+			uint32_t type;
+			uint64_t body_len = 0;
+			bool head_ok;
+			const char *why = NULL;
+			if ((rc = rec_check(&w, off, &type, &body_len, &head_ok, &why)) == 1) {
+				*bad_off = off;
+				rc = infs__error(INFS_ECORRUPT, "%s: the record at offset %llu is damaged (%s)", s->path,
+				                 (unsigned long long)off, why);
+			}
+			if (rc)
+				break;
+			off += INFS__REC_HEAD + body_len;
+		}
+	}
+	free(buf);
 	return rc;
 }
 
@@ -537,6 +634,39 @@ uint64_t infs__rec_head(unsigned char *head, uint32_t type, const struct iovec *
 	return body_len;
 }
 
+int infs__commit(infs_store *s)
+{
+	if (s->version < 2)
+		return INFS_OK;
+	unsigned char slot[INFS__SLOT];
+	uint64_t seq = s->seq + 1;
+	infs__slot_encode(slot, seq, s->n_records, s->end);
+	struct iovec iov = { slot, sizeof slot };
+	if (infs__write_all(s->fd, s->header_len + seq % 2 * INFS__SLOT, &iov, 1))
+		return io_error(s->path, "writing a commit slot");
+	s->seq = seq;
+	s->slot_end = s->end;
+	return INFS_OK;
+}
+
+/* Allocates the file for a put of total bytes plus INFS__RESERVE past it,
+ * which only deletes and drops may use, so that they fit when the disk is
+ * full. File systems without fallocate get no reserve. */
+static int reserve(infs_store *s, uint64_t total, const char *fn)
+{
+	uint64_t need = s->end + total + INFS__RESERVE;
+	if (need <= s->reserved)
+		return INFS_OK;
+	if (fallocate(s->fd, FALLOC_FL_KEEP_SIZE, (off_t)s->end, (off_t)(need - s->end)) != 0) {
+		if (errno == EOPNOTSUPP || errno == ENOSYS)
+			return INFS_OK;
+		return infs__error(INFS_EIO, "%s: no room in %s for a %llu-byte record and the %u bytes kept for deletes: %s",
+		                   fn, s->path, (unsigned long long)total, INFS__RESERVE, strerror(errno));
+	}
+	s->reserved = need;
+	return INFS_OK;
+}
+
 int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const char *fn)
 {
 	unsigned char head[INFS__REC_HEAD];
@@ -547,9 +677,17 @@ int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const c
 	int rc = infs__map_reserve(s, s->end + total);
 	if (rc)
 		return infs__error_wrap(rc, "%s", fn);
+	if (type == INFS__REC_PUT && (rc = reserve(s, total, fn)))
+		return rc;
 	if (infs__write_all(s->fd, s->end, iov, n) == 0 &&
 	    (s->opts.sync != INFS_SYNC_FULL || fdatasync(s->fd) == 0)) {
 		s->end += total;
+		s->n_records++;
+		/* The record is in the file (and durable in FULL), so the write
+		 * succeeded; its slot reaches the disk with the next sync. A slot
+		 * that cannot be written leaves an older one, which only lowers
+		 * what the next open can check (records past a slot are kept). */
+		infs__commit(s);
 		return INFS_OK;
 	}
 	int err = errno;
@@ -558,7 +696,16 @@ int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const c
 	 * open drops any rest as a torn tail. */
 	int cut = ftruncate(s->fd, (off_t)s->end);
 	(void)cut;
+	s->reserved = s->end; /* truncating may have freed the reserve */
 	return infs__error(INFS_EIO, "%s: writing %s: %s", fn, s->path, strerror(err));
+}
+
+bool infs__record_sound(const infs_store *s, uint64_t off, uint64_t len)
+{
+	const unsigned char *h = s->map + off;
+	return get32(h) == INFS__REC_MAGIC && infs__crc32c(0, h, 20) == get32(h + 20) &&
+	       get64(h + 8) == len - INFS__REC_HEAD &&
+	       infs__crc32c(0, h + INFS__REC_HEAD, len - INFS__REC_HEAD) == get32(h + 16);
 }
 
 void infs__record_at(infs__record *out, const infs_store *s, uint64_t off)

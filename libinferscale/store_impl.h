@@ -15,12 +15,18 @@
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the store format is little-endian");
 
 #define INFS__STORE_MAGIC "INFSTORE"
-#define INFS__STORE_FORMAT 1u
+#define INFS__STORE_FORMAT 2u
 #define INFS__HEADER_FIXED 112u  /* bytes before the identity string */
 #define INFS__HEADER_MAX 65536u  /* the largest header_len any format version may use */
 #define INFS__REC_MAGIC 0x52464e49u /* "INFR" */
 #define INFS__REC_HEAD 24u
 #define INFS__PUT_FIXED 48u
+/* Format 2: two commit slots follow the header (docs/store-format.md). */
+#define INFS__SLOT 32u
+#define INFS__SLOTS (2 * INFS__SLOT)
+/* Bytes past the log kept allocated by puts, so that deletes and drops fit
+ * on a full disk. */
+#define INFS__RESERVE (64u << 10)
 
 enum infs__rec_type { INFS__REC_PUT = 1, INFS__REC_DELETE = 2, INFS__REC_DROP = 3, INFS__REC_NEXT_ID = 4 };
 
@@ -94,9 +100,16 @@ struct infs_store {
 	char *faiss_index;
 	size_t kv_token_bytes;
 	uint64_t header_len;
+	uint32_t version; /* of the file's format */
+	uint64_t log_start; /* the first record: after the header, and the slots in format 2 */
 	uint64_t end;     /* end of the last valid record: where the next one goes */
 	uint64_t next_id;
+	uint64_t seq;       /* of the newest commit slot (format 2) */
+	uint64_t n_records; /* records in the log */
+	uint64_t reserved;  /* the file is allocated up to here (at least) */
 	uint64_t dropped_tail;
+	uint64_t lost;      /* acknowledged records missing at open */
+	uint64_t slot_end;  /* end of the log per the newest sound slot; 0 when none */
 	const unsigned char *map; /* PROT_READ, MAP_SHARED; map_cap may run past end */
 	size_t map_cap;
 	dev_t dev;
@@ -106,10 +119,21 @@ struct infs_store {
 };
 
 /* store_file.c: the on-disk format. */
-size_t infs__header_encode(unsigned char *buf, const infs_geometry *g, const char *identity);
-int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, int fd, uint64_t size,
-                      const char *path);
+size_t infs__header_encode(unsigned char *buf, const infs_geometry *g, const char *identity, uint32_t version);
+int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, uint32_t *version, int fd,
+                      uint64_t size, const char *path);
+/* Fills a commit slot (INFS__SLOT bytes). */
+void infs__slot_encode(unsigned char *slot, uint64_t seq, uint64_t n_records, uint64_t end);
+/* Writes the next commit slot for the current log (format 2; nothing for 1). */
+int infs__commit(infs_store *s);
+/* Verifies the log and builds the index; sets end, n_records, dropped_tail,
+ * seq, slot_end and lost. */
 int infs__store_scan(infs_store *s, uint64_t size);
+/* Re-reads the header and every record of the log and checks their
+ * checksums; on damage returns INFS_ECORRUPT with *bad_off set. */
+int infs__store_verify(infs_store *s, uint64_t *bad_off);
+/* Checks the body checksum of the record at off through the mapping. */
+bool infs__record_sound(const infs_store *s, uint64_t off, uint64_t len);
 int infs__map_reserve(infs_store *s, uint64_t need);
 /* Appends a record whose body is iov[1..n-1] (iov[0] is set here to the
  * record head), per the sync mode, and advances s->end. On error the file

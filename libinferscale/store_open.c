@@ -2,6 +2,7 @@
  * geometry and identity checks. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,9 +130,12 @@ static int create_file(const char *path, const infs_geometry *g, const char *ide
 	char *tmp;
 	if (asprintf(&tmp, "%s.create-%ld-%u", path, (long)getpid(), __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED)) < 0)
 		return infs__error(INFS_ENOMEM, "infs_store_open: out of memory");
-	unsigned char header[INFS__HEADER_FIXED + INFS_IDENTITY_MAX + 16];
-	size_t len = infs__header_encode(header, g, identity);
-	struct iovec iov = { header, len };
+	unsigned char header[INFS__HEADER_FIXED + INFS_IDENTITY_MAX + 16 + INFS__SLOTS];
+	size_t len = infs__header_encode(header, g, identity, INFS__STORE_FORMAT);
+	/* An empty log, committed in slot 1 (sequence 1); slot 0 is unused. */
+	memset(header + len, 0, INFS__SLOT);
+	infs__slot_encode(header + len + INFS__SLOT, 1, 0, len + INFS__SLOTS);
+	struct iovec iov = { header, len + INFS__SLOTS };
 	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		int err = errno;
@@ -150,6 +154,78 @@ static int create_file(const char *path, const infs_geometry *g, const char *ide
 	if (!rc && sync != INFS_SYNC_OFF && (rc = infs__fsync_dir(path)))
 		rc = infs__error_wrap(rc, "infs_store_open");
 	return rc;
+}
+
+/* Copies the bytes [s->end, size) to <path>.torn, or <path>.torn.N when
+ * that exists, and syncs it: the evidence of damage outlives the repair. */
+static int save_tail(const infs_store *s, char **torn, uint64_t size)
+{
+	int fd = -1;
+	for (unsigned n = 0; fd < 0 && n < 1000; n++) {
+		free(*torn);
+		if ((n ? asprintf(torn, "%s.torn.%u", s->path, n) : asprintf(torn, "%s.torn", s->path)) < 0) {
+			*torn = NULL;
+			return infs__error(INFS_ENOMEM, "infs_store_open: out of memory");
+		}
+		fd = open(*torn, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd < 0 && errno != EEXIST)
+			break;
+	}
+	if (fd < 0)
+		return infs__error(INFS_EIO, "infs_store_open: creating %s: %s", *torn, strerror(errno));
+	int rc = INFS_OK;
+	unsigned char buf[1u << 16];
+	for (uint64_t off = s->end; off < size && !rc;) {
+		size_t n = size - off < sizeof buf ? (size_t)(size - off) : sizeof buf;
+		ssize_t r = pread(s->fd, buf, n, (off_t)off);
+		struct iovec iov = { buf, r > 0 ? (size_t)r : 0 };
+		if (r <= 0 || infs__write_all(fd, off - s->end, &iov, 1))
+			rc = infs__error(INFS_EIO, "infs_store_open: copying the damaged tail of %s to %s: %s", s->path,
+			                 *torn, r == 0 ? "the file shrank" : strerror(errno));
+		off += r > 0 ? (uint64_t)r : 0;
+	}
+	if (!rc && s->opts.sync != INFS_SYNC_OFF && fsync(fd) != 0)
+		rc = infs__error(INFS_EIO, "infs_store_open: syncing %s: %s", *torn, strerror(errno));
+	close(fd);
+	if (!rc && s->opts.sync != INFS_SYNC_OFF)
+		rc = infs__fsync_dir(*torn);
+	return rc;
+}
+
+/* A writer's repair of a damaged or torn log: the dropped bytes go to a
+ * .torn file, the file is cut after the last sound record, and a commit slot
+ * for what remains is written, so that the next open reports nothing new. */
+static int set_aside(infs_store *s, char **torn, uint64_t size)
+{
+	int rc;
+	if (s->dropped_tail && (rc = save_tail(s, torn, size)))
+		return rc;
+	if (ftruncate(s->fd, (off_t)s->end) != 0)
+		return infs__error(INFS_EIO, "infs_store_open: cutting the torn tail of %s: %s", s->path, strerror(errno));
+	if ((rc = infs__commit(s)))
+		return infs__error_wrap(rc, "infs_store_open");
+	if (s->opts.sync == INFS_SYNC_FULL && fdatasync(s->fd) != 0)
+		return infs__error(INFS_EIO, "infs_store_open: syncing %s: %s", s->path, strerror(errno));
+	return INFS_OK;
+}
+
+/* Leaves what the open found in infs_error_last(), though it succeeded. */
+static void report_damage(const infs_store *s, const char *torn)
+{
+	char lost[160] = "", kept[PATH_MAX + 64] = "";
+	if (s->lost)
+		snprintf(lost, sizeof lost, ": %llu acknowledged record%s lost (the log ends at %llu, its commit record says %llu)",
+		         (unsigned long long)s->lost, s->lost == 1 ? "" : "s", (unsigned long long)s->end,
+		         (unsigned long long)s->slot_end);
+	if (torn)
+		snprintf(kept, sizeof kept, "; the dropped bytes are in %s", torn);
+	else if (s->dropped_tail && s->readonly)
+		snprintf(kept, sizeof kept, "; a writable open moves them to %s.torn", s->path);
+	if (s->dropped_tail)
+		infs__error(INFS_OK, "infs_store_open: %s%s; dropped %llu bytes of a torn or damaged tail at offset %llu%s",
+		            s->path, lost, (unsigned long long)s->dropped_tail, (unsigned long long)s->end, kept);
+	else
+		infs__error(INFS_OK, "infs_store_open: %s%s", s->path, lost);
 }
 
 static int check_options(infs_store_options *o, infs_geometry *geom, const infs_store_options *in)
@@ -274,7 +350,9 @@ static int check_binding(const infs_store *s, const infs_store_options *o, const
 static int open_locked(infs_store *s, const infs_store_options *o, const infs_geometry *geom)
 {
 	for (int attempt = 0; attempt < 100; attempt++) {
-		int fd = open(s->path, (s->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		/* O_NONBLOCK: opening a FIFO must not wait for a writer; fstat
+		 * below refuses anything but a regular file. */
+		int fd = open(s->path, (s->readonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK);
 		if (fd < 0 && errno == ENOENT && (o->flags & INFS_OPEN_CREATE)) {
 			int rc = create_file(s->path, geom, o->identity, o->sync);
 			if (rc)
@@ -290,7 +368,7 @@ static int open_locked(infs_store *s, const infs_store_options *o, const infs_ge
 			return infs__error(INFS_EIO, "infs_store_open: opening %s: %s", s->path, strerror(errno));
 		}
 		struct stat st, now;
-		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fcntl(fd, F_SETFL, 0) != 0) {
 			close(fd);
 			return infs__error(INFS_EINVAL, "infs_store_open: %s is not a regular file", s->path);
 		}
@@ -369,7 +447,8 @@ int infs_store_open(infs_store **out, const char *path, const infs_store_options
 		rc = infs__error(INFS_EIO, "infs_store_open: %s: %s", path, strerror(errno));
 		goto fail;
 	}
-	if ((rc = infs__header_read(&s->geom, &s->identity, &s->header_len, s->fd, (uint64_t)st.st_size, path)))
+	if ((rc = infs__header_read(&s->geom, &s->identity, &s->header_len, &s->version, s->fd, (uint64_t)st.st_size,
+	                            path)))
 		goto fail;
 	if ((rc = check_binding(s, &o, &geom)))
 		goto fail;
@@ -383,11 +462,10 @@ int infs_store_open(infs_store **out, const char *path, const infs_store_options
 		rc = infs__error_wrap(rc, "infs_store_open");
 		goto fail;
 	}
-	if (s->dropped_tail && !s->readonly &&
-	    (ftruncate(s->fd, (off_t)s->end) != 0 || (o.sync == INFS_SYNC_FULL && fdatasync(s->fd) != 0))) {
-		rc = infs__error(INFS_EIO, "infs_store_open: cutting the torn tail of %s: %s", path, strerror(errno));
+	char *torn = NULL;
+	if (!s->readonly && (s->dropped_tail || s->lost) && (rc = set_aside(s, &torn, (uint64_t)st.st_size)))
 		goto fail;
-	}
+	s->reserved = s->end;
 	if ((rc = infs__map_reserve(s, s->end))) {
 		rc = infs__error_wrap(rc, "infs_store_open");
 		goto fail;
@@ -409,6 +487,9 @@ int infs_store_open(infs_store **out, const char *path, const infs_store_options
 	if (o.device >= 0 && (rc = infs__device_attach(s)))
 		goto fail;
 #endif
+	if (s->dropped_tail || s->lost)
+		report_damage(s, torn);
+	free(torn);
 	*out = s;
 	return INFS_OK;
 fail:

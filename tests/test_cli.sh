@@ -13,6 +13,11 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 head -n 12 "$root/examples/memory/facts.jsonl" > "$tmp/facts.jsonl"
 "$cli" encode --quiet --store "$tmp/s.infs" "$tmp/facts.jsonl" > "$tmp/out"
 grep -q "encoded 12 facts into 1 namespace" "$tmp/out" || fail "encode: $(cat "$tmp/out")"
+"$cli" verify "$tmp/s.infs" | grep -q ": sound: 12 facts" || fail "verify: a sound store"
+cp "$tmp/s.infs" "$tmp/bad.infs"
+printf 'X' | dd of="$tmp/bad.infs" bs=1 seek=$(( $(stat -c %s "$tmp/bad.infs") - 100 )) conv=notrunc 2>/dev/null
+if "$cli" verify "$tmp/bad.infs" 2> "$tmp/err"; then fail "verify: a damaged last record passed"; fi
+grep -q "1 acknowledged record lost" "$tmp/err" || fail "verify: $(cat "$tmp/err")"
 
 q="What is the name of Maya's cat?"
 "$cli" ask --store "$tmp/s.infs" --namespace maya -k 4 --max-tokens 24 "$q" > "$tmp/inj"

@@ -1,7 +1,11 @@
 /* The store file under damage: truncation at every offset, flipped bytes in
  * the header and in records, wrong magic, a future format version, junk
  * after the last record, and the checksum itself. */
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "crc32c.h"
 #include "store.h"
@@ -28,6 +32,9 @@ static unsigned char *slurp(const char *path, size_t *n)
  * are truncated to zero and rewritten, which makes thousands of them slow). */
 static void spit(const char *path, const void *b, size_t n)
 {
+	char torn[700];
+	snprintf(torn, sizeof torn, "%s.torn", path);
+	unlink(torn); /* left by a writer that opened the previous copy */
 	unlink(path);
 	FILE *f = fopen(path, "wb");
 	if (!f || fwrite(b, 1, n, f) != n)
@@ -147,10 +154,20 @@ static void truncate_everywhere(void)
 			infs_store_stats st = { .version = INFS_STORE_STATS_VERSION };
 			CHECK_OK(infs_store_stats_get(&st, s));
 			CHECK(st.dropped_tail_bytes == len - l.ends[whole] && st.file_bytes == l.ends[whole]);
+			/* The commit slot counts every record, so a cut, even at a
+			 * record boundary, reports the acknowledged records it lost. */
+			CHECK(st.lost_records == (uint64_t)(l.n_rec - whole));
+			if (whole < l.n_rec)
+				CHECK(strstr(infs_error_last(), "acknowledged record"));
 			check_prefix(s, &l, whole);
 			infs_store_close(s);
-			/* A writer cuts the torn tail off; a reader leaves the file alone. */
+			/* A writer moves the torn tail to cut.infs.torn and cuts it off;
+			 * a reader leaves the file alone. */
 			CHECK(file_size(cut) == (ro ? len : l.ends[whole]));
+			char torn[700];
+			snprintf(torn, sizeof torn, "%s.torn", cut);
+			CHECK(access(torn, F_OK) == (!ro && len > l.ends[whole] ? 0 : -1));
+			CHECK(file_size(torn) == (ro ? 0 : len - l.ends[whole]));
 		}
 	}
 	/* A writer that dropped a tail appends after the last good record. */
@@ -184,8 +201,9 @@ static void flipped_bytes(void)
 	unsigned char *b = slurp(path, &n);
 	infs_store *s = NULL;
 
-	/* Every byte of the header. */
-	for (size_t i = 0; i < l.ends[0]; i++) {
+	/* Every byte of the header (the 64 bytes before ends[0] are the slots). */
+	uint64_t slots = l.ends[0] - 64;
+	for (size_t i = 0; i < slots; i++) {
 		b[i] ^= 0x10;
 		spit(bad, b, n);
 		b[i] ^= 0x10;
@@ -193,6 +211,34 @@ static void flipped_bytes(void)
 		CHECK(s == NULL);
 	}
 	CHECK(strstr(infs_error_last(), "header"));
+
+	/* Every byte of the commit slots: a torn slot leaves the other one, and
+	 * records past an older slot are kept, so nothing is lost. */
+	for (size_t i = slots; i < l.ends[0]; i++) {
+		b[i] ^= 0x04;
+		spit(bad, b, n);
+		b[i] ^= 0x04;
+		CHECK_OK(open_store(&s, bad, NULL, INFS_OPEN_READONLY, INFS_SYNC_OFF));
+		infs_store_stats st = { .version = INFS_STORE_STATS_VERSION };
+		CHECK_OK(infs_store_stats_get(&st, s));
+		CHECK(st.lost_records == 0 && st.dropped_tail_bytes == 0 && st.file_bytes == n);
+		check_prefix(s, &l, l.n_rec);
+		infs_store_close(s);
+	}
+	/* The newest slot torn and the log cut at a record boundary: the older
+	 * slot still sees the loss of the records it committed. */
+	uint64_t seq[2];
+	memcpy(&seq[0], b + slots, 8);
+	memcpy(&seq[1], b + slots + 32, 8);
+	size_t newest = slots + (seq[1] > seq[0] ? 32 : 0);
+	b[newest + 3] ^= 0x40;
+	spit(bad, b, (size_t)l.ends[3]);
+	b[newest + 3] ^= 0x40;
+	CHECK_OK(open_store(&s, bad, NULL, INFS_OPEN_READONLY, INFS_SYNC_OFF));
+	infs_store_stats lst = { .version = INFS_STORE_STATS_VERSION };
+	CHECK_OK(infs_store_stats_get(&lst, s));
+	CHECK(lst.lost_records == (uint64_t)(l.n_rec - 1 - 3) && lst.dropped_tail_bytes == 0);
+	infs_store_close(s);
 
 	/* Every byte of a record with sound records after it: corruption, and
 	 * the message names the damaged record's offset. */
@@ -208,17 +254,31 @@ static void flipped_bytes(void)
 		CHECK(file_size(bad) == n); /* nothing was cut */
 	}
 
-	/* The last record damaged looks exactly like a torn write: dropped. */
+	/* The last record damaged looks like a torn write, but its commit slot
+	 * was written: dropped, reported as one lost record, and the writer
+	 * keeps the damaged bytes in <path>.torn. */
 	from = l.ends[l.n_rec - 1];
+	char torn[700];
+	snprintf(torn, sizeof torn, "%s.torn", bad);
 	for (uint64_t i = from; i < n; i += 13) {
 		b[i] ^= 0x80;
 		spit(bad, b, n);
-		b[i] ^= 0x80;
-		CHECK_OK(open_store(&s, bad, NULL, 0, INFS_SYNC_OFF));
+		CHECK_OK(open_store(&s, bad, NULL, 0, INFS_SYNC_FULL));
+		CHECK(strstr(infs_error_last(), "1 acknowledged record lost") && strstr(infs_error_last(), torn));
 		infs_store_stats st = { .version = INFS_STORE_STATS_VERSION };
 		CHECK_OK(infs_store_stats_get(&st, s));
-		CHECK(st.dropped_tail_bytes == n - from);
+		CHECK(st.dropped_tail_bytes == n - from && st.lost_records == 1);
 		check_prefix(s, &l, l.n_rec - 1);
+		infs_store_close(s);
+		size_t tn = 0;
+		unsigned char *t = slurp(torn, &tn);
+		CHECK(t && tn == n - from && !memcmp(t, b + from, tn));
+		free(t);
+		b[i] ^= 0x80;
+		/* The repair is committed: the next open finds nothing to report. */
+		CHECK_OK(open_store(&s, bad, NULL, 0, INFS_SYNC_FULL));
+		CHECK_OK(infs_store_stats_get(&st, s));
+		CHECK(st.dropped_tail_bytes == 0 && st.lost_records == 0);
 		infs_store_close(s);
 	}
 	free(b);
@@ -236,7 +296,7 @@ static void header_cases(void)
 	infs_store *s = NULL;
 	uint32_t hlen;
 	memcpy(&hlen, b + 12, 4);
-	CHECK(hlen == l.ends[0]);
+	CHECK(hlen + 64 == l.ends[0]);
 
 	memcpy(b, "NOTSTORE", 8);
 	spit(bad, b, n);
@@ -245,13 +305,13 @@ static void header_cases(void)
 	memcpy(b, "INFSTORE", 8);
 
 	/* A future version with a sound checksum: unsupported, not corrupt. */
-	uint32_t v = 2, c;
+	uint32_t v = 3, c;
 	memcpy(b + 8, &v, 4);
 	c = infs__crc32c(0, b, hlen - 4);
 	memcpy(b + hlen - 4, &c, 4);
 	spit(bad, b, n);
 	CHECK_ERR(open_store(&s, bad, NULL, 0, INFS_SYNC_OFF), INFS_EUNSUPPORTED);
-	CHECK(strstr(infs_error_last(), "version 2"));
+	CHECK(strstr(infs_error_last(), "version 3"));
 	/* Version 0, or a geometry no library accepts, sealed with a sound
 	 * checksum: still corrupt. */
 	v = 0;
@@ -545,6 +605,107 @@ static void random_damage(void)
 	free(b);
 }
 
+/* Bytes rewritten under an open handle: get refuses the record (rather
+ * than serve NaN and Inf keys), verify names it; a sound store verifies. */
+static void rewritten_under_handle(void)
+{
+	char path[600];
+	scratch_path(path, sizeof path, "rewrite.infs");
+	layout l;
+	build(&l, path, INFS_DTYPE_F32);
+	infs_store *s;
+	CHECK_OK(open_store(&s, path, NULL, INFS_OPEN_READONLY, INFS_SYNC_OFF));
+	uint64_t off = 1, id = 1;
+	CHECK_OK(infs_store_verify(s, &off, &id));
+	CHECK(off == 0 && id == 0);
+	/* Record 2 (from ends[2]) is the put of seed 2 ("even"): its K data lies well past
+	 * the fixed fields and the namespace. */
+	uint64_t at = l.ends[2] + 24 + 48 + 8 + 16 + 32;
+	int fd = open(path, O_WRONLY);
+	float inf[2] = { INFINITY, NAN };
+	CHECK(fd >= 0 && pwrite(fd, inf, sizeof inf, (off_t)at) == sizeof inf);
+	infs_fact_record *r = NULL;
+	CHECK_ERR(infs_fact_get(&r, s, "even", l.ids[2]), INFS_ECORRUPT);
+	CHECK(r == NULL && strstr(infs_error_last(), "checksum"));
+	CHECK_OK(infs_fact_get(&r, s, "odd", l.ids[1]));
+	infs_fact_record_free(r);
+	CHECK_ERR(infs_store_verify(s, &off, &id), INFS_ECORRUPT);
+	CHECK(off == l.ends[2] && id == l.ids[2] && strstr(infs_error_last(), "namespace \"even\""));
+	/* The header rewritten: verify says so. */
+	CHECK(pwrite(fd, "X", 1, 20) == 1);
+	CHECK_ERR(infs_store_verify(s, NULL, NULL), INFS_ECORRUPT);
+	CHECK(strstr(infs_error_last(), "header"));
+	close(fd);
+	CHECK_ERR(infs_store_verify(NULL, NULL, NULL), INFS_EINVAL);
+	infs_store_close(s);
+}
+
+/* A FIFO, a directory and a device are refused, read-only and writable,
+ * without blocking: the opens run in a child that an alarm would kill. */
+static void not_regular(void)
+{
+	char fifo[600];
+	scratch_path(fifo, sizeof fifo, "fifo.infs");
+	CHECK(mkfifo(fifo, 0644) == 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(10);
+		const char *paths[] = { fifo, scratch_dir, "/dev/null" };
+		int bad = 0;
+		for (int i = 0; i < 3; i++)
+			for (int ro = 0; ro < 2; ro++) {
+				infs_store *s = NULL;
+				int rc = open_store(&s, paths[i], NULL, ro ? INFS_OPEN_READONLY : 0, INFS_SYNC_OFF);
+				bad += rc != INFS_EINVAL || s != NULL || !strstr(infs_error_last(), "not a regular file");
+			}
+		_exit(bad);
+	}
+	int status = 0;
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	unlink(fifo);
+}
+
+/* A version-1 file (no commit slots) still opens; compaction rewrites it
+ * in the current format. A version-1 stats struct gets only its fields. */
+static void version_1(void)
+{
+	char path[600], old[600];
+	scratch_path(path, sizeof path, "v2.infs");
+	scratch_path(old, sizeof old, "v1.infs");
+	layout l;
+	build(&l, path, INFS_DTYPE_F16);
+	size_t n;
+	unsigned char *b = slurp(path, &n);
+	uint32_t hlen = (uint32_t)l.ends[0] - 64, v = 1, c;
+	memmove(b + hlen, b + hlen + 64, n - hlen - 64);
+	memcpy(b + 8, &v, 4);
+	c = infs__crc32c(0, b, hlen - 4);
+	memcpy(b + hlen - 4, &c, 4);
+	spit(old, b, n - 64);
+	infs_store *s;
+	CHECK_OK(open_store(&s, old, NULL, 0, INFS_SYNC_FULL));
+	check_prefix(s, &l, l.n_rec);
+	struct {
+		infs_store_stats st;
+		uint64_t guard;
+	} st1;
+	memset(&st1, 0xab, sizeof st1);
+	st1.st.version = 1;
+	CHECK_OK(infs_store_stats_get(&st1.st, s));
+	CHECK(st1.st.file_bytes == n - 64 && st1.st.lost_records == 0xababababababababull);
+	CHECK_OK(infs_store_compact(s));
+	infs_store_close(s);
+	free(b);
+	b = slurp(old, &n);
+	memcpy(&v, b + 8, 4);
+	CHECK(v == 2);
+	free(b);
+	CHECK_OK(open_store(&s, old, NULL, INFS_OPEN_READONLY, INFS_SYNC_OFF));
+	check_prefix(s, &l, l.n_rec);
+	infs_store_close(s);
+}
+
 int main(void)
 {
 	scratch_init("store-file");
@@ -556,6 +717,9 @@ int main(void)
 	record_inside_a_record();
 	big_records();
 	random_damage();
+	rewritten_under_handle();
+	not_regular();
+	version_1();
 	scratch_cleanup();
 	CHECK_DONE();
 }

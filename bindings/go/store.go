@@ -477,6 +477,7 @@ type Stats struct {
 	LiveBytes        uint64 // bytes of live records
 	DroppedTailBytes uint64 // torn or corrupt tail dropped when opening
 	DeviceBytes      uint64 // device memory held for this store
+	LostRecords      uint64 // acknowledged records found missing when opening
 }
 
 // Stats reports the store's counts and sizes.
@@ -498,5 +499,17 @@ func (s *Store) Stats() (Stats, error) {
 		LiveBytes:        uint64(cs.live_bytes),
 		DroppedTailBytes: uint64(cs.dropped_tail_bytes),
 		DeviceBytes:      uint64(cs.device_bytes),
+		LostRecords:      uint64(cs.lost_records),
 	}, nil
+}
+
+// Verify re-reads the header and every record from the file and checks
+// their checksums; the error (ErrCorrupt) names the first damaged record.
+func (s *Store) Verify() error {
+	c, err := s.acquire("Store.Verify")
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	return check(func() C.int { return C.infs_store_verify(c, nil, nil) })
 }

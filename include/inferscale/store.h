@@ -51,9 +51,12 @@ typedef struct infs_store_options {
 
 INFS_API int infs_store_options_init(infs_store_options *opts, unsigned version);
 
-/* Opens (or with INFS_OPEN_CREATE creates) the store at path. A second
- * writer, in this or another process, gets INFS_EBUSY. A torn tail left by a
- * crash is dropped and reported in infs_store_stats. */
+/* Opens (or with INFS_OPEN_CREATE creates) the store at path, which must be
+ * a regular file. A second writer, in this or another process, gets
+ * INFS_EBUSY. A torn tail left by a crash is dropped, and acknowledged
+ * records found missing are counted: both are reported in infs_store_stats
+ * and, after an open that returns INFS_OK, in infs_error_last(). A writable
+ * open copies dropped bytes to <path>.torn before cutting them off. */
 INFS_API int infs_store_open(infs_store **out, const char *path, const infs_store_options *opts);
 
 /* Flushes per the sync mode and releases the store. Accepts NULL. No other
@@ -71,7 +74,7 @@ INFS_API int infs_store_sync(infs_store *store);
  * point leaves either the old file or the new one, each complete. */
 INFS_API int infs_store_compact(infs_store *store);
 
-#define INFS_STORE_STATS_VERSION 1
+#define INFS_STORE_STATS_VERSION 2
 
 typedef struct infs_store_stats {
 	unsigned version;             /* set by the caller */
@@ -82,9 +85,19 @@ typedef struct infs_store_stats {
 	uint64_t live_bytes;          /* bytes of live records */
 	uint64_t dropped_tail_bytes;  /* torn or corrupt tail dropped when opening */
 	uint64_t device_bytes;        /* device memory held for this store */
+	/* version 2 */
+	uint64_t lost_records;        /* acknowledged records missing when opening */
 } infs_store_stats;
 
+/* out->version may be 1 or 2: fields past it are not written. */
 INFS_API int infs_store_stats_get(infs_store_stats *out, infs_store *store);
+
+/* Re-reads the header and every record of the open store's log from the
+ * file and checks their checksums. INFS_ECORRUPT names the first damaged
+ * record (offset, and the fact id and namespace when it is a live fact's);
+ * bad_offset and bad_id (each may be NULL) receive its offset and fact id
+ * (0 when none). */
+INFS_API int infs_store_verify(infs_store *store, uint64_t *bad_offset, uint64_t *bad_id);
 
 /* infs_fact.flags */
 #define INFS_FACT_SEGMENT (1u << 0) /* header, footer or separator: injectable, never retrieved */

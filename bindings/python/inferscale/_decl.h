@@ -122,7 +122,7 @@ const char *infs_store_identity(const infs_store *store);
 int infs_store_sync(infs_store *store);
 int infs_store_compact(infs_store *store);
 
-#define INFS_STORE_STATS_VERSION 1
+#define INFS_STORE_STATS_VERSION 2
 
 typedef struct infs_store_stats {
 	unsigned version;
@@ -133,9 +133,11 @@ typedef struct infs_store_stats {
 	uint64_t live_bytes;
 	uint64_t dropped_tail_bytes;
 	uint64_t device_bytes;
+	uint64_t lost_records;
 } infs_store_stats;
 
 int infs_store_stats_get(infs_store_stats *out, infs_store *store);
+int infs_store_verify(infs_store *store, uint64_t *bad_offset, uint64_t *bad_id);
 
 #define INFS_FACT_SEGMENT 1
 #define INFS_FACT_VERSION 1

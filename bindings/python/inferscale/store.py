@@ -68,6 +68,7 @@ class StoreStats:
     live_bytes: int
     dropped_tail_bytes: int
     device_bytes: int
+    lost_records: int
 
 
 def _ns(namespace: str):
@@ -200,6 +201,12 @@ class Store:
         """Rewrites the file without deleted records, atomically."""
         with self._use() as p:
             check(lib.infs_store_compact(p))
+
+    def verify(self) -> None:
+        """Re-reads the header and every record from the file and checks their
+        checksums; raises CorruptError naming the first damaged record."""
+        with self._use() as p:
+            check(lib.infs_store_verify(p, ffi.NULL, ffi.NULL))
 
     def stats(self) -> StoreStats:
         s = ffi.new("infs_store_stats *")

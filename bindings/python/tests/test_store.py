@@ -157,3 +157,26 @@ def test_sync_compact(store):
     after = store.stats()
     assert after.file_bytes < before and after.n_facts == 2
     assert store.list("alice").tolist() == sorted(ids[4:])
+
+
+def test_lost_records_and_verify(tmp_path, geometry):
+    path = tmp_path / "v.infs"
+    rng = np.random.default_rng(11)
+    with infs.Store.create(path, geometry, "test-model v1") as s:
+        put_random(s, "alice", 3, rng)
+        boundary = s.stats().file_bytes
+        put_random(s, "alice", 3, rng)
+        s.verify()
+    # Cut at a record boundary: the commit slot still counts the lost record.
+    with open(path, "r+b") as f:
+        f.truncate(boundary)
+    with infs.Store.open(path, readonly=True) as s:
+        st = s.stats()
+        assert st.lost_records == 1 and st.dropped_tail_bytes == 0 and st.n_facts == 1
+        s.verify()
+        # Bytes rewritten under the open handle.
+        with open(path, "r+b") as f:
+            f.seek(boundary - 40)
+            f.write(b"\xff" * 8)
+        with pytest.raises(infs.CorruptError, match="damaged"):
+            s.verify()
