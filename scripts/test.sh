@@ -89,6 +89,27 @@ python_suite() {
 
 python_suite
 
+# Short rounds of the reliability tools: the crash soak (65 SIGKILL trials,
+# verified) and every fuzz target for 15 s over its committed corpus; the
+# long runs are recorded in docs/reliability.md.
+tool_suite() {
+	local name=$1
+	shift
+	echo "== $name"
+	local out
+	out=$("$@" 2>&1)
+	echo "$out"
+	local line
+	line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" <<<"$out" | tail -1)
+	if [ -n "$line" ]; then
+		awk -v n="$name" '{ print n, $2, $4, 0 }' <<<"$line" >>"$tally"
+	else
+		echo "$name 0 1 0" >>"$tally"
+	fi
+}
+tool_suite soak scripts/soak.sh 65
+tool_suite fuzz scripts/fuzz.sh -t 15
+
 echo "== summary"
 awk '{ printf "%-12s %d passed, %d failed, %d skipped\n", $1, $2, $3, $4; p += $2; f += $3; s += $4 }
      END { printf "%d passed, %d failed, %d skipped\n", p, f, s; exit f > 0 }' "$tally"

@@ -215,13 +215,15 @@ int main(void)
 	const char *env = getenv("INFS_CRASH_SEED");
 	uint64_t rng = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
 	fprintf(stderr, "random seed %llu (INFS_CRASH_SEED replays it)\n", (unsigned long long)rng);
-	rounds("puts.infs", 40, 0, &rng);
+	enum { PUT_ROUNDS = 40, COMPACT_ROUNDS = 25 };
+	rounds("puts.infs", PUT_ROUNDS, 0, &rng);
 	size_t puts = n_acks;
-	rounds("compact.infs", 25, 1, &rng);
+	rounds("compact.infs", COMPACT_ROUNDS, 1, &rng);
+	/* scripts/soak.sh sums these lines over many runs. */
 	fprintf(stderr,
-	        "%zu acknowledged puts, then %zu acknowledged operations with compaction, all found; "
+	        "%d trials: %zu acknowledged puts, then %zu acknowledged operations with compaction, all found; "
 	        "%d kills tore a record, %d cut a compaction short\n",
-	        puts, n_acks, torn_tails, cut_compactions);
+	        PUT_ROUNDS + COMPACT_ROUNDS, puts, n_acks, torn_tails, cut_compactions);
 	/* The child spends most of its time compacting: kills must have cut some
 	 * compactions short, or the test did not test that. */
 	CHECK(cut_compactions > 0);

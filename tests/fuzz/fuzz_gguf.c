@@ -1,27 +1,13 @@
 /* libFuzzer target for the GGUF reader: any byte string must open cleanly or
  * fail with INFS_EFORMAT, and whatever opens must only point inside the input.
  * A file that opens is also read as a tokenizer, which then encodes and
- * decodes a sample text.
- *   cd libinferscale && clang -g -O1 -fsanitize=fuzzer,address,undefined \
- *     -D_GNU_SOURCE -I../include -I. -I../build/include ../tests/fuzz_gguf.c \
- *     gguf.c error.c file.c json.c bpe.c pretokenize.c tokenizer.c unicode.c \
- *     unicode_tables.c -o /tmp/fuzz_gguf && /tmp/fuzz_gguf
- * (meson builds it as tests/fuzz_gguf when the compiler is clang). */
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
+ * decodes a sample text. scripts/fuzz.sh builds and runs it. */
+#include "fuzz_util.h"
 #include "gguf.h"
 #include "inferscale/common.h"
 #include "tokenizer_impl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void require(int cond)
-{
-	if (!cond)
-		abort();
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -55,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		infs_token ids[256];
 		char out[1024];
 		size_t n = 0, m = 0;
-		int rc = infs_tokenize(tok, text, sizeof text - 1,
+		rc = infs_tokenize(tok, text, sizeof text - 1,
 		                       INFS_TOKENIZE_PARSE_SPECIAL | INFS_TOKENIZE_ADD_SPECIAL, ids, 256, &n);
 		require(rc == INFS_OK || rc == INFS_ERANGE);
 		if (rc == INFS_OK) {
