@@ -1,7 +1,8 @@
 /* The store's device copy: every record's pre-RoPE K and V in large pooled
  * chunks of device memory (no allocation per fact) and each namespace's
  * embeddings as one f16 matrix, built at open and kept in step by the
- * store's hooks, which run under its write lock. */
+ * hooks it installs in the store's INFS_EXT_DEVICE slot, which run under
+ * the store's write lock. Also the CUDA backend's table (device.h). */
 #include "device_copy.h"
 
 #include <math.h>
@@ -11,6 +12,8 @@
 #include "device.h"
 #include "dtype.h"
 #include "error.h"
+#include "inject.h"
+#include "retrieve.h"
 
 #define KV_CHUNK (256ull << 20)
 #define KV_ALIGN 256u
@@ -449,7 +452,53 @@ static int attach_ns(infs__device *d, infs_store *s, const char *ns, const char 
 	return rc;
 }
 
-int infs__device_attach(infs_store *s)
+/* The INFS_EXT_DEVICE slot's hooks (store.h). */
+static int device_on_put(void *data, const char *ns, const infs__record *r)
+{
+	static const char fn[] = "infs_fact_put";
+	infs__device *d = data;
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc)
+		return rc;
+	infs__dev_ns *p = NULL;
+	uint32_t row = UINT32_MAX;
+	if (!(r->flags & INFS_FACT_SEGMENT) && d->embed_dim) {
+		if (!(p = ns_get(d, ns, fn)))
+			rc = INFS_ENOMEM;
+		else if (p->n_rows == UINT32_MAX - 32)
+			rc = infs__error(INFS_ERANGE, "%s: namespace '%s' is full on the device", fn, ns);
+		else if (!(rc = ns_append(d, p, r->embedding, &r->id, 1, fn)))
+			row = p->n_rows - 1;
+	}
+	if (rc == INFS_OK && (rc = add_kv(d, r, p, row, fn)) && p && row != UINT32_MAX) {
+		/* withdraw the row just added: it is the last one */
+		p->n_rows--;
+	}
+	if (p && !p->n_rows)
+		ns_unlink(d, p);
+	infs__device_restore(prev);
+	return rc;
+}
+
+static void device_on_delete(void *data, uint64_t id)
+{
+	infs__device *d = data;
+	infs__dev_rec *e = (infs__dev_rec *)infs__device_rec(d, id);
+	if (!e)
+		return;
+	int prev;
+	if (infs__device_enter(&prev, d->device, "infs_fact_delete"))
+		return;
+	drop_rec(d, e);
+	infs__device_restore(prev);
+}
+
+static uint64_t device_bytes(void *data)
+{
+	return ((const infs__device *)data)->used;
+}
+
+static int device_attach(infs_store *s)
 {
 	static const char fn[] = "infs_store_open";
 	const infs_store_options *o = infs__store_opts(s);
@@ -490,53 +539,11 @@ int infs__device_attach(infs_store *s)
 		device_destroy(d);
 		return rc;
 	}
-	struct infs__store_ext *x = infs__store_ext(s, INFS_EXT_DEVICE);
-	x->data = d;
-	x->destroy = device_destroy;
+	*infs__store_ext(s, INFS_EXT_DEVICE) = (struct infs__store_ext){ d, device_destroy, device_on_put,
+		                                                        device_on_delete, device_bytes };
 	return INFS_OK;
 }
 
-int infs__device_on_put(infs_store *s, const char *ns, const infs__record *r)
-{
-	static const char fn[] = "infs_fact_put";
-	infs__device *d = infs__device_of(s);
-	int prev, rc = infs__device_enter(&prev, d->device, fn);
-	if (rc)
-		return rc;
-	infs__dev_ns *p = NULL;
-	uint32_t row = UINT32_MAX;
-	if (!(r->flags & INFS_FACT_SEGMENT) && d->embed_dim) {
-		if (!(p = ns_get(d, ns, fn)))
-			rc = INFS_ENOMEM;
-		else if (p->n_rows == UINT32_MAX - 32)
-			rc = infs__error(INFS_ERANGE, "%s: namespace '%s' is full on the device", fn, ns);
-		else if (!(rc = ns_append(d, p, r->embedding, &r->id, 1, fn)))
-			row = p->n_rows - 1;
-	}
-	if (rc == INFS_OK && (rc = add_kv(d, r, p, row, fn)) && p && row != UINT32_MAX) {
-		/* withdraw the row just added: it is the last one */
-		p->n_rows--;
-	}
-	if (p && !p->n_rows)
-		ns_unlink(d, p);
-	infs__device_restore(prev);
-	return rc;
-}
+static const infs__device_backend cuda_backend = { device_attach, infs__retrieve_device, infs__inject_device };
+const infs__device_backend *const infs__cuda = &cuda_backend;
 
-void infs__device_on_delete(infs_store *s, uint64_t id)
-{
-	infs__device *d = infs__device_of(s);
-	infs__dev_rec *e = (infs__dev_rec *)infs__device_rec(d, id);
-	if (!e)
-		return;
-	int prev;
-	if (infs__device_enter(&prev, d->device, "infs_fact_delete"))
-		return;
-	drop_rec(d, e);
-	infs__device_restore(prev);
-}
-
-uint64_t infs__device_bytes(infs_store *s)
-{
-	return infs__device_of(s)->used;
-}

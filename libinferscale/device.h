@@ -1,35 +1,29 @@
-/* The store's hooks into its CUDA device copy (built with INFS_HAVE_CUDA). */
+/* The device backend as the rest of the library reaches it: one table of
+ * the CUDA module's entry points, or none. Which it is is decided by the
+ * build alone: device.c defines infs__cuda when CUDA is built in,
+ * device_none.c defines it NULL otherwise. */
 #ifndef INFS_DEVICE_H
 #define INFS_DEVICE_H
 
+#include "inferscale/retrieve.h"
 #include "store.h"
 
-/* Weak, so that a build with the CUDA kernels but without the device copy
- * still links: the store then finds infs__device_attach NULL and refuses
- * options.device >= 0. The hooks only run once attach has set the slot. */
-#define INFS__DEVICE_HOOK __attribute__((weak))
+struct infs__inject_plan;
 
-/* Called by infs_store_open when options.device >= 0: builds the device copy
- * of every live record and sets the INFS_EXT_DEVICE slot. Sets the error
- * message on failure. */
-INFS__DEVICE_HOOK int infs__device_attach(infs_store *s);
+typedef struct infs__device_backend {
+	/* Builds the device copy of every live record of a store opened with
+	 * options.device >= 0 and installs its hooks in the INFS_EXT_DEVICE
+	 * slot (store.h). Sets the error message on failure. */
+	int (*attach)(infs_store *s);
+	/* infs__retrieve_device (retrieve.h): a search of the device copy,
+	 * under the store's read lock. */
+	int (*retrieve)(infs_hit *out, size_t *out_n, infs_store *s, const char *ns, const float *queries,
+	                size_t n_queries, size_t k, infs_metric metric);
+	/* infs__inject_device (inject.h): an injection into a device cache. */
+	int (*inject)(const struct infs__inject_plan *plan);
+} infs__device_backend;
 
-/* Called under the store's write lock while the INFS_EXT_DEVICE slot is
- * set, so that the store and its device copy change together.
- *
- * on_put runs before the record is written, with r pointing at the
- * caller's data (valid only during the call: copy, do not keep). When it
- * fails (the device budget: INFS_EBUDGET, or a CUDA error) it has set the
- * error message and left the device copy as it was, and the put fails with
- * nothing written. When the write fails after on_put succeeded, the store
- * calls on_delete(id) to take the fact back out.
- *
- * on_delete runs after a delete or namespace drop is written, once per id. */
-INFS__DEVICE_HOOK int infs__device_on_put(infs_store *s, const char *ns, const infs__record *r);
-INFS__DEVICE_HOOK void infs__device_on_delete(infs_store *s, uint64_t id);
-
-/* Device memory held for the store, for infs_store_stats (under the store's
- * read lock, while the INFS_EXT_DEVICE slot is set). */
-INFS__DEVICE_HOOK uint64_t infs__device_bytes(infs_store *s);
+/* The CUDA backend, or NULL in a build without CUDA. */
+extern const infs__device_backend *const infs__cuda;
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device.h"
 #include "dtype.h"
 #include "error.h"
 #include "options.h"
@@ -262,12 +263,6 @@ int infs__inject_host(const infs__inject_plan *p)
 	return INFS_OK;
 }
 
-/* A CUDA build without the device writer still links: the reference is weak
- * and a missing writer is reported, not called. */
-#ifdef INFS_HAVE_CUDA
-__attribute__((weak)) int infs__inject_device(const infs__inject_plan *plan);
-#endif
-
 int infs__inject_records(uint32_t *out_next_pos, const infs_geometry *g, const infs__record *records,
                          size_t n_records, uint32_t start_pos, const int32_t *block_table,
                          size_t block_table_len, const infs_kv_layout *layout, infs_store *store,
@@ -285,17 +280,13 @@ int infs__inject_records(uint32_t *out_next_pos, const infs_geometry *g, const i
 	plan.store = store;
 	plan.stream = stream;
 	if (layout->device >= 0) {
-#ifdef INFS_HAVE_CUDA
-		if (!infs__inject_device)
-			return infs__error(INFS_EUNSUPPORTED, "%s: this build has CUDA but not its injection kernel", fn);
-		rc = infs__inject_device(&plan);
+		if (!infs__cuda)
+			return infs__error(INFS_EUNSUPPORTED,
+			                   "%s: layout device is %d but this build has no CUDA support (host caches use device = -1)",
+			                   fn, layout->device);
+		rc = infs__cuda->inject(&plan);
 		if (rc)
 			return rc;
-#else
-		return infs__error(INFS_EUNSUPPORTED,
-		                   "%s: layout device is %d but this build has no CUDA support (host caches use device = -1)",
-		                   fn, layout->device);
-#endif
 	} else {
 		rc = infs__inject_host(&plan);
 		if (rc)

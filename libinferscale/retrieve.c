@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device.h"
 #include "error.h"
 #include "options.h"
 #include "topk.h"
@@ -165,14 +166,6 @@ int infs__ns_cache_norms(infs__ns_cache *e, const float *emb, size_t n, size_t d
 	return INFS_OK;
 }
 
-#ifdef INFS_HAVE_CUDA
-/* Weak, like the injection hook: a CUDA build without the retrieval kernel
- * still links and reports it. */
-__attribute__((weak)) int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const char *ns,
-                                                const float *queries, size_t n_queries, size_t k,
-                                                infs_metric metric);
-#endif
-
 #ifdef INFS_HAVE_FAISS
 /* The namespace's FAISS index for this metric, built on first use after
  * each change of the namespace, then searched. */
@@ -203,12 +196,7 @@ static int search_faiss(infs_hit *out, size_t *out_n, infs_store *store, const c
 /* Whether the store's device copy can serve this search. */
 static int device_ready(infs_store *s)
 {
-#ifdef INFS_HAVE_CUDA
-	return infs__retrieve_device && infs__store_ext(s, INFS_EXT_DEVICE)->data;
-#else
-	(void)s;
-	return 0;
-#endif
+	return infs__cuda && infs__store_ext(s, INFS_EXT_DEVICE)->data;
 }
 
 /* Under the store's read lock: the namespace's matrix and the backend. */
@@ -240,15 +228,13 @@ static int search(infs_hit *out, size_t *out_n, infs_store *store, const char *n
 		(void)so;
 #endif
 	}
-#ifdef INFS_HAVE_CUDA
 	if (backend == INFS_BACKEND_CUDA) {
 		if (!device_ready(store))
 			return infs__error(INFS_EUNSUPPORTED,
-			                   "%s: the CUDA backend needs a store opened with a device copy (options.device >= 0)%s",
-			                   fn, infs__retrieve_device ? "" : " and a build with the CUDA retrieval kernel");
-		return infs__retrieve_device(out, out_n, store, ns, q, nq, k, metric);
+			                   "%s: the CUDA backend needs a store opened with a device copy (options.device >= 0)",
+			                   fn);
+		return infs__cuda->retrieve(out, out_n, store, ns, q, nq, k, metric);
 	}
-#endif
 #ifdef INFS_HAVE_FAISS
 	if (backend == INFS_BACKEND_FAISS)
 		return search_faiss(out, out_n, store, ns, emb, ids, n, gen, q, nq, k, metric, fn);
@@ -292,10 +278,8 @@ int infs_retrieve(infs_hit *out, size_t *out_n, infs_store *store, const char *n
 		return infs__error(INFS_EINVAL, "%s: unknown metric %d", fn, (int)o.metric);
 	if (o.backend < INFS_BACKEND_AUTO || o.backend > INFS_BACKEND_CUDA)
 		return infs__error(INFS_EINVAL, "%s: unknown backend %d", fn, (int)o.backend);
-#ifndef INFS_HAVE_CUDA
-	if (o.backend == INFS_BACKEND_CUDA)
+	if (o.backend == INFS_BACKEND_CUDA && !infs__cuda)
 		return infs__error(INFS_EUNSUPPORTED, "%s: the CUDA backend is not in this build", fn);
-#endif
 	if (o.backend == INFS_BACKEND_FAISS) {
 #ifdef INFS_HAVE_FAISS
 		if (!infs__store_opts(store)->faiss_index)

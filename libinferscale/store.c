@@ -8,11 +8,6 @@
 #include "error.h"
 #include "options.h"
 #include "store_impl.h"
-#ifdef INFS_HAVE_CUDA
-#include "device.h"
-#endif
-
-static const unsigned char zeros[8];
 
 void infs__store_read_lock(infs_store *s)
 {
@@ -106,23 +101,28 @@ int infs__store_ns_matrix(const float **emb, const uint64_t **ids, size_t *n, ui
 			return infs__error(INFS_EREADONLY, fn ": %s was opened read-only", (s)->path); \
 	} while (0)
 
-/* A string, its terminating NUL and zero padding to 8 bytes, as two iovecs. */
-static int iov_str(struct iovec *iov, const char *str, size_t len)
+/* The extensions' hooks (store.h), called under the write lock. A put
+ * that one refuses is taken back out of those that took it. */
+static int ext_put(infs_store *s, const char *ns, const infs__record *r)
 {
-	iov[0].iov_base = (void *)str;
-	iov[0].iov_len = len;
-	iov[1].iov_base = (void *)zeros;
-	iov[1].iov_len = infs__pad8(len + 1) - len;
-	return 2;
+	for (int i = 0; i < INFS_EXT_COUNT; i++) {
+		const struct infs__store_ext *x = &s->ext[i];
+		int rc = x->data && x->on_put ? x->on_put(x->data, ns, r) : INFS_OK;
+		if (rc) {
+			while (i-- > 0)
+				if (s->ext[i].data && s->ext[i].on_put && s->ext[i].on_delete)
+					s->ext[i].on_delete(s->ext[i].data, r->id);
+			return rc;
+		}
+	}
+	return INFS_OK;
 }
 
-static int iov_pad(struct iovec *iov, const void *p, size_t len)
+static void ext_delete(infs_store *s, uint64_t id)
 {
-	iov[0].iov_base = (void *)p;
-	iov[0].iov_len = len;
-	iov[1].iov_base = (void *)zeros;
-	iov[1].iov_len = infs__pad8(len) - len;
-	return 2;
+	for (int i = 0; i < INFS_EXT_COUNT; i++)
+		if (s->ext[i].data && s->ext[i].on_delete)
+			s->ext[i].on_delete(s->ext[i].data, id);
 }
 
 bool infs__namespace_reserved(const char *ns)
@@ -152,34 +152,21 @@ int infs__fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_f
 	CHECK_WRITABLE("infs_fact_put", s);
 
 	bool segment = f->flags & INFS_FACT_SEGMENT;
-	uint32_t embed_n = segment ? 0 : s->geom.embed_dim;
-	size_t ns_len = strlen(ns), kv = s->kv_token_bytes * f->n_tokens;
-	/* The fixed part of the body (docs/store-format.md); the id goes in
-	 * under the lock. */
+	infs__put_fields p = { .flags = f->flags, .n_tokens = f->n_tokens, .source_id = f->source_id,
+		               .timestamp = f->timestamp, .ns_len = (uint32_t)strlen(ns),
+		               .embed_n = segment ? 0 : s->geom.embed_dim, .text_len = (uint32_t)text_len,
+		               .meta_len = (uint32_t)meta_len };
 	unsigned char fixed[INFS__PUT_FIXED];
-	uint32_t counts[6] = { f->flags, f->n_tokens, (uint32_t)ns_len, embed_n, (uint32_t)text_len, (uint32_t)meta_len };
-	memcpy(fixed + 8, counts, 8);
-	memcpy(fixed + 16, &f->source_id, 8);
-	memcpy(fixed + 24, &f->timestamp, 8);
-	memcpy(fixed + 32, counts + 2, 16);
-
-	struct iovec iov[16];
-	int n = 1;
-	iov[n].iov_base = fixed;
-	iov[n++].iov_len = sizeof fixed;
-	n += iov_str(iov + n, ns, ns_len);
-	n += iov_pad(iov + n, f->tokens, (size_t)f->n_tokens * 4);
-	n += iov_pad(iov + n, f->embedding, (size_t)embed_n * 4);
-	n += iov_pad(iov + n, f->k, kv);
-	n += iov_pad(iov + n, f->v, kv);
-	n += iov_str(iov + n, f->text ? f->text : "", text_len);
-	n += iov_str(iov + n, f->metadata ? f->metadata : "", meta_len);
+	struct iovec iov[1 + INFS__PUT_IOV];
 
 	pthread_rwlock_wrlock(&s->lock);
-	uint64_t id = s->next_id, off = s->end;
-	memcpy(fixed, &id, 8);
+	/* The id is known only under the lock; the body points at the
+	 * caller's arrays, so building it copies nothing. */
+	uint64_t off = s->end;
+	p.id = s->next_id;
+	int n = 1 + infs__put_encode(iov + 1, fixed, &p, ns, f, s->kv_token_bytes);
 	infs__ns *nsp;
-	if (id == UINT64_MAX) {
+	if (p.id == UINT64_MAX) {
 		rc = infs__error(INFS_ERANGE, "infs_fact_put: %s has used up its fact ids", s->path);
 		goto out;
 	}
@@ -187,32 +174,24 @@ int infs__fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_f
 		rc = infs__error_wrap(rc, "infs_fact_put");
 		goto out;
 	}
-#ifdef INFS_HAVE_CUDA
-	/* The device copy goes first: when it refuses the fact (its budget),
-	 * nothing has been written. */
-	bool on_device = s->ext[INFS_EXT_DEVICE].data != NULL;
-	if (on_device) {
-		infs__record r = { id, f->flags, f->n_tokens, f->tokens, segment ? NULL : f->embedding, f->k, f->v,
-			           f->text ? f->text : "", f->metadata ? f->metadata : "", f->source_id, f->timestamp };
-		if ((rc = infs__device_on_put(s, ns, &r))) {
-			infs__index_prune(&s->ix, nsp);
-			goto out;
-		}
-	}
-#endif
-	if ((rc = infs__append(s, INFS__REC_PUT, iov, n, "infs_fact_put"))) {
-#ifdef INFS_HAVE_CUDA
-		if (on_device)
-			infs__device_on_delete(s, id);
-#endif
+	/* The extensions go first: when one refuses the fact (the device
+	 * copy's budget), nothing has been written. */
+	infs__record r = { p.id, f->flags, f->n_tokens, f->tokens, segment ? NULL : f->embedding, f->k, f->v,
+		           f->text ? f->text : "", f->metadata ? f->metadata : "", f->source_id, f->timestamp };
+	if ((rc = ext_put(s, ns, &r))) {
 		infs__index_prune(&s->ix, nsp);
 		goto out;
 	}
-	float *row = infs__index_add(&s->ix, nsp, id, off, s->end - off, f->flags);
+	if ((rc = infs__append(s, INFS__REC_PUT, iov, n, "infs_fact_put"))) {
+		ext_delete(s, p.id);
+		infs__index_prune(&s->ix, nsp);
+		goto out;
+	}
+	float *row = infs__index_add(&s->ix, nsp, p.id, off, s->end - off, f->flags);
 	if (row)
-		memcpy(row, f->embedding, (size_t)embed_n * sizeof *row);
+		memcpy(row, f->embedding, (size_t)p.embed_n * sizeof *row);
 	s->next_id++;
-	*out_id = id;
+	*out_id = p.id;
 out:
 	pthread_rwlock_unlock(&s->lock);
 	return rc;
@@ -287,24 +266,17 @@ int infs_fact_delete(infs_store *s, const char *ns, uint64_t id)
 	CHECK_NS("infs_fact_delete", ns);
 	CHECK_NOT_RESERVED("infs_fact_delete", ns);
 	CHECK_WRITABLE("infs_fact_delete", s);
-	size_t ns_len = strlen(ns);
-	unsigned char fixed[16] = { 0 };
-	uint32_t len32 = (uint32_t)ns_len;
-	memcpy(fixed, &id, 8);
-	memcpy(fixed + 8, &len32, 4);
-	struct iovec iov[4] = { { 0 }, { fixed, sizeof fixed } };
-	iov_str(iov + 2, ns, ns_len);
+	unsigned char fixed[INFS__DELETE_FIXED];
+	struct iovec iov[1 + INFS__NS_IOV];
+	infs__delete_encode(iov + 1, fixed, id, ns, (uint32_t)strlen(ns));
 
 	pthread_rwlock_wrlock(&s->lock);
 	int rc;
 	if (!entry_in(s, ns, id))
 		rc = infs__error_wrap(not_found(ns, id), "infs_fact_delete");
-	else if (!(rc = infs__append(s, INFS__REC_DELETE, iov, 4, "infs_fact_delete"))) {
+	else if (!(rc = infs__append(s, INFS__REC_DELETE, iov, 1 + INFS__NS_IOV, "infs_fact_delete"))) {
 		infs__index_remove(&s->ix, id);
-#ifdef INFS_HAVE_CUDA
-		if (s->ext[INFS_EXT_DEVICE].data)
-			infs__device_on_delete(s, id);
-#endif
+		ext_delete(s, id);
 	}
 	pthread_rwlock_unlock(&s->lock);
 	return rc;
@@ -384,23 +356,17 @@ int infs_namespace_drop(infs_store *s, const char *ns)
 	CHECK_NS("infs_namespace_drop", ns);
 	CHECK_NOT_RESERVED("infs_namespace_drop", ns);
 	CHECK_WRITABLE("infs_namespace_drop", s);
-	size_t ns_len = strlen(ns);
-	unsigned char fixed[8] = { 0 };
-	uint32_t len32 = (uint32_t)ns_len;
-	memcpy(fixed, &len32, 4);
-	struct iovec iov[4] = { { 0 }, { fixed, sizeof fixed } };
-	iov_str(iov + 2, ns, ns_len);
+	unsigned char fixed[INFS__DROP_FIXED];
+	struct iovec iov[1 + INFS__NS_IOV];
+	infs__drop_encode(iov + 1, fixed, ns, (uint32_t)strlen(ns));
 
 	pthread_rwlock_wrlock(&s->lock);
 	int rc = INFS_OK;
 	infs__ns *p = infs__index_ns(&s->ix, ns);
 	/* Dropping a namespace with no records writes nothing. */
-	if (p && !(rc = infs__append(s, INFS__REC_DROP, iov, 4, "infs_namespace_drop"))) {
-#ifdef INFS_HAVE_CUDA
-		if (s->ext[INFS_EXT_DEVICE].data)
-			for (size_t i = 0; i < p->n_ids; i++)
-				infs__device_on_delete(s, p->ids[i]);
-#endif
+	if (p && !(rc = infs__append(s, INFS__REC_DROP, iov, 1 + INFS__NS_IOV, "infs_namespace_drop"))) {
+		for (size_t i = 0; i < p->n_ids; i++)
+			ext_delete(s, p->ids[i]);
 		infs__index_drop(&s->ix, p);
 	}
 	pthread_rwlock_unlock(&s->lock);
@@ -424,10 +390,9 @@ int infs_store_stats_get(infs_store_stats *out, infs_store *s)
 	st.file_bytes = s->end;
 	st.live_bytes = s->ix.live_bytes;
 	st.dropped_tail_bytes = s->dropped_tail;
-#ifdef INFS_HAVE_CUDA
-	if (s->ext[INFS_EXT_DEVICE].data)
-		st.device_bytes = infs__device_bytes(s);
-#endif
+	for (int i = 0; i < INFS_EXT_COUNT; i++)
+		if (s->ext[i].data && s->ext[i].bytes)
+			st.device_bytes += s->ext[i].bytes(s->ext[i].data);
 	st.lost_records = s->lost;
 	pthread_rwlock_unlock(&s->lock);
 	memcpy(out, &st, size);

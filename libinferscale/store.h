@@ -54,12 +54,31 @@ int infs__store_ns_matrix(const float **emb, const uint64_t **ids, size_t *n, ui
                           infs_store *s, const char *ns);
 
 /* State that other modules attach to a store (a FAISS index cache, the
- * device copy). The store calls destroy(data) when it closes; the owning
- * module does its own locking.
+ * device copy), and the hooks through which the store keeps it in step
+ * without knowing what it is. A hook left NULL is not called; none is
+ * called while data is NULL. The store calls destroy(data) when it closes.
+ * The owning module does its own locking, except that the hooks below run
+ * under the store's lock, so that the store and the state change together:
+ *
+ * on_put runs under the write lock before a put's record is written, with
+ * r pointing at the caller's data (valid only during the call: copy, do
+ * not keep). When it fails it has set the error message and left its state
+ * as it was, and the put fails with nothing written. When the write fails
+ * after on_put succeeded, on_delete(id) takes the fact back out (so a slot
+ * with on_put needs on_delete).
+ *
+ * on_delete runs under the write lock after a delete or a namespace drop
+ * is written, once per id removed.
+ *
+ * bytes, under the read lock, is the device memory held for the store
+ * (infs_store_stats.device_bytes sums it over the slots).
  * (The struct has no typedef: its name is taken by the accessor.) */
 struct infs__store_ext {
 	void *data;
 	void (*destroy)(void *data);
+	int (*on_put)(void *data, const char *ns, const infs__record *r);
+	void (*on_delete)(void *data, uint64_t id);
+	uint64_t (*bytes)(void *data);
 };
 
 typedef enum infs__ext_slot { INFS_EXT_FAISS = 0, INFS_EXT_DEVICE = 1, INFS_EXT_COUNT } infs__ext_slot;
@@ -68,5 +87,14 @@ struct infs__store_ext *infs__store_ext(infs_store *s, infs__ext_slot slot);
 
 /* The options the store was opened with (faiss_index, device, budget). */
 const infs_store_options *infs__store_opts(const infs_store *s);
+
+/* infs_store_open's work. A store opened with options.device >= 0 gets its
+ * device copy from attach, which runs last and installs the INFS_EXT_DEVICE
+ * slot (the store is closed when it fails). When attach is NULL such an
+ * open is refused with INFS_EUNSUPPORTED before anything is opened or
+ * created, "but this build has " no_device. The store knows nothing of what
+ * attach builds: infs_store_open (backend.c) supplies both. */
+int infs__store_open(infs_store **out, const char *path, const infs_store_options *opts,
+                     int (*attach)(infs_store *s), const char *no_device);
 
 #endif

@@ -35,18 +35,19 @@ static int write_new(infs_store *s, int fd, live *recs, size_t n, uint64_t *end)
 	size_t hlen = infs__header_encode(header, &s->geom, s->identity, INFS__STORE_FORMAT);
 	/* The new file is always the current format; its slot 1 (sequence 1)
 	 * commits every record it will hold. */
-	uint64_t total = hlen + INFS__SLOTS + sizeof head + 8;
+	uint64_t total = hlen + INFS__SLOTS + sizeof head + INFS__NEXT_ID_FIXED;
 	for (size_t i = 0; i < n; i++)
 		total += recs[i].len;
 	memset(header + hlen, 0, INFS__SLOT);
-	infs__slot_encode(header + hlen + INFS__SLOT, 1, n + 1, total);
+	infs__slot_encode(header + hlen + INFS__SLOT, &(infs__slot){ 1, n + 1, total });
+	unsigned char next_id[INFS__NEXT_ID_FIXED];
+	infs__next_id_encode(next_id, s->next_id);
 	struct iovec iov[BATCH];
-	iov[0] = (struct iovec){ &s->next_id, 8 };
-	infs__rec_head(head, INFS__REC_NEXT_ID, iov, 1);
-	struct iovec first[3] = { { header, hlen + INFS__SLOTS }, { head, sizeof head }, { &s->next_id, 8 } };
+	struct iovec first[3] = { { header, hlen + INFS__SLOTS }, { head, sizeof head }, { next_id, sizeof next_id } };
+	infs__head_encode(head, INFS__REC_NEXT_ID, first + 2, 1);
 	if (infs__write_all(fd, 0, first, 3))
 		return -1;
-	uint64_t off = hlen + INFS__SLOTS + sizeof head + 8;
+	uint64_t off = hlen + INFS__SLOTS + sizeof head + INFS__NEXT_ID_FIXED;
 	for (size_t i = 0; i < n;) {
 		uint64_t start = off;
 		int k = 0;

@@ -1,6 +1,6 @@
-/* The store's file: header, record encoding, the scan that verifies every
- * record at open, and appends. Layout and recovery rules are documented in
- * docs/store-format.md. */
+/* The store's file: reading the header, the scan that verifies every
+ * record at open, and appends. The byte layout is in store_record.c;
+ * recovery rules are documented in docs/store-format.md. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,42 +16,6 @@
 #include "store_impl.h"
 
 #define SCAN_CHUNK (4u << 20) /* most records fit, so each is read once */
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	memcpy(p, &v, 4);
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	memcpy(p, &v, 8);
-}
-
-static void putf64(unsigned char *p, double v)
-{
-	memcpy(p, &v, 8);
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return v;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8);
-	return v;
-}
-
-static double getf64(const unsigned char *p)
-{
-	double v;
-	memcpy(&v, p, 8);
-	return v;
-}
 
 /* Reads exactly n bytes at off; -1 with errno on failure, errno 0 at EOF. */
 static int read_full(int fd, void *buf, size_t n, uint64_t off)
@@ -78,36 +42,6 @@ static int io_error(const char *path, const char *what)
 	return infs__error(INFS_EIO, "%s: %s: %s", path, what, errno ? strerror(errno) : "unexpected end of file");
 }
 
-size_t infs__header_encode(unsigned char *buf, const infs_geometry *g, const char *identity, uint32_t version)
-{
-	size_t id_len = strlen(identity);
-	size_t len = infs__pad8(INFS__HEADER_FIXED + id_len + 1 + 4);
-	memset(buf, 0, len);
-	memcpy(buf, INFS__STORE_MAGIC, 8);
-	put32(buf + 8, version);
-	put32(buf + 12, (uint32_t)len);
-	put32(buf + 16, g->n_layers);
-	put32(buf + 20, g->n_kv_heads);
-	put32(buf + 24, g->head_dim);
-	put32(buf + 28, g->rotary_dim);
-	put32(buf + 32, (uint32_t)g->rope_style);
-	put32(buf + 36, (uint32_t)g->rope_scaling);
-	put32(buf + 40, (uint32_t)g->kv_dtype);
-	put32(buf + 44, g->embed_dim);
-	put32(buf + 48, g->rope_original_max_pos);
-	put32(buf + 52, (uint32_t)id_len);
-	putf64(buf + 56, g->rope_theta);
-	putf64(buf + 64, g->rope_factor);
-	putf64(buf + 72, g->rope_low_freq_factor);
-	putf64(buf + 80, g->rope_high_freq_factor);
-	putf64(buf + 88, g->rope_beta_fast);
-	putf64(buf + 96, g->rope_beta_slow);
-	putf64(buf + 104, g->rope_attn_factor);
-	memcpy(buf + INFS__HEADER_FIXED, identity, id_len);
-	put32(buf + len - 4, infs__crc32c(0, buf, len - 4));
-	return len;
-}
-
 int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, uint32_t *version_out, int fd,
                       uint64_t size, const char *path)
 {
@@ -115,13 +49,14 @@ int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, u
 	size_t have = size < sizeof head ? (size_t)size : sizeof head;
 	if (have && read_full(fd, head, have, 0))
 		return io_error(path, "reading the header");
-	if (have < 8 || memcmp(head, INFS__STORE_MAGIC, 8) != 0)
+	if (have < 8 || memcmp(head + INFS__HDR_MAGIC, INFS__STORE_MAGIC, 8) != 0)
 		return infs__error(INFS_EFORMAT, "%s is not an inferscale store (no \"INFSTORE\" magic)", path);
 	if (have < 16)
 		return infs__error(INFS_ECORRUPT, "%s: the header is truncated (the file is %llu bytes)", path,
 		                   (unsigned long long)size);
-	uint32_t version = get32(head + 8), len = get32(head + 12);
-	if (len < infs__pad8(INFS__HEADER_FIXED + 1 + 4) || len > INFS__HEADER_MAX || len % 8)
+	uint32_t version, len;
+	infs__header_peek(&version, &len, head);
+	if (len < infs__header_len(0) || len > INFS__HEADER_MAX || len % 8)
 		return infs__error(INFS_ECORRUPT, "%s: the header length %u is invalid", path, len);
 	if (len > size)
 		return infs__error(INFS_ECORRUPT, "%s: the header is truncated (%llu of its %u bytes)", path,
@@ -134,7 +69,7 @@ int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, u
 		rc = io_error(path, "reading the header");
 		goto out;
 	}
-	if (infs__crc32c(0, buf, len - 4) != get32(buf + len - 4)) {
+	if (!infs__header_sound(buf, len)) {
 		rc = infs__error(INFS_ECORRUPT, "%s: the header checksum does not match: the header is corrupt", path);
 		goto out;
 	}
@@ -147,29 +82,14 @@ int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, u
 		rc = infs__error(INFS_ECORRUPT, "%s: the header has format version 0", path);
 		goto out;
 	}
-	uint32_t id_len = get32(buf + 52);
-	if (id_len > INFS_IDENTITY_MAX || infs__pad8(INFS__HEADER_FIXED + (uint64_t)id_len + 1 + 4) != len ||
+	infs_geometry geo;
+	uint32_t id_len;
+	infs__header_decode(&geo, &id_len, buf);
+	if (id_len > INFS_IDENTITY_MAX || infs__header_len(id_len) != len ||
 	    memchr(buf + INFS__HEADER_FIXED, 0, id_len + 1) != buf + INFS__HEADER_FIXED + id_len) {
 		rc = infs__error(INFS_ECORRUPT, "%s: the header's identity string is malformed", path);
 		goto out;
 	}
-	infs_geometry geo = INFS_GEOMETRY_INIT;
-	geo.n_layers = get32(buf + 16);
-	geo.n_kv_heads = get32(buf + 20);
-	geo.head_dim = get32(buf + 24);
-	geo.rotary_dim = get32(buf + 28);
-	geo.rope_style = (infs_rope_style)get32(buf + 32);
-	geo.rope_scaling = (infs_rope_scaling)get32(buf + 36);
-	geo.kv_dtype = (infs_dtype)get32(buf + 40);
-	geo.embed_dim = get32(buf + 44);
-	geo.rope_original_max_pos = get32(buf + 48);
-	geo.rope_theta = getf64(buf + 56);
-	geo.rope_factor = getf64(buf + 64);
-	geo.rope_low_freq_factor = getf64(buf + 72);
-	geo.rope_high_freq_factor = getf64(buf + 80);
-	geo.rope_beta_fast = getf64(buf + 88);
-	geo.rope_beta_slow = getf64(buf + 96);
-	geo.rope_attn_factor = getf64(buf + 104);
 	if (infs_geometry_validate(&geo)) {
 		rc = infs__error_wrap(INFS_ECORRUPT, "%s: the header holds an invalid geometry", path);
 		goto out;
@@ -186,20 +106,6 @@ int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, u
 out:
 	free(buf);
 	return rc;
-}
-
-void infs__put_layout_of(infs__put_layout *l, uint64_t kv_token_bytes, uint32_t n_tokens, uint32_t ns_len,
-                         uint32_t embed_n, uint32_t text_len, uint32_t meta_len)
-{
-	uint64_t kv = kv_token_bytes * n_tokens;
-	l->ns = INFS__PUT_FIXED;
-	l->tokens = l->ns + infs__pad8((uint64_t)ns_len + 1);
-	l->emb = l->tokens + infs__pad8((uint64_t)n_tokens * 4);
-	l->k = l->emb + infs__pad8((uint64_t)embed_n * 4);
-	l->v = l->k + infs__pad8(kv);
-	l->text = l->v + infs__pad8(kv);
-	l->meta = l->text + infs__pad8((uint64_t)text_len + 1);
-	l->end = l->meta + infs__pad8((uint64_t)meta_len + 1);
 }
 
 /* A window of the file read with pread, so that the scan makes one system
@@ -257,14 +163,15 @@ static int rec_check(window *w, uint64_t off, uint32_t *type, uint64_t *body_len
 	int rc = view(&h, w, off, INFS__REC_HEAD);
 	if (rc)
 		return rc;
-	if (get32(h) != INFS__REC_MAGIC || infs__crc32c(0, h, 20) != get32(h + 20) || get64(h + 8) % 8) {
+	infs__rec_head head;
+	if (!infs__head_decode(&head, h)) {
 		*why = "the record head is damaged";
 		return 1;
 	}
 	*head_ok = true;
-	*type = get32(h + 4);
-	*body_len = get64(h + 8);
-	uint32_t want = get32(h + 16), crc = 0;
+	*type = head.type;
+	*body_len = head.body_len;
+	uint32_t crc = 0;
 	if (*body_len > w->size - off - INFS__REC_HEAD) {
 		*why = "the record runs past the end of the file";
 		return 1;
@@ -277,7 +184,7 @@ static int rec_check(window *w, uint64_t off, uint32_t *type, uint64_t *body_len
 		crc = infs__crc32c(crc, p, n);
 		done += n;
 	}
-	if (crc != want) {
+	if (crc != head.body_crc) {
 		*why = "the record checksum does not match";
 		return 1;
 	}
@@ -300,7 +207,7 @@ static int bad_record(infs_store *s, window *w, window *probe, uint64_t off, boo
 		if (rc)
 			return rc;
 		for (size_t i = 0; i + 4 <= n; i += 8) {
-			if (get32(p + i) != INFS__REC_MAGIC)
+			if (!infs__head_has_magic(p + i))
 				continue;
 			uint32_t t;
 			uint64_t len;
@@ -320,15 +227,6 @@ static int bad_record(infs_store *s, window *w, window *probe, uint64_t off, boo
 	return INFS_OK;
 }
 
-void infs__slot_encode(unsigned char *slot, uint64_t seq, uint64_t n_records, uint64_t end)
-{
-	put64(slot, seq);
-	put64(slot + 8, n_records);
-	put64(slot + 16, end);
-	put32(slot + 24, infs__crc32c(0, slot, 24));
-	put32(slot + 28, 0);
-}
-
 /* Takes the sound commit slot with the highest sequence number: the other
  * one may have been torn while being written. Sets seq and slot_end, and
  * returns the slot's record count. */
@@ -342,13 +240,12 @@ static int read_slots(infs_store *s, uint64_t size, uint64_t *n_records)
 	if (read_full(s->fd, b, sizeof b, s->header_len))
 		return io_error(s->path, "reading the commit slots");
 	for (int i = 0; i < 2; i++) {
-		const unsigned char *p = b + i * INFS__SLOT;
-		uint64_t seq = get64(p);
-		if (infs__crc32c(0, p, 24) != get32(p + 24) || seq <= s->seq || seq % 2 != (uint64_t)i)
+		infs__slot slot;
+		if (!infs__slot_decode(&slot, b + i * INFS__SLOT) || slot.seq <= s->seq || slot.seq % 2 != (uint64_t)i)
 			continue;
-		s->seq = seq;
-		*n_records = get64(p + 8);
-		s->slot_end = get64(p + 16);
+		s->seq = slot.seq;
+		*n_records = slot.n_records;
+		s->slot_end = slot.end;
 	}
 	return INFS_OK;
 }
@@ -382,48 +279,46 @@ static int apply_put(infs_store *s, window *w, uint64_t off, uint64_t body_len, 
 	int rc = fetch(f, w, body, sizeof f);
 	if (rc)
 		return rc;
-	uint64_t id = get64(f);
-	unsigned flags = get32(f + 8);
-	uint32_t n_tokens = get32(f + 12), ns_len = get32(f + 32), embed_n = get32(f + 36);
-	uint32_t text_len = get32(f + 40), meta_len = get32(f + 44);
-	if (id <= *last_put)
+	infs__put_fields p;
+	infs__put_decode(&p, f);
+	if (p.id <= *last_put)
 		return corrupt(s, off, "fact ids do not increase");
-	if (flags & ~(unsigned)INFS_FACT_SEGMENT)
+	if (p.flags & ~(unsigned)INFS_FACT_SEGMENT)
 		return corrupt(s, off, "unknown flags");
-	if (n_tokens == 0 || n_tokens > INFS_FACT_TOKENS_MAX)
+	if (p.n_tokens == 0 || p.n_tokens > INFS_FACT_TOKENS_MAX)
 		return corrupt(s, off, "bad n_tokens");
-	if (embed_n != (flags & INFS_FACT_SEGMENT ? 0 : s->geom.embed_dim))
+	if (p.embed_n != (p.flags & INFS_FACT_SEGMENT ? 0 : s->geom.embed_dim))
 		return corrupt(s, off, "the embedding size does not match the geometry");
-	if (text_len >= INFS_TEXT_MAX || meta_len >= INFS_METADATA_MAX)
+	if (p.text_len >= INFS_TEXT_MAX || p.meta_len >= INFS_METADATA_MAX)
 		return corrupt(s, off, "text or metadata too long");
-	if (ns_len > INFS_NAMESPACE_MAX)
+	if (p.ns_len > INFS_NAMESPACE_MAX)
 		return corrupt(s, off, "bad namespace length");
 	infs__put_layout l;
-	infs__put_layout_of(&l, s->kv_token_bytes, n_tokens, ns_len, embed_n, text_len, meta_len);
+	infs__put_layout_of(&l, &p, s->kv_token_bytes);
 	if (l.end != body_len)
 		return corrupt(s, off, "the record length does not match its fields");
-	if ((rc = read_ns(ns, w, body + l.ns, ns_len, off)))
+	if ((rc = read_ns(ns, w, body + l.ns, p.ns_len, off)))
 		return rc;
 	char nul[2];
-	if ((rc = fetch(nul, w, body + l.text + text_len, 1)) || (rc = fetch(nul + 1, w, body + l.meta + meta_len, 1)))
+	if ((rc = fetch(nul, w, body + l.text + p.text_len, 1)) || (rc = fetch(nul + 1, w, body + l.meta + p.meta_len, 1)))
 		return rc;
 	if (nul[0] || nul[1])
 		return corrupt(s, off, "text or metadata is not terminated");
 	infs__ns *nsp;
 	if ((rc = infs__index_reserve(&nsp, &s->ix, ns)))
 		return rc;
-	float *row = infs__index_add(&s->ix, nsp, id, off, INFS__REC_HEAD + body_len, flags);
-	if (row && (rc = fetch(row, w, body + l.emb, (size_t)embed_n * 4)))
+	float *row = infs__index_add(&s->ix, nsp, p.id, off, INFS__REC_HEAD + body_len, p.flags);
+	if (row && (rc = fetch(row, w, body + l.emb, (size_t)p.embed_n * 4)))
 		return rc;
-	*last_put = id;
-	if (id >= s->next_id)
-		s->next_id = id + 1;
+	*last_put = p.id;
+	if (p.id >= s->next_id)
+		s->next_id = p.id + 1;
 	return INFS_OK;
 }
 
 static int apply(infs_store *s, window *w, uint64_t off, uint32_t type, uint64_t body_len, uint64_t *last_put)
 {
-	unsigned char f[16];
+	unsigned char f[INFS__DELETE_FIXED];
 	char ns[INFS_NAMESPACE_MAX + 1];
 	uint64_t body = off + INFS__REC_HEAD;
 	int rc;
@@ -431,15 +326,16 @@ static int apply(infs_store *s, window *w, uint64_t off, uint32_t type, uint64_t
 	case INFS__REC_PUT:
 		return apply_put(s, w, off, body_len, last_put);
 	case INFS__REC_DELETE: {
-		if (body_len < 16)
+		if (body_len < INFS__DELETE_FIXED)
 			return corrupt(s, off, "a delete record is too short");
-		if ((rc = fetch(f, w, body, 16)))
+		if ((rc = fetch(f, w, body, INFS__DELETE_FIXED)))
 			return rc;
-		uint64_t id = get64(f);
-		uint32_t ns_len = get32(f + 8);
-		if (body_len != infs__pad8(16 + (uint64_t)ns_len + 1))
+		uint64_t id;
+		uint32_t ns_len;
+		infs__delete_decode(&id, &ns_len, f);
+		if (body_len != infs__ns_body_len(INFS__DELETE_FIXED, ns_len))
 			return corrupt(s, off, "the record length does not match its fields");
-		if ((rc = read_ns(ns, w, body + 16, ns_len, off)))
+		if ((rc = read_ns(ns, w, body + INFS__DELETE_FIXED, ns_len, off)))
 			return rc;
 		infs__entry *e = infs__index_get(&s->ix, id);
 		if (!e || strcmp(e->ns->name, ns) != 0)
@@ -448,14 +344,15 @@ static int apply(infs_store *s, window *w, uint64_t off, uint32_t type, uint64_t
 		return INFS_OK;
 	}
 	case INFS__REC_DROP: {
-		if (body_len < 8)
+		if (body_len < INFS__DROP_FIXED)
 			return corrupt(s, off, "a drop record is too short");
-		if ((rc = fetch(f, w, body, 8)))
+		if ((rc = fetch(f, w, body, INFS__DROP_FIXED)))
 			return rc;
-		uint32_t ns_len = get32(f);
-		if (body_len != infs__pad8(8 + (uint64_t)ns_len + 1))
+		uint32_t ns_len;
+		infs__drop_decode(&ns_len, f);
+		if (body_len != infs__ns_body_len(INFS__DROP_FIXED, ns_len))
 			return corrupt(s, off, "the record length does not match its fields");
-		if ((rc = read_ns(ns, w, body + 8, ns_len, off)))
+		if ((rc = read_ns(ns, w, body + INFS__DROP_FIXED, ns_len, off)))
 			return rc;
 		infs__ns *nsp = infs__index_ns(&s->ix, ns);
 		if (nsp)
@@ -463,11 +360,11 @@ static int apply(infs_store *s, window *w, uint64_t off, uint32_t type, uint64_t
 		return INFS_OK;
 	}
 	case INFS__REC_NEXT_ID: {
-		if (body_len != 8)
+		if (body_len != INFS__NEXT_ID_FIXED)
 			return corrupt(s, off, "a next-id record has the wrong length");
-		if ((rc = fetch(f, w, body, 8)))
+		if ((rc = fetch(f, w, body, INFS__NEXT_ID_FIXED)))
 			return rc;
-		uint64_t next = get64(f);
+		uint64_t next = infs__next_id_decode(f);
 		if (next == 0 || next == UINT64_MAX)
 			return corrupt(s, off, "bad next id");
 		if (next > s->next_id)
@@ -618,29 +515,13 @@ int infs__write_all(int fd, uint64_t off, struct iovec *iov, int n)
 	return 0;
 }
 
-uint64_t infs__rec_head(unsigned char *head, uint32_t type, const struct iovec *body, int n)
-{
-	uint64_t body_len = 0;
-	uint32_t crc = 0;
-	for (int i = 0; i < n; i++) {
-		body_len += body[i].iov_len;
-		crc = infs__crc32c(crc, body[i].iov_base, body[i].iov_len);
-	}
-	put32(head, INFS__REC_MAGIC);
-	put32(head + 4, type);
-	put64(head + 8, body_len);
-	put32(head + 16, crc);
-	put32(head + 20, infs__crc32c(0, head, 20));
-	return body_len;
-}
-
 int infs__commit(infs_store *s)
 {
 	if (s->version < 2)
 		return INFS_OK;
 	unsigned char slot[INFS__SLOT];
 	uint64_t seq = s->seq + 1;
-	infs__slot_encode(slot, seq, s->n_records, s->end);
+	infs__slot_encode(slot, &(infs__slot){ seq, s->n_records, s->end });
 	struct iovec iov = { slot, sizeof slot };
 	if (infs__write_all(s->fd, s->header_len + seq % 2 * INFS__SLOT, &iov, 1))
 		return io_error(s->path, "writing a commit slot");
@@ -670,7 +551,7 @@ static int reserve(infs_store *s, uint64_t total, const char *fn)
 int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const char *fn)
 {
 	unsigned char head[INFS__REC_HEAD];
-	uint64_t body_len = infs__rec_head(head, type, iov + 1, n - 1);
+	uint64_t body_len = infs__head_encode(head, type, iov + 1, n - 1);
 	iov[0].iov_base = head;
 	iov[0].iov_len = sizeof head;
 	uint64_t total = INFS__REC_HEAD + body_len;
@@ -703,27 +584,12 @@ int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const c
 bool infs__record_sound(const infs_store *s, uint64_t off, uint64_t len)
 {
 	const unsigned char *h = s->map + off;
-	return get32(h) == INFS__REC_MAGIC && infs__crc32c(0, h, 20) == get32(h + 20) &&
-	       get64(h + 8) == len - INFS__REC_HEAD &&
-	       infs__crc32c(0, h + INFS__REC_HEAD, len - INFS__REC_HEAD) == get32(h + 16);
+	infs__rec_head head;
+	return infs__head_decode(&head, h) && head.body_len == len - INFS__REC_HEAD &&
+	       infs__crc32c(0, h + INFS__REC_HEAD, head.body_len) == head.body_crc;
 }
 
 void infs__record_at(infs__record *out, const infs_store *s, uint64_t off)
 {
-	const unsigned char *b = s->map + off + INFS__REC_HEAD;
-	uint32_t n_tokens = get32(b + 12), ns_len = get32(b + 32), embed_n = get32(b + 36);
-	uint32_t text_len = get32(b + 40), meta_len = get32(b + 44);
-	infs__put_layout l;
-	infs__put_layout_of(&l, s->kv_token_bytes, n_tokens, ns_len, embed_n, text_len, meta_len);
-	out->id = get64(b);
-	out->flags = get32(b + 8);
-	out->n_tokens = n_tokens;
-	out->tokens = (const int32_t *)(const void *)(b + l.tokens);
-	out->embedding = embed_n ? (const float *)(const void *)(b + l.emb) : NULL;
-	out->k = b + l.k;
-	out->v = b + l.v;
-	out->text = (const char *)b + l.text;
-	out->metadata = (const char *)b + l.meta;
-	out->source_id = get64(b + 16);
-	out->timestamp = (int64_t)get64(b + 24);
+	infs__put_view(out, s->map + off + INFS__REC_HEAD, s->kv_token_bytes);
 }

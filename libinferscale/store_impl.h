@@ -9,39 +9,11 @@
 #include <sys/uio.h>
 
 #include "store.h"
+#include "store_record.h"
 
-/* Records hold arrays in native byte order and are served from a mapping of
- * the file, so the format is defined as little-endian only. */
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the store format is little-endian");
-
-#define INFS__STORE_MAGIC "INFSTORE"
-#define INFS__STORE_FORMAT 2u
-#define INFS__HEADER_FIXED 112u  /* bytes before the identity string */
-#define INFS__HEADER_MAX 65536u  /* the largest header_len any format version may use */
-#define INFS__REC_MAGIC 0x52464e49u /* "INFR" */
-#define INFS__REC_HEAD 24u
-#define INFS__PUT_FIXED 48u
-/* Format 2: two commit slots follow the header (docs/store-format.md). */
-#define INFS__SLOT 32u
-#define INFS__SLOTS (2 * INFS__SLOT)
 /* Bytes past the log kept allocated by puts, so that deletes and drops fit
  * on a full disk. */
 #define INFS__RESERVE (64u << 10)
-
-enum infs__rec_type { INFS__REC_PUT = 1, INFS__REC_DELETE = 2, INFS__REC_DROP = 3, INFS__REC_NEXT_ID = 4 };
-
-static inline uint64_t infs__pad8(uint64_t n)
-{
-	return (n + 7) & ~(uint64_t)7;
-}
-
-/* Where the fields of a put record's body lie, from its start. */
-typedef struct infs__put_layout {
-	uint64_t ns, tokens, emb, k, v, text, meta, end;
-} infs__put_layout;
-
-void infs__put_layout_of(infs__put_layout *l, uint64_t kv_token_bytes, uint32_t n_tokens, uint32_t ns_len,
-                         uint32_t embed_n, uint32_t text_len, uint32_t meta_len);
 
 /* A namespace with at least one live record. ids holds facts and segments,
  * fact_ids and emb the facts only (row i of emb belongs to fact_ids[i]);
@@ -118,12 +90,10 @@ struct infs_store {
 	struct infs__store_ext ext[INFS_EXT_COUNT];
 };
 
-/* store_file.c: the on-disk format. */
-size_t infs__header_encode(unsigned char *buf, const infs_geometry *g, const char *identity, uint32_t version);
+/* store_file.c: reading and writing the file (the byte layout is in
+ * store_record.c). */
 int infs__header_read(infs_geometry *g, char **identity, uint64_t *header_len, uint32_t *version, int fd,
                       uint64_t size, const char *path);
-/* Fills a commit slot (INFS__SLOT bytes). */
-void infs__slot_encode(unsigned char *slot, uint64_t seq, uint64_t n_records, uint64_t end);
 /* Writes the next commit slot for the current log (format 2; nothing for 1). */
 int infs__commit(infs_store *s);
 /* Verifies the log and builds the index; sets end, n_records, dropped_tail,
@@ -138,8 +108,6 @@ int infs__map_reserve(infs_store *s, uint64_t need);
 /* Appends a record whose body is iov[1..n-1] (iov[0] is set here to the
  * record head), per the sync mode, and advances s->end. On error the file
  * is cut back and s->end is unchanged. */
-/* Fills a record head for the body iov[0..n-1] and returns the body length. */
-uint64_t infs__rec_head(unsigned char *head, uint32_t type, const struct iovec *body, int n);
 int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const char *fn);
 int infs__write_all(int fd, uint64_t off, struct iovec *iov, int n);
 /* Decodes the put record at file offset off (already verified). */

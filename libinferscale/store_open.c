@@ -16,9 +16,6 @@
 #include "options.h"
 #include "geometry.h"
 #include "store_impl.h"
-#ifdef INFS_HAVE_CUDA
-#include "device.h"
-#endif
 
 /* Files held for writing by this process. flock() already refuses a second
  * open file description, but on file systems where flock is emulated with
@@ -134,7 +131,7 @@ static int create_file(const char *path, const infs_geometry *g, const char *ide
 	size_t len = infs__header_encode(header, g, identity, INFS__STORE_FORMAT);
 	/* An empty log, committed in slot 1 (sequence 1); slot 0 is unused. */
 	memset(header + len, 0, INFS__SLOT);
-	infs__slot_encode(header + len + INFS__SLOT, 1, 0, len + INFS__SLOTS);
+	infs__slot_encode(header + len + INFS__SLOT, &(infs__slot){ 1, 0, len + INFS__SLOTS });
 	struct iovec iov = { header, len + INFS__SLOTS };
 	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0) {
@@ -228,7 +225,8 @@ static void report_damage(const infs_store *s, const char *torn)
 		infs__error(INFS_OK, "infs_store_open: %s%s", s->path, lost);
 }
 
-static int check_options(infs_store_options *o, infs_geometry *geom, const infs_store_options *in)
+static int check_options(infs_store_options *o, infs_geometry *geom, const infs_store_options *in, bool attach,
+                         const char *no_device)
 {
 	infs_store_options init = INFS_STORE_OPTIONS_INIT;
 	*o = init;
@@ -258,11 +256,9 @@ static int check_options(infs_store_options *o, infs_geometry *geom, const infs_
 		return infs__error(INFS_EINVAL, "infs_store_open: INFS_OPEN_CREATE needs a geometry and an identity");
 	if (o->device < -1)
 		return infs__error(INFS_EINVAL, "infs_store_open: device %d is not -1 or a device index", o->device);
-#ifndef INFS_HAVE_CUDA
-	if (o->device >= 0)
-		return infs__error(INFS_EUNSUPPORTED, "infs_store_open: device %d asked for, but this build has no CUDA support",
-		                   o->device);
-#endif
+	if (o->device >= 0 && !attach)
+		return infs__error(INFS_EUNSUPPORTED, "infs_store_open: device %d asked for, but this build has %s",
+		                   o->device, no_device);
 	return INFS_OK;
 }
 
@@ -404,7 +400,8 @@ static int open_locked(infs_store *s, const infs_store_options *o, const infs_ge
 	return infs__error(INFS_EBUSY, "infs_store_open: %s keeps being replaced", s->path);
 }
 
-int infs_store_open(infs_store **out, const char *path, const infs_store_options *opts)
+int infs__store_open(infs_store **out, const char *path, const infs_store_options *opts,
+                     int (*attach)(infs_store *s), const char *no_device)
 {
 	if (!out)
 		return infs__error(INFS_EINVAL, "infs_store_open: out is NULL");
@@ -413,7 +410,7 @@ int infs_store_open(infs_store **out, const char *path, const infs_store_options
 		return infs__error(INFS_EINVAL, "infs_store_open: path is %s", path ? "empty" : "NULL");
 	infs_store_options o;
 	infs_geometry geom;
-	int rc = check_options(&o, &geom, opts);
+	int rc = check_options(&o, &geom, opts, attach != NULL, no_device);
 	if (rc)
 		return rc;
 
@@ -478,15 +475,8 @@ int infs_store_open(infs_store **out, const char *path, const infs_store_options
 			free(tmp);
 		}
 	}
-#ifdef INFS_HAVE_CUDA
-	if (o.device >= 0 && !infs__device_attach) {
-		rc = infs__error(INFS_EUNSUPPORTED, "infs_store_open: device %d asked for, but this build has no device copy",
-		                 o.device);
+	if (o.device >= 0 && (rc = attach(s)))
 		goto fail;
-	}
-	if (o.device >= 0 && (rc = infs__device_attach(s)))
-		goto fail;
-#endif
 	if (s->dropped_tail || s->lost)
 		report_damage(s, torn);
 	free(torn);

@@ -1,5 +1,6 @@
 #include <stdlib.h>
 
+#include "device.h"
 #include "inferscale/common.h"
 
 unsigned infs_version_number(void)
@@ -15,9 +16,8 @@ const char *infs_version_string(void)
 unsigned infs_features(void)
 {
 	unsigned f = 0;
-#ifdef INFS_HAVE_CUDA
-	f |= INFS_FEATURE_CUDA;
-#endif
+	if (infs__cuda)
+		f |= INFS_FEATURE_CUDA;
 #ifdef INFS_HAVE_FAISS
 	f |= INFS_FEATURE_FAISS;
 #endif

@@ -187,10 +187,10 @@ static void bad_inputs(void)
 	BAD(INFS_EINVAL, "version", r, 1, 0, bt, 4, &l);
 	l = c.lay, l.device = -2;
 	BAD(INFS_EINVAL, "device", r, 1, 0, bt, 4, &l);
-#ifndef INFS_HAVE_CUDA
-	l = c.lay, l.device = 0;
-	BAD(INFS_EUNSUPPORTED, "no CUDA", r, 1, 0, bt, 4, &l);
-#endif
+	if (!(infs_features() & INFS_FEATURE_CUDA)) {
+		l = c.lay, l.device = 0;
+		BAD(INFS_EUNSUPPORTED, "no CUDA", r, 1, 0, bt, 4, &l);
+	}
 	l = c.lay, l.dtype = (infs_dtype)3;
 	BAD(INFS_EINVAL, "dtype", r, 1, 0, bt, 4, &l);
 	l = c.lay, l.n_layers = 3;

@@ -115,10 +115,10 @@ int main(void)
 	BAD(INFS_EINVAL, "dtype", &untouched, st, "alice", one, 1, 0, bt, 8, &l, NULL);
 	l = c.lay, l.stride_head = 0;
 	BAD(INFS_EINVAL, "stride_head", &untouched, st, "alice", one, 1, 0, bt, 8, &l, NULL);
-#ifndef INFS_HAVE_CUDA
-	l = c.lay, l.device = 0;
-	BAD(INFS_EUNSUPPORTED, "CUDA", &untouched, st, "alice", one, 1, 0, bt, 8, &l, NULL);
-#endif
+	if (!(infs_features() & INFS_FEATURE_CUDA)) {
+		l = c.lay, l.device = 0;
+		BAD(INFS_EUNSUPPORTED, "CUDA", &untouched, st, "alice", one, 1, 0, bt, 8, &l, NULL);
+	}
 	int32_t bad_bt[8] = { 0, 12, 2, 3, 4, 5, 6, 7 };
 	BAD(INFS_ERANGE, "block_table[1] = 12", &untouched, st, "alice", one, 1, 10, bad_bt, 8, &c.lay, NULL);
 	BAD(INFS_ERANGE, "block table has 1 entries", &untouched, st, "alice", one, 1, 10, bt, 1, &c.lay, NULL);
