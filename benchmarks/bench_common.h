@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_ok.h"
+#include "cuda/cuda_ok.h"
 
 static int cmp_float(const void *a, const void *b)
 {

@@ -16,7 +16,7 @@
 
 #include "bench_common.h"
 #include "kernels.h"
-#include "rope.h"
+#include "inject/rope.h"
 
 enum { LAYERS = 32, HEADS = 8, DIM = 128, TOKENS = 24, FACTS = 800, BLOCKS = 4096, BS = 16, SETS = 8 };
 

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "cache_path.h"
+#include "util/cache_path.h"
 #include "inferscale/inferscale.h"
-#include "json.h"
-#include "read_file.h"
+#include "util/json.h"
+#include "util/read_file.h"
 
 static double now(void)
 {

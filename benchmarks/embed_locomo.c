@@ -19,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "embedder.h"
-#include "json.h"
-#include "read_file.h"
+#include "embed/embedder.h"
+#include "util/json.h"
+#include "util/read_file.h"
 
 #define MAX_CITES 8
 #define N_K 3

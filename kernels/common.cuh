@@ -11,7 +11,7 @@
 namespace infs {
 
 /* Storage types by bit pattern: conversions go through float and round to
- * nearest even, exactly as libinferscale/dtype.h does on the CPU. */
+ * nearest even, exactly as libinferscale/util/dtype.h does on the CPU. */
 struct f32 {
 	using bits = float;
 };

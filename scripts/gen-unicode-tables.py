@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Generates libinferscale/unicode_tables.c from Python's unicodedata.
+"""Generates libinferscale/text/unicode_tables.c from Python's unicodedata.
 
-    python3 scripts/gen-unicode-tables.py > libinferscale/unicode_tables.c
+    python3 scripts/gen-unicode-tables.py > libinferscale/text/unicode_tables.c
 
 The tables: general category as runs of code points, canonical combining
 class as runs, the full canonical decomposition of every code point that has

@@ -10,9 +10,9 @@
 
 #include "check.h"
 #include "test_util.h"
-#include "dtype.h"
-#include "inject.h"
-#include "rope.h"
+#include "util/dtype.h"
+#include "inject/inject.h"
+#include "inject/rope.h"
 
 /* One record with its own K and V buffers (pre-RoPE, store dtype). */
 typedef struct test_rec {

@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "options.h"
+#include "util/options.h"
 #include "test_store_util.h"
 
 /* A struct as a library that knows version 2 sees it: version 1 ended

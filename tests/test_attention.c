@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "check.h"
-#include "forward.h"
+#include "model/forward.h"
 
 static float rnd(uint32_t *s)
 {

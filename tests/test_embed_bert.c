@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bert.h"
+#include "embed/bert.h"
 #include "check.h"
-#include "json.h"
-#include "read_file.h"
+#include "util/json.h"
+#include "util/read_file.h"
 
 /* The weights, converted to float, kept alive for the test. */
 static float *arena[64];

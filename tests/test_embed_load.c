@@ -10,11 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cache_path.h"
+#include "util/cache_path.h"
 #include "check.h"
-#include "dtype.h"
-#include "embedder.h"
-#include "safetensors.h"
+#include "util/dtype.h"
+#include "embed/embedder.h"
+#include "model/safetensors.h"
 
 static char model[2048], tmp[256];
 

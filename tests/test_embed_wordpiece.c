@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "wordpiece.h"
+#include "embed/wordpiece.h"
 
 static const char vocab[] =
 	"[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n"       /* 0-4 */

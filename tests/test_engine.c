@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "sampling.h"
+#include "engine/sampling.h"
 #include "model_store_util.h"
 
 static void sampler(void)

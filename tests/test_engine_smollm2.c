@@ -7,9 +7,9 @@
  * argv[1]: examples/memory/facts.jsonl (the first lines are used). */
 #include <string.h>
 
-#include "cache_path.h"
+#include "util/cache_path.h"
 #include "check.h"
-#include "json.h"
+#include "util/json.h"
 #include "model_store_util.h"
 
 enum { N_FACTS = 12 };

@@ -10,8 +10,8 @@
 
 #include "check.h"
 #include "test_util.h"
-#include "retrieve_faiss.h"
-#include "topk.h"
+#include "retrieve/retrieve_faiss.h"
+#include "retrieve/topk.h"
 
 enum { N = 3000, DIM = 32, NQ = 20 };
 

@@ -1,4 +1,4 @@
-/* The loaders' file reader (libinferscale/file.c): whole reads, size limits,
+/* The loaders' file reader (libinferscale/util/file.c): whole reads, size limits,
  * and the refusal of anything but a regular file. A FIFO given to model,
  * tokenizer or embedder loading (as the path, or as a file inside a model
  * directory) must fail at once instead of waiting for a writer: each such
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "file.h"
+#include "util/file.h"
 #include "scratch_util.h"
 
 /* Seconds a child may take before it counts as hung; a load that refuses

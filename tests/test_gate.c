@@ -16,9 +16,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "cache_path.h"
+#include "util/cache_path.h"
 #include "check.h"
-#include "compose.h"
+#include "engine/compose.h"
 #include "model_store_util.h"
 
 /* Largest |a - b| and largest |b| over n floats read from two caches'

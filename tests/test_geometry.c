@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "geometry.h"
+#include "util/geometry.h"
 #include "test_util.h"
 
 static infs_geometry smol(void)

@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cache_path.h"
+#include "util/cache_path.h"
 #include "check.h"
-#include "gguf.h"
+#include "model/gguf.h"
 
 int main(void)
 {

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "json.h"
+#include "util/json.h"
 
 static int parse(infs__json **out, const char *s)
 {

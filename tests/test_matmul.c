@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "check.h"
-#include "matmul.h"
+#include "model/matmul.h"
 
 static float rnd(uint32_t *s)
 {

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "model.h"
-#include "safetensors.h"
-#include "read_file.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+#include "util/read_file.h"
 
 static char tmp[256];
 static const char *fixtures;

@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "dtype.h"
+#include "util/dtype.h"
 #include "golden.h"
-#include "model.h"
-#include "rope.h"
+#include "model/model.h"
+#include "inject/rope.h"
 
 static float max_diff(const float *a, const float *b, size_t n)
 {

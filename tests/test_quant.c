@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "quant.h"
-#include "read_file.h"
+#include "model/quant.h"
+#include "util/read_file.h"
 
 static uint32_t u32_at(const unsigned char *p)
 {

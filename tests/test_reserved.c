@@ -6,10 +6,10 @@
  * engine looks, must leave the answer what it was. */
 #include <string.h>
 
-#include "cache_path.h"
+#include "util/cache_path.h"
 #include "check.h"
 #include "model_store_util.h"
-#include "store.h"
+#include "store/store.h"
 
 static const char *const facts[] = {
 	"- Alice's PIN is 4321.\n",

@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "json.h"
-#include "rope.h"
-#include "read_file.h"
+#include "util/json.h"
+#include "inject/rope.h"
+#include "util/read_file.h"
 
 static infs_geometry geometry_of(const infs__json *c)
 {

@@ -8,8 +8,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "geometry.h"
-#include "store.h"
+#include "util/geometry.h"
+#include "store/store.h"
 #include "test_store_util.h"
 
 #define N_FACTS 40

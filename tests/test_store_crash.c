@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "store.h"
+#include "store/store.h"
 #include "test_store_util.h"
 
 #define MAX_ACKS 100000

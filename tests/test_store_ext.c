@@ -7,8 +7,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "error.h"
-#include "store.h"
+#include "util/error.h"
+#include "store/store.h"
 #include "test_store_util.h"
 
 typedef struct fake {

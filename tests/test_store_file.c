@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "crc32c.h"
-#include "store.h"
+#include "store/crc32c.h"
+#include "store/store.h"
 #include "test_store_util.h"
 
 #define N_OPS 8

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 
-#include "store.h"
+#include "store/store.h"
 #include "test_store_util.h"
 
 static int disk_full;

@@ -4,7 +4,7 @@
  * opened it. */
 #include <sys/wait.h>
 
-#include "store.h"
+#include "store/store.h"
 #include "test_store_util.h"
 
 /* Runs in a forked child: tries to open path and exits with the status. */

@@ -2,8 +2,8 @@
  * constant of every field they list, and each must equal its offset there;
  * every constant must appear in a table. Then each part of the file encodes
  * and decodes back to the same values. */
-#include "geometry.h"
-#include "store_record.h"
+#include "util/geometry.h"
+#include "store/store_record.h"
 #include "test_store_util.h"
 
 #define C(name) { #name, name, 0 }

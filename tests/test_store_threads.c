@@ -5,7 +5,7 @@
  * say they did, before and after reopening. */
 #include <pthread.h>
 
-#include "store.h"
+#include "store/store.h"
 #include "test_store_util.h"
 
 #define PER_WRITER 400

@@ -13,7 +13,7 @@
 
 #include "check.h"
 #include "test_util.h"
-#include "dtype.h"
+#include "util/dtype.h"
 
 static char scratch_dir[512];
 

@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bpe.h"
+#include "text/bpe.h"
 #include "gguf_builder.h"
-#include "pretokenize.h"
-#include "unicode.h"
+#include "text/pretokenize.h"
+#include "text/unicode.h"
 #include "tok_fixture.h"
-#include "tokenizer_impl.h"
+#include "text/tokenizer_impl.h"
 
 typedef struct ranges {
 	size_t v[8192][2];

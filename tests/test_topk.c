@@ -7,7 +7,7 @@
 
 #include "check.h"
 #include "test_util.h"
-#include "topk.h"
+#include "retrieve/topk.h"
 
 typedef struct ref_hit {
 	uint64_t id;

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "unicode.h"
+#include "text/unicode.h"
 
 static int nfd_is(const uint32_t *in, size_t n, const uint32_t *want, size_t n_want)
 {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "json.h"
+#include "util/json.h"
 
 /* The parsed JSON file dir/name; exits when it cannot be read. */
 static inline infs__json *load_fixture(const char *dir, const char *name)

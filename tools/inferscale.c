@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "inferscale/inferscale.h"
-#include "json.h"
+#include "util/json.h"
 
 /* The engine's context in tokens: prompt and answer. */
 #define CLI_N_CTX 8192u

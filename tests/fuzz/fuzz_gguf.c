@@ -3,9 +3,9 @@
  * A file that opens is also read as a tokenizer, which then encodes and
  * decodes a sample text. scripts/fuzz.sh builds and runs it. */
 #include "fuzz_util.h"
-#include "gguf.h"
+#include "model/gguf.h"
 #include "inferscale/common.h"
-#include "tokenizer_impl.h"
+#include "text/tokenizer_impl.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

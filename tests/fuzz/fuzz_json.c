@@ -5,7 +5,7 @@
 
 #include "fuzz_util.h"
 #include "inferscale/common.h"
-#include "json.h"
+#include "util/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
  * with its shape and lies inside the file. scripts/fuzz.sh builds and runs it. */
 #include "fuzz_util.h"
 #include "inferscale/common.h"
-#include "safetensors.h"
+#include "model/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

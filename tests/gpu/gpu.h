@@ -10,8 +10,8 @@
 
 #include "../check.h"
 #include "../test_util.h"
-#include "cuda_ok.h"
-#include "dtype.h"
+#include "cuda/cuda_ok.h"
+#include "util/dtype.h"
 
 /* Exits 77 (skipped) when no CUDA device can be used here. */
 static inline void gpu_require(void)

@@ -14,7 +14,7 @@
  * seeds, which the sanitizer's small run covers with one set of 140K rows. */
 #include <string.h>
 
-#include "dtype.h"
+#include "util/dtype.h"
 #include "gpu.h"
 #include "kernels.h"
 

@@ -1,4 +1,4 @@
-/* The injection kernel against the CPU reference (libinferscale/rope.c and
+/* The injection kernel against the CPU reference (libinferscale/inject/rope.c and
  * dtype.h): every paged layout, every source and cache dtype, both RoPE
  * pairings, partial rotary, every frequency scaling, block sizes from 1 up,
  * positions near the int32 limit, the vector and the scalar path, and
@@ -11,7 +11,7 @@
 
 #include "gpu.h"
 #include "kernels.h"
-#include "rope.h"
+#include "inject/rope.h"
 
 enum { L_VLLM, L_NHD, L_HND, L_PACKED, L_STRIDED, L_MISALIGNED, L_COUNT };
 static const char *layout_name[L_COUNT] = {"vllm", "flashinfer-nhd", "hnd", "kv-packed", "dim-strided", "misaligned"};

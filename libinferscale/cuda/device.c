@@ -1,0 +1,549 @@
+/* The store's device copy: every record's pre-RoPE K and V in large pooled
+ * chunks of device memory (no allocation per fact) and each namespace's
+ * embeddings as one f16 matrix, built at open and kept in step by the
+ * hooks it installs in the store's INFS_EXT_DEVICE slot, which run under
+ * the store's write lock. Also the CUDA backend's table (device.h). */
+#include "cuda/device_copy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/device.h"
+#include "util/dtype.h"
+#include "util/error.h"
+#include "inject/inject.h"
+#include "retrieve/retrieve.h"
+
+#define KV_CHUNK (256ull << 20)
+#define KV_ALIGN 256u
+
+int infs__cuda_error(cudaError_t err, const char *fn, const char *what)
+{
+	cudaGetLastError(); /* clear a sticky launch error for the next call */
+	return infs__error(err == cudaErrorMemoryAllocation ? INFS_EBUDGET : INFS_EDEVICE, "%s: %s: CUDA error %d: %s",
+	                   fn, what, (int)err, cudaGetErrorString(err));
+}
+
+int infs__device_enter(int *prev, int dev, const char *fn)
+{
+	cudaError_t err = cudaGetDevice(prev);
+	if (err == cudaSuccess)
+		err = cudaSetDevice(dev);
+	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "selecting the device");
+}
+
+void infs__device_restore(int prev)
+{
+	cudaSetDevice(prev);
+}
+
+infs__device *infs__device_of(infs_store *s)
+{
+	return s ? infs__store_ext(s, INFS_EXT_DEVICE)->data : NULL;
+}
+
+/* The record map: open addressing with linear probing. */
+static size_t slot_of(uint64_t id, size_t cap)
+{
+	return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
+}
+
+const infs__dev_rec *infs__device_rec(const infs__device *d, uint64_t id)
+{
+	if (!d->recs_cap)
+		return NULL;
+	for (size_t i = slot_of(id, d->recs_cap);; i = (i + 1) & (d->recs_cap - 1)) {
+		if (d->recs[i].id == id)
+			return &d->recs[i];
+		if (!d->recs[i].id)
+			return NULL;
+	}
+}
+
+static int rec_reserve(infs__device *d)
+{
+	if ((d->recs_n + 1) * 2 <= d->recs_cap)
+		return INFS_OK;
+	size_t cap = d->recs_cap ? d->recs_cap * 2 : 1024;
+	infs__dev_rec *t = calloc(cap, sizeof *t);
+	if (!t)
+		return infs__error(INFS_ENOMEM, "device copy: out of memory for its record map");
+	for (size_t i = 0; i < d->recs_cap; i++) {
+		if (!d->recs[i].id)
+			continue;
+		size_t j = slot_of(d->recs[i].id, cap);
+		while (t[j].id)
+			j = (j + 1) & (cap - 1);
+		t[j] = d->recs[i];
+	}
+	free(d->recs);
+	d->recs = t;
+	d->recs_cap = cap;
+	return INFS_OK;
+}
+
+static void rec_remove(infs__device *d, infs__dev_rec *e)
+{
+	/* backward-shift deletion keeps every probe chain unbroken */
+	size_t mask = d->recs_cap - 1, i = (size_t)(e - d->recs), j = i;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!d->recs[j].id)
+			break;
+		size_t home = slot_of(d->recs[j].id, d->recs_cap);
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			d->recs[i] = d->recs[j];
+			i = j;
+		}
+	}
+	memset(&d->recs[i], 0, sizeof d->recs[i]);
+	d->recs_n--;
+}
+
+static int over_budget(const infs__device *d, uint64_t more, const char *fn, const char *what)
+{
+	return infs__error(INFS_EBUDGET,
+	                   "%s: the store's device budget of %llu bytes is exceeded: %s needs %llu more bytes, "
+	                   "%llu are in use",
+	                   fn, (unsigned long long)d->budget, what, (unsigned long long)more,
+	                   (unsigned long long)d->used);
+}
+
+/* Room for bytes of KV: after the last chunk's end, else a freed range
+ * (once the device has finished with what was freed), else a new chunk. */
+static int kv_alloc(infs__device *d, uint64_t bytes, uint32_t *chunk, char **ptr, const char *fn)
+{
+	bytes = (bytes + KV_ALIGN - 1) / KV_ALIGN * KV_ALIGN;
+	if (d->n_chunks) {
+		infs__dev_chunk *c = &d->chunks[d->n_chunks - 1];
+		if (c->size - c->used >= bytes) {
+			*chunk = (uint32_t)(d->n_chunks - 1);
+			*ptr = c->base + c->used;
+			c->used += bytes;
+			return INFS_OK;
+		}
+	}
+	for (size_t i = 0; i < d->n_free; i++) {
+		infs__dev_free *f = &d->free[i];
+		if (f->size < bytes)
+			continue;
+		if (d->free_pending) {
+			/* an injection queued before the delete may still read it */
+			cudaError_t err = cudaDeviceSynchronize();
+			if (err != cudaSuccess)
+				return infs__cuda_error(err, fn, "waiting for the device before reusing memory");
+			d->free_pending = 0;
+		}
+		*chunk = f->chunk;
+		*ptr = d->chunks[f->chunk].base + f->off;
+		f->off += bytes;
+		f->size -= bytes;
+		if (!f->size)
+			d->free[i] = d->free[--d->n_free];
+		return INFS_OK;
+	}
+	uint64_t size = bytes > KV_CHUNK ? bytes : KV_CHUNK;
+	if (d->budget) {
+		uint64_t avail = d->budget > d->used ? d->budget - d->used : 0;
+		if (avail < bytes)
+			return over_budget(d, bytes, fn, "a record's KV");
+		if (size > avail)
+			size = avail / KV_ALIGN * KV_ALIGN;
+	}
+	infs__dev_chunk *t = realloc(d->chunks, (d->n_chunks + 1) * sizeof *t);
+	if (!t)
+		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+	d->chunks = t;
+	char *base;
+	cudaError_t err = cudaMalloc((void **)&base, size);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "allocating a chunk of the KV pool");
+	d->chunks[d->n_chunks] = (infs__dev_chunk){ base, size, bytes };
+	*chunk = (uint32_t)d->n_chunks++;
+	*ptr = base;
+	d->used += size;
+	return INFS_OK;
+}
+
+static int kv_release(infs__device *d, const infs__dev_rec *e)
+{
+	if (d->n_free == d->cap_free) {
+		size_t cap = d->cap_free ? 2 * d->cap_free : 64;
+		infs__dev_free *t = realloc(d->free, cap * sizeof *t);
+		if (!t)
+			return INFS_ENOMEM; /* the range is lost to reuse, nothing else */
+		d->free = t;
+		d->cap_free = cap;
+	}
+	uint64_t bytes = (e->bytes + KV_ALIGN - 1) / KV_ALIGN * KV_ALIGN;
+	d->free[d->n_free++] = (infs__dev_free){ e->chunk, (uint64_t)(e->kv - d->chunks[e->chunk].base), bytes };
+	d->free_pending = 1;
+	return INFS_OK;
+}
+
+infs__dev_ns *infs__device_ns(const infs__device *d, const char *ns)
+{
+	for (infs__dev_ns *p = d->ns; p; p = p->next)
+		if (!strcmp(p->name, ns))
+			return p;
+	return NULL;
+}
+
+static uint64_t ns_bytes(const infs__device *d, uint32_t cap)
+{
+	return (uint64_t)cap * (d->embed_dim * 2 + 4 + 8) + (cap + 31) / 32 * 4;
+}
+
+static void ns_free(infs__device *d, infs__dev_ns *p)
+{
+	cudaFree(p->emb);
+	cudaFree(p->norm);
+	cudaFree(p->ids);
+	cudaFree(p->dead);
+	d->used -= ns_bytes(d, p->cap);
+	free(p->host_ids);
+	free(p->host_dead);
+	free(p->name);
+	free(p);
+}
+
+/* Room for rows more rows in namespace p, growing its arrays by doubling. */
+static int ns_reserve(infs__device *d, infs__dev_ns *p, uint32_t rows, const char *fn)
+{
+	if (p->n_rows + rows <= p->cap)
+		return INFS_OK;
+	uint64_t want = (uint64_t)p->n_rows + rows, cap = p->cap ? p->cap : 256;
+	while (cap < want)
+		cap *= 2;
+	if (cap > UINT32_MAX - 31)
+		return infs__error(INFS_ERANGE, "%s: namespace '%s' would hold more than 2^32 rows", fn, p->name);
+	uint64_t more = ns_bytes(d, (uint32_t)cap) - ns_bytes(d, p->cap);
+	if (d->budget && d->used + more > d->budget) {
+		cap = want; /* no slack when the budget is tight */
+		more = ns_bytes(d, (uint32_t)cap) - ns_bytes(d, p->cap);
+		if (d->used + more > d->budget)
+			return over_budget(d, more, fn, "a namespace's embeddings");
+	}
+	uint64_t *hid = realloc(p->host_ids, cap * sizeof *hid);
+	if (hid)
+		p->host_ids = hid;
+	uint32_t *hdead = realloc(p->host_dead, (cap + 31) / 32 * 4);
+	if (hdead)
+		p->host_dead = hdead;
+	if (!hid || !hdead)
+		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+	memset(hdead + (p->cap + 31) / 32, 0, ((cap + 31) / 32 - (p->cap + 31) / 32) * 4);
+
+	uint16_t *emb = NULL;
+	float *norm = NULL;
+	uint64_t *ids = NULL;
+	uint32_t *dead = NULL;
+	size_t dim = d->embed_dim, words = (cap + 31) / 32, old_words = (p->cap + 31) / 32;
+	cudaError_t err = cudaMalloc((void **)&emb, cap * dim * 2);
+	if (err == cudaSuccess)
+		err = cudaMalloc((void **)&norm, cap * 4);
+	if (err == cudaSuccess)
+		err = cudaMalloc((void **)&ids, cap * 8);
+	if (err == cudaSuccess)
+		err = cudaMalloc((void **)&dead, words * 4);
+	if (err == cudaSuccess)
+		err = cudaMemset(dead, 0, words * 4);
+	if (err == cudaSuccess && p->n_rows) {
+		err = cudaMemcpy(emb, p->emb, (size_t)p->n_rows * dim * 2, cudaMemcpyDeviceToDevice);
+		if (err == cudaSuccess)
+			err = cudaMemcpy(norm, p->norm, (size_t)p->n_rows * 4, cudaMemcpyDeviceToDevice);
+		if (err == cudaSuccess)
+			err = cudaMemcpy(ids, p->ids, (size_t)p->n_rows * 8, cudaMemcpyDeviceToDevice);
+		if (err == cudaSuccess)
+			err = cudaMemcpy(dead, p->dead, old_words * 4, cudaMemcpyDeviceToDevice);
+	}
+	if (err != cudaSuccess) {
+		cudaFree(emb), cudaFree(norm), cudaFree(ids), cudaFree(dead);
+		return infs__cuda_error(err, fn, "growing a namespace's embeddings");
+	}
+	cudaFree(p->emb), cudaFree(p->norm), cudaFree(p->ids), cudaFree(p->dead);
+	p->emb = emb, p->norm = norm, p->ids = ids, p->dead = dead;
+	d->used += more;
+	p->cap = (uint32_t)cap;
+	return INFS_OK;
+}
+
+/* Appends n rows (ids increasing, all above the namespace's last) as unit
+ * f16 vectors and their lengths. */
+static int ns_append(infs__device *d, infs__dev_ns *p, const float *emb, const uint64_t *ids, uint32_t n,
+                     const char *fn)
+{
+	int rc = ns_reserve(d, p, n, fn);
+	if (rc)
+		return rc;
+	size_t dim = d->embed_dim;
+	uint16_t *h = malloc((size_t)n * dim * 2);
+	float *norm = malloc((size_t)n * 4);
+	if (!h || !norm) {
+		free(h), free(norm);
+		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const float *x = emb + (size_t)i * dim;
+		double ss = 0;
+		for (size_t j = 0; j < dim; j++)
+			ss += (double)x[j] * x[j];
+		double len = sqrt(ss);
+		norm[i] = (float)len;
+		for (size_t j = 0; j < dim; j++)
+			h[(size_t)i * dim + j] = infs__f32_to_f16(len > 0 ? (float)(x[j] / len) : 0.0f);
+	}
+	size_t r = p->n_rows;
+	cudaError_t err = cudaMemcpy(p->emb + r * dim, h, (size_t)n * dim * 2, cudaMemcpyHostToDevice);
+	if (err == cudaSuccess)
+		err = cudaMemcpy(p->norm + r, norm, (size_t)n * 4, cudaMemcpyHostToDevice);
+	if (err == cudaSuccess)
+		err = cudaMemcpy(p->ids + r, ids, (size_t)n * 8, cudaMemcpyHostToDevice);
+	free(h), free(norm);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "copying embeddings to the device");
+	memcpy(p->host_ids + r, ids, (size_t)n * 8);
+	p->n_rows += n;
+	return INFS_OK;
+}
+
+static infs__dev_ns *ns_get(infs__device *d, const char *name, const char *fn)
+{
+	infs__dev_ns *p = infs__device_ns(d, name);
+	if (p)
+		return p;
+	p = calloc(1, sizeof *p);
+	if (p && !(p->name = strdup(name))) {
+		free(p);
+		p = NULL;
+	}
+	if (!p) {
+		infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+		return NULL;
+	}
+	p->next = d->ns;
+	d->ns = p;
+	return p;
+}
+
+static void ns_unlink(infs__device *d, infs__dev_ns *p)
+{
+	for (infs__dev_ns **pp = &d->ns; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	ns_free(d, p);
+}
+
+/* Copies record r's K and V to the pool and maps its id; row is its
+ * embedding's row in ns (UINT32_MAX: none). */
+static int add_kv(infs__device *d, const infs__record *r, infs__dev_ns *ns, uint32_t row, const char *fn)
+{
+	int rc = rec_reserve(d);
+	if (rc)
+		return rc;
+	uint64_t half = (uint64_t)r->n_tokens * d->token_bytes;
+	uint32_t chunk = 0;
+	char *kv = NULL;
+	if ((rc = kv_alloc(d, 2 * half, &chunk, &kv, fn)))
+		return rc;
+	cudaError_t err = cudaMemcpy(kv, r->k, half, cudaMemcpyHostToDevice);
+	if (err == cudaSuccess)
+		err = cudaMemcpy(kv + half, r->v, half, cudaMemcpyHostToDevice);
+	infs__dev_rec e = { r->id, kv, 2 * half, chunk, row, ns };
+	if (err != cudaSuccess) {
+		kv_release(d, &e);
+		return infs__cuda_error(err, fn, "copying a record's KV to the device");
+	}
+	size_t i = slot_of(r->id, d->recs_cap);
+	while (d->recs[i].id)
+		i = (i + 1) & (d->recs_cap - 1);
+	d->recs[i] = e;
+	d->recs_n++;
+	return INFS_OK;
+}
+
+static void drop_rec(infs__device *d, infs__dev_rec *e)
+{
+	kv_release(d, e);
+	infs__dev_ns *p = e->ns;
+	uint32_t row = e->row;
+	rec_remove(d, e);
+	if (!p || row == UINT32_MAX)
+		return;
+	uint32_t w = row / 32;
+	p->host_dead[w] |= 1u << (row % 32);
+	p->n_dead++;
+	if (p->n_dead == p->n_rows) {
+		ns_unlink(d, p);
+		return;
+	}
+	/* A failed copy leaves the row live on the device; it cannot be
+	 * returned anyway: the host maps hits back to live records only. */
+	cudaMemcpy(p->dead + w, &p->host_dead[w], 4, cudaMemcpyHostToDevice);
+}
+
+static void device_destroy(void *data)
+{
+	infs__device *d = data;
+	if (!d)
+		return;
+	int prev;
+	if (infs__device_enter(&prev, d->device, "infs_store_close") == INFS_OK) {
+		cudaDeviceSynchronize(); /* queued injections may still read the pool */
+		while (d->ns)
+			ns_unlink(d, d->ns);
+		for (size_t i = 0; i < d->n_chunks; i++)
+			cudaFree(d->chunks[i].base);
+		cudaFree(d->scratch);
+		if (d->stream)
+			cudaStreamDestroy(d->stream);
+		infs__device_blas_destroy(d);
+		infs__device_restore(prev);
+	}
+	pthread_mutex_destroy(&d->scratch_lock);
+	free(d->chunks);
+	free(d->free);
+	free(d->recs);
+	free(d);
+}
+
+/* Copies namespace ns: every record's KV, then the facts' embeddings at
+ * once. Under the store's read lock. */
+static int attach_ns(infs__device *d, infs_store *s, const char *ns, const char *fn)
+{
+	uint64_t *ids;
+	size_t n;
+	int rc = infs_fact_list(&ids, &n, s, ns);
+	if (rc)
+		return rc;
+	infs__store_read_lock(s);
+	const float *emb = NULL;
+	const uint64_t *fact_ids = NULL;
+	size_t n_facts = 0;
+	uint64_t gen;
+	infs__dev_ns *p = NULL;
+	rc = infs__store_ns_matrix(&emb, &fact_ids, &n_facts, &gen, s, ns);
+	if (rc == INFS_OK && n_facts && d->embed_dim) {
+		if (n_facts > UINT32_MAX - 32)
+			rc = infs__error(INFS_ERANGE, "%s: namespace '%s' has too many facts for the device copy", fn, ns);
+		else if (!(p = ns_get(d, ns, fn)))
+			rc = INFS_ENOMEM;
+		else
+			rc = ns_append(d, p, emb, fact_ids, (uint32_t)n_facts, fn);
+	}
+	size_t next_fact = 0;
+	for (size_t i = 0; i < n && rc == INFS_OK; i++) {
+		infs__record r;
+		if ((rc = infs__store_find(&r, s, ns, ids[i])))
+			break;
+		uint32_t row = UINT32_MAX;
+		if (p && !(r.flags & INFS_FACT_SEGMENT)) {
+			while (next_fact < n_facts && fact_ids[next_fact] < r.id)
+				next_fact++;
+			row = (uint32_t)next_fact;
+		}
+		rc = add_kv(d, &r, row == UINT32_MAX ? NULL : p, row, fn);
+	}
+	infs__store_read_unlock(s);
+	free(ids);
+	return rc;
+}
+
+/* The INFS_EXT_DEVICE slot's hooks (store.h). */
+static int device_on_put(void *data, const char *ns, const infs__record *r)
+{
+	static const char fn[] = "infs_fact_put";
+	infs__device *d = data;
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc)
+		return rc;
+	infs__dev_ns *p = NULL;
+	uint32_t row = UINT32_MAX;
+	if (!(r->flags & INFS_FACT_SEGMENT) && d->embed_dim) {
+		if (!(p = ns_get(d, ns, fn)))
+			rc = INFS_ENOMEM;
+		else if (p->n_rows == UINT32_MAX - 32)
+			rc = infs__error(INFS_ERANGE, "%s: namespace '%s' is full on the device", fn, ns);
+		else if (!(rc = ns_append(d, p, r->embedding, &r->id, 1, fn)))
+			row = p->n_rows - 1;
+	}
+	if (rc == INFS_OK && (rc = add_kv(d, r, p, row, fn)) && p && row != UINT32_MAX) {
+		/* withdraw the row just added: it is the last one */
+		p->n_rows--;
+	}
+	if (p && !p->n_rows)
+		ns_unlink(d, p);
+	infs__device_restore(prev);
+	return rc;
+}
+
+static void device_on_delete(void *data, uint64_t id)
+{
+	infs__device *d = data;
+	infs__dev_rec *e = (infs__dev_rec *)infs__device_rec(d, id);
+	if (!e)
+		return;
+	int prev;
+	if (infs__device_enter(&prev, d->device, "infs_fact_delete"))
+		return;
+	drop_rec(d, e);
+	infs__device_restore(prev);
+}
+
+static uint64_t device_bytes(void *data)
+{
+	return ((const infs__device *)data)->used;
+}
+
+static int device_attach(infs_store *s)
+{
+	static const char fn[] = "infs_store_open";
+	const infs_store_options *o = infs__store_opts(s);
+	const infs_geometry *g = infs__store_geom(s);
+	int count = 0;
+	cudaError_t err = cudaGetDeviceCount(&count);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "looking for CUDA devices");
+	if (o->device >= count)
+		return infs__error(INFS_EINVAL, "%s: device %d asked for, but there are %d CUDA devices", fn, o->device,
+		                   count);
+	infs__device *d = calloc(1, sizeof *d);
+	if (!d)
+		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+	d->device = o->device;
+	d->budget = o->device_budget_bytes;
+	d->token_bytes = infs_geometry_kv_token_bytes(g);
+	d->embed_dim = g->embed_dim;
+	pthread_mutex_init(&d->scratch_lock, NULL);
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc) {
+		pthread_mutex_destroy(&d->scratch_lock);
+		free(d);
+		return rc;
+	}
+	err = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking);
+	if (err != cudaSuccess)
+		rc = infs__cuda_error(err, fn, "creating a stream");
+	char **names = NULL;
+	size_t n_names = 0;
+	if (rc == INFS_OK)
+		rc = infs_namespace_list(&names, &n_names, s);
+	for (size_t i = 0; i < n_names && rc == INFS_OK; i++)
+		rc = attach_ns(d, s, names[i], fn);
+	infs_free(names);
+	infs__device_restore(prev);
+	if (rc) {
+		device_destroy(d);
+		return rc;
+	}
+	*infs__store_ext(s, INFS_EXT_DEVICE) = (struct infs__store_ext){ d, device_destroy, device_on_put,
+		                                                        device_on_delete, device_bytes };
+	return INFS_OK;
+}
+
+static const infs__device_backend cuda_backend = { device_attach, infs__retrieve_device, infs__inject_device };
+const infs__device_backend *const infs__cuda = &cuda_backend;
+

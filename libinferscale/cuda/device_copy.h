@@ -1,0 +1,97 @@
+/* The CUDA module's state, shared by device*.c: the store's device copy
+ * (fact KV in pooled chunks, each namespace's embeddings) and the
+ * conversions of CUDA and cuBLAS failures into inferscale errors. */
+#ifndef INFS_DEVICE_COPY_H
+#define INFS_DEVICE_COPY_H
+
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+
+#include "store/store.h"
+
+/* Sets the calling thread's message for a failed CUDA call and returns
+ * INFS_EDEVICE (INFS_EBUDGET when the device is out of memory). */
+int infs__cuda_error(cudaError_t err, const char *fn, const char *what);
+
+/* Makes dev the calling thread's current device, remembering the previous
+ * one in *prev for infs__device_restore. */
+int infs__device_enter(int *prev, int dev, const char *fn);
+void infs__device_restore(int prev);
+
+/* One namespace's facts on the device, rows in increasing id order (the
+ * store hands ids out increasing), deleted rows flagged in dead until the
+ * namespace is compacted. Rows are unit vectors in f16; norm keeps each
+ * row's length for inner-product search. */
+typedef struct infs__dev_ns {
+	char *name;
+	uint32_t n_rows, n_dead, cap;
+	uint64_t *host_ids;         /* the ids of the rows, on the host */
+	uint16_t *emb;              /* device [cap][embed_dim] */
+	float *norm;                /* device [cap] */
+	uint64_t *ids;              /* device [cap] */
+	uint32_t *dead;             /* device [cap / 32] bitmap */
+	uint32_t *host_dead;
+	struct infs__dev_ns *next;
+} infs__dev_ns;
+
+/* Where a record's pre-RoPE K then V lie on the device, and its
+ * embedding's row (row UINT32_MAX for a segment). */
+typedef struct infs__dev_rec {
+	uint64_t id;                /* 0: an empty slot (ids start at 1) */
+	char *kv;
+	uint64_t bytes;
+	uint32_t chunk;
+	uint32_t row;
+	infs__dev_ns *ns;
+} infs__dev_rec;
+
+typedef struct infs__dev_chunk {
+	char *base;
+	uint64_t size, used;
+} infs__dev_chunk;
+
+typedef struct infs__dev_free {
+	uint32_t chunk;
+	uint64_t off, size;
+} infs__dev_free;
+
+/* The INFS_EXT_DEVICE slot. Its structure changes only in the store's
+ * hooks, under the store's write lock, so readers (injection, retrieval)
+ * under the read lock see it stable without a lock of their own; the
+ * retrieval scratch and cuBLAS handle are shared by concurrent readers and
+ * guarded by scratch_lock. */
+typedef struct infs__device {
+	int device;
+	uint64_t budget, used;      /* budget 0: none */
+	size_t token_bytes;         /* K (or V) bytes of one token, all layers */
+	uint32_t embed_dim;
+	infs__dev_rec *recs;        /* open addressing by id */
+	size_t recs_cap, recs_n;
+	infs__dev_chunk *chunks;
+	size_t n_chunks;
+	infs__dev_free *free;       /* freed KV ranges, reusable after a device sync */
+	size_t n_free, cap_free;
+	int free_pending;           /* ranges freed since the last device sync */
+	infs__dev_ns *ns;
+
+	pthread_mutex_t scratch_lock;
+	void *blas;                 /* cublasHandle_t, created at the first search */
+	cudaStream_t stream;
+	void *scratch;              /* the fused search's seeds first, zeroed when allocated */
+	size_t scratch_bytes;
+	uint32_t seed_epoch;        /* the last fused search's, since the seeds were zeroed */
+} infs__device;
+
+/* Releases d's cuBLAS handle, if it has one (device_retrieve.c). */
+void infs__device_blas_destroy(infs__device *d);
+
+/* The store's device copy, or NULL when it has none. */
+infs__device *infs__device_of(infs_store *s);
+
+/* The device copy of record id, or NULL. */
+const infs__dev_rec *infs__device_rec(const infs__device *d, uint64_t id);
+
+/* The device copy of namespace ns, or NULL when it has no facts there. */
+infs__dev_ns *infs__device_ns(const infs__device *d, const char *ns);
+
+#endif

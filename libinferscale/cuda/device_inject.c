@@ -1,0 +1,188 @@
+/* Injection into a paged KV cache in device memory: resolves each record's
+ * K and V on the device (the store's device copy, or a stream-ordered
+ * upload of the host copy), sends the call's small tables through a ring
+ * of pinned buffers, and queues the one fused kernel on the caller's
+ * stream. Everything was checked by inject.c before this runs. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/device_copy.h"
+#include "util/error.h"
+#include "inject/inject.h"
+#include "kernels.h"
+#include "inject/rope.h"
+
+/* The tables of a call (fact and layer pointers, token offsets, block ids,
+ * frequencies) travel through one of RING pinned buffers per device, so the
+ * upload is asynchronous; a buffer is reused once the kernel that read it
+ * has run (its event). */
+#define RING 8
+#define MAX_DEVICES 64
+
+typedef struct ring_slot {
+	void *host, *dev;
+	size_t cap;
+	cudaEvent_t done;
+} ring_slot;
+
+static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+static ring_slot rings[MAX_DEVICES][RING];
+static unsigned ring_next[MAX_DEVICES];
+
+static const char fn[] = "infs_inject_into_blocks";
+
+/* A slot of the device's ring with room for bytes, its last use finished.
+ * Called with ring_lock held. */
+static int ring_take(ring_slot **out, int dev, size_t bytes)
+{
+	ring_slot *r = &rings[dev][ring_next[dev]++ % RING];
+	cudaError_t err = cudaSuccess;
+	if (!r->done)
+		err = cudaEventCreateWithFlags(&r->done, cudaEventDisableTiming);
+	else
+		err = cudaEventSynchronize(r->done);
+	if (err == cudaSuccess && r->cap < bytes) {
+		size_t cap = bytes < 4096 ? 4096 : bytes * 2;
+		cudaFreeHost(r->host);
+		cudaFree(r->dev);
+		r->host = r->dev = NULL;
+		r->cap = 0;
+		err = cudaHostAlloc(&r->host, cap, cudaHostAllocDefault);
+		if (err == cudaSuccess)
+			err = cudaMalloc(&r->dev, cap);
+		if (err == cudaSuccess)
+			r->cap = cap;
+	}
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "preparing the upload of the call's tables");
+	*out = r;
+	return INFS_OK;
+}
+
+int infs__inject_device(const infs__inject_plan *plan)
+{
+	const infs_kv_layout *l = plan->layout;
+	const infs_geometry *g = plan->geom;
+	const size_t nf = plan->n_records, L = g->n_layers;
+	const cudaStream_t stream = (cudaStream_t)plan->stream;
+	if (l->device >= MAX_DEVICES)
+		return infs__error(INFS_EUNSUPPORTED, "%s: device %d: at most %d devices are supported", fn, l->device,
+		                   MAX_DEVICES);
+	if (plan->n_tokens > INT32_MAX || nf > UINT32_MAX)
+		return infs__error(INFS_ERANGE, "%s: %u tokens in one call is more than a launch takes", fn, plan->n_tokens);
+	infs__rope rope;
+	infs__rope_init(&rope, g);
+	const uint32_t bs = l->block_size, b0 = plan->start_pos / bs;
+	const uint32_t nblk = (plan->start_pos + plan->n_tokens - 1) / bs - b0 + 1;
+
+	/* [src_k][src_v][dst_k][dst_v] pointers, then [first][blocks][inv_freq] */
+	const size_t ptr_bytes = 8 * (2 * nf + 2 * L);
+	const size_t bytes = ptr_bytes + 4 * (nf + 1 + nblk + rope.n_pairs);
+	infs__device *d = infs__device_of(plan->store);
+	if (d && d->device != l->device)
+		d = NULL;
+	const size_t half_token = infs_geometry_kv_token_bytes(g);
+
+	int prev, rc = infs__device_enter(&prev, l->device, fn);
+	if (rc)
+		return rc;
+	cudaError_t err = cudaSuccess;
+	/* Records without a device copy are uploaded, in stream order. */
+	size_t upload = 0;
+	for (size_t f = 0; f < nf; f++)
+		if (!d || !infs__device_rec(d, plan->records[f].id))
+			upload += 2 * (size_t)plan->records[f].n_tokens * half_token;
+	char *scratch = NULL;
+	if (upload)
+		err = cudaMallocAsync((void **)&scratch, upload, stream);
+	if (err != cudaSuccess) {
+		infs__device_restore(prev);
+		return infs__cuda_error(err, fn, "allocating room to upload records without a device copy");
+	}
+
+	pthread_mutex_lock(&ring_lock);
+	ring_slot *r = NULL;
+	if ((rc = ring_take(&r, l->device, bytes)))
+		goto out;
+	char *h = r->host, *dv = r->dev;
+	const void **src_k = (const void **)h, **src_v = src_k + nf;
+	void **dst_k = (void **)(src_v + nf), **dst_v = dst_k + L;
+	uint32_t *first = (uint32_t *)(h + ptr_bytes), *blocks = first + nf + 1;
+	float *freq = (float *)(blocks + nblk);
+	uintptr_t bits = 0;
+	size_t up = 0;
+	first[0] = 0;
+	for (size_t f = 0; f < nf; f++) {
+		const infs__record *rec = &plan->records[f];
+		const infs__dev_rec *e = d ? infs__device_rec(d, rec->id) : NULL;
+		size_t half = (size_t)rec->n_tokens * half_token;
+		if (e) {
+			src_k[f] = e->kv;
+			src_v[f] = e->kv + half;
+		} else {
+			src_k[f] = scratch + up;
+			src_v[f] = scratch + up + half;
+			err = cudaMemcpyAsync(scratch + up, rec->k, half, cudaMemcpyHostToDevice, stream);
+			if (err == cudaSuccess)
+				err = cudaMemcpyAsync(scratch + up + half, rec->v, half, cudaMemcpyHostToDevice, stream);
+			if (err != cudaSuccess) {
+				rc = infs__cuda_error(err, fn, "uploading a record without a device copy");
+				goto out;
+			}
+			up += 2 * half;
+		}
+		first[f + 1] = first[f] + rec->n_tokens;
+		bits |= (uintptr_t)src_k[f] | (uintptr_t)src_v[f];
+	}
+	for (size_t i = 0; i < L; i++) {
+		dst_k[i] = l->k_layers[i];
+		dst_v[i] = l->v_layers[i];
+		bits |= (uintptr_t)dst_k[i] | (uintptr_t)dst_v[i];
+	}
+	memcpy(blocks, plan->block_table + b0, nblk * sizeof *blocks);
+	memcpy(freq, rope.inv_freq, rope.n_pairs * sizeof *freq);
+
+	infs_k_inject_params p = {
+		.src_k = (const void *const *)dv,
+		.src_v = (const void *const *)(dv + 8 * nf),
+		.fact_first = (const uint32_t *)(dv + ptr_bytes),
+		.n_facts = (uint32_t)nf,
+		.n_tokens = plan->n_tokens,
+		.start_pos = plan->start_pos,
+		.block_size = bs,
+		.blocks = (const int32_t *)(dv + ptr_bytes + 4 * (nf + 1)),
+		.dst_k = (void *const *)(dv + 8 * 2 * nf),
+		.dst_v = (void *const *)(dv + 8 * (2 * nf + L)),
+		.stride_block = l->stride_block,
+		.stride_slot = l->stride_slot,
+		.stride_head = l->stride_head,
+		.stride_dim = l->stride_dim,
+		.n_layers = g->n_layers,
+		.n_heads = g->n_kv_heads,
+		.head_dim = g->head_dim,
+		.rotary_dim = g->rotary_dim,
+		.style = g->rope_style,
+		.attn_scale = rope.attn_scale,
+		.inv_freq = (const float *)(dv + ptr_bytes + 4 * (nf + 1 + nblk)),
+		.src_dtype = g->kv_dtype,
+		.dst_dtype = l->dtype,
+		.ptr_bits = bits,
+	};
+	err = cudaMemcpyAsync(dv, h, bytes, cudaMemcpyHostToDevice, stream);
+	if (err == cudaSuccess)
+		err = infs_k_inject(&p, stream);
+	if (err == cudaSuccess)
+		err = cudaEventRecord(r->done, stream);
+	if (err != cudaSuccess)
+		rc = infs__cuda_error(err, fn, "queueing the injection");
+out:
+	pthread_mutex_unlock(&ring_lock);
+	if (scratch) {
+		err = cudaFreeAsync(scratch, stream);
+		if (err != cudaSuccess && rc == INFS_OK)
+			rc = infs__cuda_error(err, fn, "releasing the upload room");
+	}
+	infs__device_restore(prev);
+	return rc;
+}

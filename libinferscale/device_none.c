@@ -1,4 +1,0 @@
-/* A build without CUDA: no device backend. */
-#include "device.h"
-
-const infs__device_backend *const infs__cuda = NULL;

@@ -1,0 +1,505 @@
+/* The reference engine: one sequence in a paged host KV cache, filled by
+ * injection and by the model's paged forward pass, then decoded. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "inferscale/engine.h"
+#include "engine/compose.h"
+#include "engine/encode.h"
+#include "util/error.h"
+#include "util/options.h"
+#include "model/forward.h"
+#include "engine/kvcache.h"
+#include "engine/sampling.h"
+
+struct infs_engine {
+	const infs_model *model;
+	infs_geometry geom;
+	infs__kvcache cache;
+	uint32_t n_past;
+	uint32_t n_vocab;
+	float *logits;
+	int have_logits;
+	infs__pool *pool;
+	infs__compose prompt;
+	int have_prompt;
+	int prompt_rc;              /* why there is no prompt layout */
+	infs_store *prepared;       /* the store whose segment ids are below */
+	uint64_t header_id, footer_id;
+	infs__engine_view view;
+};
+
+const infs__engine_view *infs__engine_view_of(const infs_engine *e)
+{
+	return &e->view;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+INFS__DEFINE_INIT(infs_engine_options_init, infs_engine_options, infs__sizes_engine_options, INFS_ENGINE_OPTIONS_INIT)
+
+INFS__DEFINE_INIT(infs_generate_options_init, infs_generate_options, infs__sizes_generate_options, INFS_GENERATE_OPTIONS_INIT)
+
+INFS__DEFINE_INIT(infs_ask_options_init, infs_ask_options, infs__sizes_ask_options, INFS_ASK_OPTIONS_INIT)
+
+int infs_engine_create(infs_engine **out, const infs_model *model, const infs_engine_options *opts)
+{
+	if (!out || !model)
+		return infs__error(INFS_EINVAL, "infs_engine_create: %s is NULL", out ? "model" : "out");
+	infs_engine_options o = INFS_ENGINE_OPTIONS_INIT;
+	int rc = INFS__TAKE(o, opts, infs__sizes_engine_options, "infs_engine_create", "options");
+	if (rc)
+		return rc;
+	if (!o.n_ctx)
+		o.n_ctx = 4096;
+	if (!o.block_size)
+		o.block_size = 16;
+	if (o.n_ctx > (1u << 24) || o.block_size > o.n_ctx)
+		return infs__error(INFS_ERANGE, "infs_engine_create: n_ctx %u, block_size %u (n_ctx <= 2^24, block_size <= n_ctx)",
+		                   o.n_ctx, o.block_size);
+	if (!infs_dtype_size(o.kv_dtype))
+		return infs__error(INFS_EINVAL, "infs_engine_create: unknown kv_dtype %d", (int)o.kv_dtype);
+	infs_engine *e = calloc(1, sizeof *e);
+	if (!e)
+		return infs__error(INFS_ENOMEM, "infs_engine_create: out of memory");
+	e->model = model;
+	infs_model_info info = { .version = INFS_MODEL_INFO_VERSION };
+	rc = infs_model_info_get(&info, model);
+	if (!rc)
+		rc = infs_model_geometry(&e->geom, model, o.kv_dtype);
+	if (!rc)
+		rc = infs__kvcache_init(&e->cache, &e->geom, o.kv_dtype, o.n_ctx, o.block_size);
+	e->n_vocab = info.n_vocab;
+	if (!rc && !(e->logits = malloc((size_t)e->n_vocab * sizeof *e->logits)))
+		rc = infs__error(INFS_ENOMEM, "infs_engine_create: out of memory");
+	if (!rc)
+		rc = infs__pool_create(&e->pool, model->n_threads);
+	if (rc) {
+		infs_engine_free(e);
+		return rc;
+	}
+	/* A model without a tokenizer still runs token ids; only the prompt
+	 * layout needs the chat template. */
+	e->prompt_rc = infs__compose_init(&e->prompt, model, o.system, o.memory_intro);
+	e->have_prompt = e->prompt_rc == INFS_OK;
+	e->view.layout = &e->cache.layout;
+	e->view.table = e->cache.table;
+	e->view.prompt = &e->prompt;
+	*out = e;
+	return INFS_OK;
+}
+
+void infs_engine_free(infs_engine *e)
+{
+	if (!e)
+		return;
+	infs__kvcache_free(&e->cache);
+	infs__pool_free(e->pool);
+	infs__compose_free(&e->prompt);
+	free(e->logits);
+	free(e);
+}
+
+static int need_prompt(const infs_engine *e, const char *fn)
+{
+	if (e->have_prompt)
+		return INFS_OK;
+	return infs__error(e->prompt_rc ? e->prompt_rc : INFS_EUNSUPPORTED, "%s: the engine has no prompt layout (the model's tokenizer or chat template is missing)", fn);
+}
+
+int infs_engine_header(const int32_t **out_tokens, uint32_t *out_n, const infs_engine *e)
+{
+	if (!out_tokens || !out_n || !e)
+		return infs__error(INFS_EINVAL, "infs_engine_header: an argument is NULL");
+	int rc = need_prompt(e, "infs_engine_header");
+	if (rc)
+		return rc;
+	*out_tokens = e->prompt.header;
+	*out_n = e->prompt.n_header;
+	return INFS_OK;
+}
+
+/* The metadata infs_engine_prepare gives its segments: their role. */
+static const char header_role[] = "{\"segment\":\"header\"}";
+static const char footer_role[] = "{\"segment\":\"footer\"}";
+
+/* The id of the first record of INFS_SEGMENT_NAMESPACE that is a segment
+ * (INFS_FACT_SEGMENT) of this role and holds exactly tokens, or 0. Tokens
+ * alone do not decide: a record that is not such a segment is never taken
+ * for one, whatever it holds. */
+static int find_segment(uint64_t *out, infs_store *store, const char *role, const int32_t *tokens, uint32_t n)
+{
+	uint64_t *ids = NULL;
+	size_t n_ids = 0;
+	*out = 0;
+	int rc = infs_fact_list(&ids, &n_ids, store, INFS_SEGMENT_NAMESPACE);
+	for (size_t i = 0; !rc && i < n_ids && !*out; i++) {
+		infs_fact_record *r = NULL;
+		if ((rc = infs_fact_get(&r, store, INFS_SEGMENT_NAMESPACE, ids[i])))
+			break;
+		if (r->flags & INFS_FACT_SEGMENT && !strcmp(r->metadata, role) && r->n_tokens == n &&
+		    !memcmp(r->tokens, tokens, n * sizeof *tokens))
+			*out = ids[i];
+		infs_fact_record_free(r);
+	}
+	infs_free(ids);
+	return rc;
+}
+
+int infs_engine_prepare(infs_engine *e, infs_store *store)
+{
+	if (!e || !store)
+		return infs__error(INFS_EINVAL, "infs_engine_prepare: %s is NULL", e ? "store" : "engine");
+	int rc = need_prompt(e, "infs_engine_prepare");
+	infs_geometry g;
+	if (!rc)
+		rc = infs__encode_check_store(&g, store, e->model);
+	uint64_t hid = 0, fid = 0;
+	if (!rc)
+		rc = find_segment(&hid, store, header_role, e->prompt.header, e->prompt.n_header);
+	if (!rc)
+		rc = find_segment(&fid, store, footer_role, e->prompt.footer, e->prompt.n_footer);
+	if (!rc && !hid) {
+		infs_fact_input in = INFS_FACT_INPUT_INIT;
+		in.flags = INFS_FACT_SEGMENT;
+		in.tokens = e->prompt.header;
+		in.n_tokens = e->prompt.n_header;
+		in.metadata = header_role;
+		rc = infs__fact_encode(&hid, store, INFS_SEGMENT_NAMESPACE, e->model, &in, 1, NULL);
+	}
+	if (!rc && !fid) {
+		/* The footer follows the facts; it is encoded after the header,
+		 * the part of its preceding prompt that every question shares. */
+		infs_fact_input in = INFS_FACT_INPUT_INIT;
+		in.flags = INFS_FACT_SEGMENT;
+		in.tokens = e->prompt.footer;
+		in.n_tokens = e->prompt.n_footer;
+		in.metadata = footer_role;
+		infs_encode_options eo = INFS_ENCODE_OPTIONS_INIT;
+		eo.context = e->prompt.header;
+		eo.n_context = e->prompt.n_header;
+		rc = infs__fact_encode(&fid, store, INFS_SEGMENT_NAMESPACE, e->model, &in, 1, &eo);
+	}
+	if (rc)
+		return infs__error_wrap(rc, "infs_engine_prepare");
+	e->prepared = store;
+	e->header_id = hid;
+	e->footer_id = fid;
+	return INFS_OK;
+}
+
+void infs_engine_reset(infs_engine *e)
+{
+	if (e) {
+		e->n_past = 0;
+		e->have_logits = 0;
+	}
+}
+
+uint32_t infs_engine_n_past(const infs_engine *e)
+{
+	return e ? e->n_past : 0;
+}
+
+const float *infs_engine_logits(const infs_engine *e)
+{
+	return e && e->have_logits ? e->logits : NULL;
+}
+
+int infs_engine_inject(infs_engine *e, infs_store *store, const char *ns, const uint64_t *ids, size_t n)
+{
+	if (!e)
+		return infs__error(INFS_EINVAL, "infs_engine_inject: engine is NULL");
+	uint32_t next = 0;
+	int rc = infs_inject_into_blocks(&next, store, ns, ids, n, e->n_past, e->cache.table,
+	                                 e->cache.layout.n_blocks, &e->cache.layout, NULL);
+	if (rc)
+		return rc;
+	e->n_past = next;
+	e->have_logits = 0;
+	return INFS_OK;
+}
+
+int infs_engine_prefill(infs_engine *e, const int32_t *tokens, uint32_t n)
+{
+	if (!e || !tokens)
+		return infs__error(INFS_EINVAL, "infs_engine_prefill: %s is NULL", e ? "tokens" : "engine");
+	if (!n)
+		return infs__error(INFS_EINVAL, "infs_engine_prefill: no tokens");
+	if (n > e->cache.capacity - e->n_past)
+		return infs__error(INFS_ERANGE, "infs_engine_prefill: %u tokens after %u do not fit the cache of %u",
+		                   n, e->n_past, e->cache.capacity);
+	int32_t *pos = malloc((size_t)n * sizeof *pos);
+	if (!pos)
+		return infs__error(INFS_ENOMEM, "infs_engine_prefill: out of memory");
+	for (uint32_t i = 0; i < n; i++)
+		pos[i] = (int32_t)(e->n_past + i);
+	infs__paged_kv past = { &e->cache.layout, e->cache.table, e->cache.layout.n_blocks, e->n_past, 1 };
+	infs__forward_args a = { .tokens = tokens, .positions = pos, .n_tokens = n, .logits = e->logits,
+	                         .kv_dtype = INFS_DTYPE_F32, .past = &past, .pool = e->pool };
+	int rc = infs__forward(e->model, &a);
+	free(pos);
+	if (rc)
+		return rc;
+	e->n_past += n;
+	e->have_logits = 1;
+	return INFS_OK;
+}
+
+/* The answer's text so far, without special tokens; *out released with free(). */
+static int answer_text(char **out, const infs_tokenizer *tok, const int32_t *ids, uint32_t n)
+{
+	size_t len = 0;
+	int rc = infs_detokenize(tok, ids, n, INFS_DETOKENIZE_SKIP_SPECIAL, NULL, 0, &len);
+	char *s = rc ? NULL : malloc(len + 1);
+	if (!rc && !s)
+		rc = infs__error(INFS_ENOMEM, "out of memory for the answer");
+	if (!rc)
+		rc = infs_detokenize(tok, ids, n, INFS_DETOKENIZE_SKIP_SPECIAL, s, len + 1, &len);
+	if (rc) {
+		free(s);
+		return rc;
+	}
+	*out = s;
+	return INFS_OK;
+}
+
+int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *e, const infs_generate_options *opts)
+{
+	if (!out || !e)
+		return infs__error(INFS_EINVAL, "infs_engine_generate: %s is NULL", out ? "engine" : "out");
+	infs_generate_options o = INFS_GENERATE_OPTIONS_INIT;
+	int rc = INFS__TAKE(o, opts, infs__sizes_generate_options, "infs_engine_generate", "options");
+	if (rc)
+		return rc;
+	if (!o.max_tokens)
+		o.max_tokens = 64;
+	if (!(o.top_p > 0 && o.top_p <= 1) || o.temperature != o.temperature)
+		return infs__error(INFS_ERANGE, "infs_engine_generate: top_p %g is outside (0, 1] or the temperature is NaN",
+		                   (double)o.top_p);
+	const infs_tokenizer *tok = infs_model_tokenizer(e->model);
+	if (!tok)
+		return infs__error(INFS_EUNSUPPORTED, "infs_engine_generate: the model has no tokenizer");
+	if (!e->have_logits)
+		return infs__error(INFS_EINVAL, "infs_engine_generate: nothing was prefilled");
+	infs__sampler s;
+	rc = infs__sampler_init(&s, e->n_vocab, o.temperature, o.top_p, o.seed);
+	if (rc)
+		return rc;
+	int32_t *ids = malloc((size_t)o.max_tokens * sizeof *ids);
+	char *text = NULL;
+	uint32_t n = 0;
+	if (!ids)
+		rc = infs__error(INFS_ENOMEM, "infs_engine_generate: out of memory");
+	infs_token eos = infs_tokenizer_eos(tok);
+	while (!rc && n < o.max_tokens) {
+		int32_t t = infs__sample(&s, e->logits);
+		if (t == eos || infs_tokenizer_is_special(tok, t))
+			break;
+		ids[n++] = t;
+		if (o.stop) {
+			free(text);
+			text = NULL;
+			if ((rc = answer_text(&text, tok, ids, n)))
+				break;
+			char *hit = strstr(text, o.stop);
+			if (hit && *o.stop) {
+				*hit = '\0';
+				break;
+			}
+		}
+		if (n == o.max_tokens || e->n_past == e->cache.capacity)
+			break;
+		rc = infs_engine_prefill(e, &t, 1);
+	}
+	if (!rc && !text)
+		rc = answer_text(&text, tok, ids, n);
+	infs__sampler_free(&s);
+	free(ids);
+	if (rc) {
+		free(text);
+		return rc;
+	}
+	*out = text;
+	if (out_n_tokens)
+		*out_n_tokens = n;
+	return INFS_OK;
+}
+
+void infs_answer_free(infs_answer *a)
+{
+	if (!a)
+		return;
+	free(a->text);
+	free(a->fact_ids);
+	free(a->scores);
+	free(a->first_logits);
+	free(a);
+}
+
+/* The composed prompt's fact tokens, injection order, for full recompute. */
+static int fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const char *ns,
+                       const uint64_t *order, size_t n)
+{
+	int32_t *all = NULL;
+	size_t len = 0;
+	for (size_t i = 0; i < n; i++) {
+		infs_fact_record *r = NULL;
+		int rc = infs_fact_get(&r, store, ns, order[i]);
+		int32_t *grown = rc ? NULL : realloc(all, (len + r->n_tokens) * sizeof *all);
+		if (!rc && !grown)
+			rc = infs__error(INFS_ENOMEM, "out of memory for the prompt");
+		if (rc) {
+			infs_fact_record_free(r);
+			free(all);
+			return rc;
+		}
+		all = grown;
+		memcpy(all + len, r->tokens, r->n_tokens * sizeof *all);
+		len += r->n_tokens;
+		infs_fact_record_free(r);
+	}
+	*out = all;
+	*n_out = (uint32_t)len;
+	return INFS_OK;
+}
+
+int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
+                    const char *ns, const char *question, const infs_ask_options *opts)
+{
+	if (!out || !e || !store || !ns || !question)
+		return infs__error(INFS_EINVAL, "infs_engine_ask: %s is NULL",
+		                   !out ? "out" : !e ? "engine" : !store ? "store" : !ns ? "ns" : "question");
+	infs_ask_options o = INFS_ASK_OPTIONS_INIT;
+	int rc = INFS__TAKE(o, opts, infs__sizes_ask_options, "infs_engine_ask", "options");
+	if (rc)
+		return rc;
+	rc = need_prompt(e, "infs_engine_ask");
+	if (rc)
+		return rc;
+	if (e->prepared != store)
+		return infs__error(INFS_EINVAL, "infs_engine_ask: run infs_engine_prepare on this store first");
+	if (!o.k)
+		o.k = 10;
+	if (o.k > INFS_RETRIEVE_K_MAX)
+		return infs__error(INFS_ERANGE, "infs_engine_ask: k %u is above %u", o.k, INFS_RETRIEVE_K_MAX);
+	if (o.n_fact_ids && !o.fact_ids)
+		return infs__error(INFS_EINVAL, "infs_engine_ask: n_fact_ids %zu with NULL fact_ids", o.n_fact_ids);
+	if (!o.fact_ids && !embedder)
+		return infs__error(INFS_EINVAL, "infs_engine_ask: no embedder to retrieve with");
+
+	infs_answer *a = calloc(1, sizeof *a);
+	size_t cap = o.fact_ids ? o.n_fact_ids : o.k;
+	infs_hit *hits = calloc(cap ? cap : 1, sizeof *hits);
+	uint64_t *order = calloc(cap ? cap : 1, sizeof *order);
+	float *qv = embedder ? malloc((size_t)infs_embedder_dim(embedder) * sizeof *qv) : NULL;
+	int32_t *qt = NULL, *ft = NULL, *all = NULL;
+	uint32_t nq = 0, nf = 0;
+	if (!a || !hits || !order || (embedder && !qv)) {
+		rc = infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
+		goto fail;
+	}
+	if ((rc = infs__compose_question(&qt, &nq, &e->prompt, e->model, question)))
+		goto fail;
+
+	double t0 = now_ms();
+	size_t nh = 0;
+	if (o.fact_ids) {
+		for (size_t i = 0; i < o.n_fact_ids; i++)
+			hits[i].id = o.fact_ids[i];
+		nh = o.n_fact_ids;
+	} else if ((rc = infs_embed(qv, embedder, &question, 1, NULL))) {
+		goto fail;
+	}
+	double t1 = now_ms();
+	if (!o.fact_ids) {
+		infs_retrieve_options ro = INFS_RETRIEVE_OPTIONS_INIT;
+		ro.metric = o.metric;
+		if ((rc = infs_retrieve(hits, &nh, store, ns, qv, 1, o.k, &ro)))
+			goto fail;
+	}
+	double t2 = now_ms();
+	/* Best fact nearest the question: injected last. */
+	for (size_t i = 0; i < nh; i++)
+		order[i] = hits[nh - 1 - i].id;
+	infs_engine_reset(e);
+	uint32_t n_prompt;
+	if (!o.full_recompute) {
+		if ((rc = infs_engine_inject(e, store, INFS_SEGMENT_NAMESPACE, &e->header_id, 1)) ||
+		    (nh && (rc = infs_engine_inject(e, store, ns, order, nh))) ||
+		    (rc = infs_engine_inject(e, store, INFS_SEGMENT_NAMESPACE, &e->footer_id, 1)))
+			goto fail;
+		n_prompt = e->n_past + nq;
+	} else {
+		/* The same tokens, all prefilled: facts' tokens read from the store. */
+		if ((rc = fact_tokens(&ft, &nf, store, ns, order, nh)))
+			goto fail;
+		size_t total = (size_t)e->prompt.n_header + nf + e->prompt.n_footer + nq;
+		if (!(all = malloc(total * sizeof *all))) {
+			rc = infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
+			goto fail;
+		}
+		int32_t *p = all;
+		memcpy(p, e->prompt.header, e->prompt.n_header * sizeof *p);
+		p += e->prompt.n_header;
+		if (nf)
+			memcpy(p, ft, nf * sizeof *p);
+		p += nf;
+		memcpy(p, e->prompt.footer, e->prompt.n_footer * sizeof *p);
+		p += e->prompt.n_footer;
+		memcpy(p, qt, nq * sizeof *p);
+		n_prompt = (uint32_t)total;
+	}
+	double t3 = now_ms();
+	if ((rc = o.full_recompute ? infs_engine_prefill(e, all, n_prompt) : infs_engine_prefill(e, qt, nq)))
+		goto fail;
+	double t4 = now_ms();
+
+	a->n_prompt = n_prompt;
+	a->n_prefilled = o.full_recompute ? n_prompt : nq;
+	a->n_facts = nh;
+	a->n_vocab = e->n_vocab;
+	a->fact_ids = malloc((nh ? nh : 1) * sizeof *a->fact_ids);
+	a->scores = malloc((nh ? nh : 1) * sizeof *a->scores);
+	a->first_logits = malloc((size_t)e->n_vocab * sizeof *a->first_logits);
+	if (!a->fact_ids || !a->scores || !a->first_logits) {
+		rc = infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < nh; i++) {
+		a->fact_ids[i] = hits[i].id;
+		a->scores[i] = o.fact_ids ? 0.0f : hits[i].score;
+	}
+	memcpy(a->first_logits, e->logits, (size_t)e->n_vocab * sizeof *a->first_logits);
+	a->embed_ms = o.fact_ids ? 0 : t1 - t0;
+	a->retrieve_ms = o.fact_ids ? 0 : t2 - t1;
+	a->inject_ms = t3 - t2;
+	a->prefill_ms = t4 - t3;
+	a->ttft_ms = a->embed_ms + a->retrieve_ms + a->inject_ms + a->prefill_ms;
+	if ((rc = infs_engine_generate(&a->text, &a->n_tokens, e, &o.generate)))
+		goto fail;
+	a->decode_ms = now_ms() - t4;
+	free(hits);
+	free(order);
+	free(qv);
+	free(qt);
+	free(ft);
+	free(all);
+	*out = a;
+	return INFS_OK;
+fail:
+	infs_answer_free(a);
+	free(hits);
+	free(order);
+	free(qv);
+	free(qt);
+	free(ft);
+	free(all);
+	return rc;
+}

@@ -1,0 +1,193 @@
+/* Grouped-query attention with a mask by position, on the CPU: through two
+ * matrix products per head and query block when the library has BLAS, else
+ * query by query in plain C. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef INFS_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+#include "model/forward.h"
+
+/* Head vectors in 4-float SIMD steps (vector extensions), tail scalar. */
+typedef float vf4 __attribute__((vector_size(16)));
+
+static float dot(const float *a, const float *b, uint32_t n)
+{
+	vf4 acc = { 0, 0, 0, 0 };
+	uint32_t e = 0;
+	for (; e + 4 <= n; e += 4) {
+		vf4 x, y;
+		memcpy(&x, a + e, sizeof x);
+		memcpy(&y, b + e, sizeof y);
+		acc += x * y;
+	}
+	float d = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+	for (; e < n; e++)
+		d += a[e] * b[e];
+	return d;
+}
+
+/* y += w * x */
+static void axpy(float *y, float w, const float *x, uint32_t n)
+{
+	uint32_t e = 0;
+	for (; e + 4 <= n; e += 4) {
+		vf4 a, b;
+		memcpy(&a, y + e, sizeof a);
+		memcpy(&b, x + e, sizeof b);
+		a += w * b;
+		memcpy(y + e, &a, sizeof a);
+	}
+	for (; e < n; e++)
+		y[e] += w * x[e];
+}
+
+/* Queries per task: enough work per task, enough tasks to balance. */
+#define QUERIES_PER_TASK 8
+
+typedef struct attn_job {
+	const infs__attn_args *a;
+	uint32_t n_qblocks;
+} attn_job;
+
+/* Whether key j (of n_ctx) is visible to new token i. */
+static int visible(const infs__attn_args *a, uint32_t j, uint32_t i)
+{
+	uint32_t n_past = a->n_ctx - a->n;
+	int64_t p = a->pos[i], pj = j < n_past ? (int64_t)j : (int64_t)a->pos[j - n_past];
+	if (pj > p)
+		return 0;
+	if (a->seq && j >= n_past && a->seq[j - n_past] != a->seq[i])
+		return 0;
+	return a->sliding_window == 0 || p - pj < (int64_t)a->sliding_window;
+}
+
+static void attn_task(void *arg, uint32_t task, uint32_t worker)
+{
+	const attn_job *job = arg;
+	const infs__attn_args *a = job->a;
+	uint32_t h = task / job->n_qblocks, qb = task % job->n_qblocks;
+	uint32_t hd = a->head_dim, g = h / (a->n_heads / a->n_kv_heads);
+	size_t kv_stride = (size_t)a->n_kv_heads * hd, q_stride = (size_t)a->n_heads * hd;
+	float scale = 1.0f / sqrtf((float)hd);
+	float *s = a->scratch + (size_t)worker * a->n_ctx;
+	uint32_t i_end = (qb + 1) * QUERIES_PER_TASK < a->n ? (qb + 1) * QUERIES_PER_TASK : a->n;
+	for (uint32_t i = qb * QUERIES_PER_TASK; i < i_end; i++) {
+		const float *q = a->q + i * q_stride + (size_t)h * hd;
+		float *o = a->out + i * q_stride + (size_t)h * hd;
+		float mx = -INFINITY;
+		for (uint32_t j = 0; j < a->n_ctx; j++) {
+			if (!visible(a, j, i)) {
+				s[j] = -INFINITY;
+				continue;
+			}
+			s[j] = dot(q, a->k + j * kv_stride + (size_t)g * hd, hd) * scale;
+			if (s[j] > mx)
+				mx = s[j];
+		}
+		for (uint32_t e = 0; e < hd; e++)
+			o[e] = 0;
+		if (mx == -INFINITY) /* nothing visible: the query sees no value */
+			continue;
+		float sum = 0;
+		for (uint32_t j = 0; j < a->n_ctx; j++) {
+			if (s[j] == -INFINITY)
+				continue;
+			float w = expf(s[j] - mx);
+			sum += w;
+			axpy(o, w, a->v + j * kv_stride + (size_t)g * hd, hd);
+		}
+		float inv = 1.0f / sum;
+		for (uint32_t e = 0; e < hd; e++)
+			o[e] *= inv;
+	}
+}
+
+void infs__attention_rows(const infs__attn_args *a, infs__pool *pool)
+{
+	attn_job job = { a, (a->n + QUERIES_PER_TASK - 1) / QUERIES_PER_TASK };
+	infs__pool_run(pool, attn_task, &job, a->n_heads * job.n_qblocks);
+}
+
+#ifdef INFS_HAVE_BLAS
+/* Scores of a block of queries, masked and turned into probabilities in
+ * place: rows of n_keys floats. */
+typedef struct softmax_job {
+	const infs__attn_args *a;
+	float *s;
+	uint32_t i0, n_keys;
+} softmax_job;
+
+static void softmax_task(void *arg, uint32_t r, uint32_t worker)
+{
+	const softmax_job *j = arg;
+	float *row = j->s + (size_t)r * j->n_keys;
+	uint32_t i = j->i0 + r;
+	float scale = 1.0f / sqrtf((float)j->a->head_dim), mx = -INFINITY;
+	for (uint32_t k = 0; k < j->n_keys; k++) {
+		row[k] = visible(j->a, k, i) ? row[k] * scale : -INFINITY;
+		mx = row[k] > mx ? row[k] : mx;
+	}
+	float sum = 0;
+	for (uint32_t k = 0; k < j->n_keys; k++) {
+		row[k] = row[k] == -INFINITY ? 0.0f : expf(row[k] - mx);
+		sum += row[k];
+	}
+	float inv = sum > 0 ? 1.0f / sum : 0.0f;
+	for (uint32_t k = 0; k < j->n_keys; k++)
+		row[k] *= inv;
+}
+
+/* Scores and weighted values as matrix products per head and block of
+ * queries; keys past the block's last visible one are left out. */
+static int attention_gemm(const infs__attn_args *a, infs__pool *pool)
+{
+	uint32_t n_past = a->n_ctx - a->n, hd = a->head_dim;
+	/* Query blocks of up to 256 rows, the score block kept within 64 MiB. */
+	uint32_t bq = (1u << 24) / a->n_ctx;
+	bq = bq < 1 ? 1 : bq > 256 ? 256 : bq;
+	if (bq > a->n)
+		bq = a->n;
+	float *s = malloc((size_t)bq * a->n_ctx * sizeof *s);
+	if (!s)
+		return -1;
+	int q_stride = (int)(a->n_heads * hd), kv_stride = (int)(a->n_kv_heads * hd);
+	for (uint32_t i0 = 0; i0 < a->n; i0 += bq) {
+		uint32_t nq = a->n - i0 < bq ? a->n - i0 : bq;
+		int32_t maxp = a->pos[i0];
+		for (uint32_t i = i0; i < i0 + nq; i++)
+			maxp = a->pos[i] > maxp ? a->pos[i] : maxp;
+		uint32_t n_keys = n_past;
+		for (uint32_t j = 0; j < a->n; j++)
+			if (a->pos[j] <= maxp)
+				n_keys = n_past + j + 1;
+		for (uint32_t h = 0; h < a->n_heads; h++) {
+			uint32_t g = h / (a->n_heads / a->n_kv_heads);
+			const float *q = a->q + (size_t)i0 * q_stride + (size_t)h * hd;
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)n_keys, (int)hd, 1.0f, q,
+			            q_stride, a->k + (size_t)g * hd, kv_stride, 0.0f, s, (int)n_keys);
+			softmax_job sj = { a, s, i0, n_keys };
+			infs__pool_run(pool, softmax_task, &sj, nq);
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, (int)hd, (int)n_keys, 1.0f, s,
+			            (int)n_keys, a->v + (size_t)g * hd, kv_stride, 0.0f,
+			            a->out + (size_t)i0 * q_stride + (size_t)h * hd, q_stride);
+		}
+	}
+	free(s);
+	return 0;
+}
+#endif
+
+void infs__attention(const infs__attn_args *a, infs__pool *pool)
+{
+#ifdef INFS_HAVE_BLAS
+	/* A single query gains nothing from products; a failed allocation
+	 * falls back to the row path, which needs no memory. */
+	if (a->n > 1 && attention_gemm(a, pool) == 0)
+		return;
+#endif
+	infs__attention_rows(a, pool);
+}

@@ -1,0 +1,316 @@
+/* The decoder's forward pass on the CPU in f32: embeddings, per layer
+ * RMSNorm -> q/k/v (+ bias, + Qwen3 q/k norm) -> RoPE -> grouped-query
+ * attention -> output projection -> residual -> RMSNorm -> SwiGLU MLP ->
+ * residual, then the final norm and the output head. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/dtype.h"
+#include "util/error.h"
+#include "util/options.h"
+#include "model/forward.h"
+#include "model/matmul.h"
+
+/* Bound one call's scratch; longer inputs are fed in several calls over a
+ * paged cache. */
+#define MAX_TOKENS (1u << 20)
+#define MAX_CONTEXT (1u << 24)
+
+static void rmsnorm(float *out, const float *x, const float *w, uint32_t d, float eps)
+{
+	double ss = 0;
+	for (uint32_t i = 0; i < d; i++)
+		ss += (double)x[i] * x[i];
+	float r = 1.0f / sqrtf((float)(ss / d) + eps);
+	for (uint32_t i = 0; i < d; i++)
+		out[i] = w[i] * (x[i] * r);
+}
+
+/* Element (pos, head h, dim 0) of layer l in a paged cache, and the
+ * stride between dims in bytes. */
+static char *cache_row(const infs_kv_layout *c, void *const *layers, uint32_t l, uint32_t pos,
+                       const int32_t *table, uint32_t h)
+{
+	int64_t b = table[pos / c->block_size], s = pos % c->block_size;
+	int64_t off = b * c->stride_block + s * c->stride_slot + (int64_t)h * c->stride_head;
+	return (char *)layers[l] + off * (int64_t)infs_dtype_size(c->dtype);
+}
+
+/* Copies head rows between the cache and f32 rows of head_dim floats. */
+static void cache_gather(float *dst, const infs_kv_layout *c, void *const *layers, uint32_t l, uint32_t pos,
+                         const int32_t *table, uint32_t h)
+{
+	const char *src = cache_row(c, layers, l, pos, table, h);
+	int64_t step = c->stride_dim * (int64_t)infs_dtype_size(c->dtype);
+	for (uint32_t e = 0; e < c->head_dim; e++, src += step)
+		dst[e] = infs__load(src, c->dtype, 0);
+}
+
+static void cache_scatter(const infs_kv_layout *c, void *const *layers, uint32_t l, uint32_t pos,
+                          const int32_t *table, uint32_t h, const float *src)
+{
+	char *dst = cache_row(c, layers, l, pos, table, h);
+	int64_t step = c->stride_dim * (int64_t)infs_dtype_size(c->dtype);
+	for (uint32_t e = 0; e < c->head_dim; e++, dst += step)
+		infs__store(dst, c->dtype, 0, src[e]);
+}
+
+static int check_block(const infs__paged_kv *pk, uint64_t pos, const char *what)
+{
+	const infs_kv_layout *c = pk->cache;
+	uint64_t bi = pos / c->block_size;
+	if (bi >= pk->block_table_len)
+		return infs__error(INFS_ERANGE, "infs_model_forward: %s position %llu needs block table entry %llu of %zu",
+		                   what, (unsigned long long)pos, (unsigned long long)bi, pk->block_table_len);
+	int32_t b = pk->block_table[bi];
+	if (b < 0 || (uint32_t)b >= c->n_blocks)
+		return infs__error(INFS_ERANGE, "infs_model_forward: block table entry %llu is block %d, not in 0..%u",
+		                   (unsigned long long)bi, b, c->n_blocks - 1);
+	return INFS_OK;
+}
+
+static int check_args(const infs_model *m, const infs__forward_args *a)
+{
+	const infs__model_config *c = &m->cfg;
+	if (!a->tokens)
+		return infs__error(INFS_EINVAL, "infs_model_forward: tokens is NULL");
+	if (a->n_tokens == 0 || a->n_tokens > MAX_TOKENS)
+		return infs__error(INFS_EINVAL, "infs_model_forward: n_tokens %u is not in 1..%u", a->n_tokens,
+		                   MAX_TOKENS);
+	for (uint32_t i = 0; i < a->n_tokens; i++)
+		if (a->tokens[i] < 0 || (uint32_t)a->tokens[i] >= c->n_vocab)
+			return infs__error(INFS_ERANGE, "infs_model_forward: token %u is %d, not in 0..%u", i,
+			                   a->tokens[i], c->n_vocab - 1);
+	for (uint32_t i = 0; a->positions && i < a->n_tokens; i++)
+		if (a->positions[i] < 0)
+			return infs__error(INFS_ERANGE, "infs_model_forward: position %u is %d", i, a->positions[i]);
+	if ((a->k_out || a->v_out) && infs_dtype_size(a->kv_dtype) == 0)
+		return infs__error(INFS_EINVAL, "infs_model_forward: unknown kv_dtype %d", (int)a->kv_dtype);
+	const infs__paged_kv *pk = a->past;
+	if (a->seq && pk && (pk->cache || pk->n_past))
+		return infs__error(INFS_EINVAL, "infs_model_forward: seq_ids (independent sequences) cannot be combined with a cache");
+	if (!pk || !pk->cache) {
+		if (pk && (pk->n_past || pk->write))
+			return infs__error(INFS_EINVAL, "infs_model_forward: n_past or write_cache without a cache");
+		return INFS_OK;
+	}
+	const infs_kv_layout *kl = pk->cache;
+	if (kl->device != -1)
+		return infs__error(INFS_EUNSUPPORTED, "infs_model_forward: the CPU forward pass needs a host cache (device -1), not device %d",
+		                   kl->device);
+	if (infs_dtype_size(kl->dtype) == 0)
+		return infs__error(INFS_EINVAL, "infs_model_forward: cache dtype %d is unknown", (int)kl->dtype);
+	if (kl->n_layers != c->n_layers || kl->n_kv_heads != c->n_kv_heads || kl->head_dim != c->head_dim)
+		return infs__error(INFS_EMISMATCH, "infs_model_forward: cache is %u layers x %u KV heads x %u, the model %u x %u x %u",
+		                   kl->n_layers, kl->n_kv_heads, kl->head_dim, c->n_layers, c->n_kv_heads, c->head_dim);
+	if (kl->block_size == 0 || kl->n_blocks == 0)
+		return infs__error(INFS_EINVAL, "infs_model_forward: cache has block_size %u, n_blocks %u",
+		                   kl->block_size, kl->n_blocks);
+	if (!kl->k_layers || !kl->v_layers)
+		return infs__error(INFS_EINVAL, "infs_model_forward: cache k_layers or v_layers is NULL");
+	for (uint32_t l = 0; l < c->n_layers; l++)
+		if (!kl->k_layers[l] || !kl->v_layers[l])
+			return infs__error(INFS_EINVAL, "infs_model_forward: cache layer %u pointer is NULL", l);
+	if ((pk->n_past || pk->write) && !pk->block_table)
+		return infs__error(INFS_EINVAL, "infs_model_forward: block_table is NULL");
+	for (uint32_t p = 0; p < pk->n_past; p += kl->block_size) {
+		int rc = check_block(pk, p, "cached");
+		if (rc)
+			return rc;
+	}
+	if (pk->n_past > MAX_CONTEXT - a->n_tokens)
+		return infs__error(INFS_ERANGE, "infs_model_forward: n_past %u + %u tokens is above %u", pk->n_past,
+		                   a->n_tokens, MAX_CONTEXT);
+	if (pk->n_past) {
+		int rc = check_block(pk, pk->n_past - 1, "cached");
+		if (rc)
+			return rc;
+	}
+	for (uint32_t i = 0; pk->write && i < a->n_tokens; i++) {
+		int rc = check_block(pk, a->positions ? (uint32_t)a->positions[i] : i, "new token");
+		if (rc)
+			return rc;
+	}
+	return INFS_OK;
+}
+
+/* Scratch of one call, allocated before anything is written. */
+typedef struct scratch {
+	float *x, *xb, *q, *k, *v, *att, *gate, *up, *cos, *sin, *attn_rows;
+	int32_t *pos;
+} scratch;
+
+static void scratch_free(scratch *s)
+{
+	free(s->x);
+	free(s->xb);
+	free(s->q);
+	free(s->k);
+	free(s->v);
+	free(s->att);
+	free(s->gate);
+	free(s->up);
+	free(s->cos);
+	free(s->sin);
+	free(s->attn_rows);
+	free(s->pos);
+}
+
+static float *alloc_f(size_t n, int *fail)
+{
+	float *p = malloc((n ? n : 1) * sizeof(float));
+	if (!p)
+		*fail = 1;
+	return p;
+}
+
+static void put_kv(void *out, infs_dtype dt, const infs__model_config *c, uint32_t l, uint32_t n,
+                   const float *src)
+{
+	size_t row = (size_t)c->n_kv_heads * c->head_dim, base = (size_t)l * n * row;
+	for (size_t i = 0; i < (size_t)n * row; i++)
+		infs__store(out, dt, base + i, src[i]);
+}
+
+int infs__forward(const infs_model *m, const infs__forward_args *a)
+{
+	if (!m)
+		return infs__error(INFS_EINVAL, "infs_model_forward: model is NULL");
+	if (!a)
+		return infs__error(INFS_EINVAL, "infs_model_forward: arguments are NULL");
+	int rc = check_args(m, a);
+	if (rc)
+		return rc;
+	const infs__model_config *c = &m->cfg;
+	const infs__paged_kv *pk = a->past && a->past->cache ? a->past : NULL;
+	uint32_t n = a->n_tokens, d = c->n_embd, hd = c->head_dim;
+	uint32_t n_past = pk ? pk->n_past : 0, n_ctx = n_past + n, np = m->rope.n_pairs;
+	size_t qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd;
+
+	infs__pool *pool = a->pool, *own_pool = NULL;
+	if (!pool) {
+		if ((rc = infs__pool_create(&own_pool, m->n_threads)))
+			return rc;
+		pool = own_pool;
+	}
+	scratch s;
+	int fail = 0;
+	s.x = alloc_f((size_t)n * d, &fail);
+	s.xb = alloc_f((size_t)n * d, &fail);
+	s.q = alloc_f(n * qd, &fail);
+	s.k = alloc_f(n_ctx * kvd, &fail);
+	s.v = alloc_f(n_ctx * kvd, &fail);
+	s.att = alloc_f(n * qd, &fail);
+	s.gate = alloc_f((size_t)n * c->n_ff, &fail);
+	s.up = alloc_f((size_t)n * c->n_ff, &fail);
+	s.cos = alloc_f((size_t)n * np, &fail);
+	s.sin = alloc_f((size_t)n * np, &fail);
+	s.attn_rows = alloc_f((size_t)infs__pool_size(pool) * n_ctx, &fail);
+	s.pos = malloc((size_t)n * sizeof *s.pos);
+	if (fail || !s.pos) {
+		scratch_free(&s);
+		infs__pool_free(own_pool);
+		return infs__error(INFS_ENOMEM, "infs_model_forward: out of memory for %u tokens", n);
+	}
+
+	for (uint32_t i = 0; i < n; i++) {
+		s.pos[i] = a->positions ? a->positions[i] : (int32_t)i;
+		infs__rope_cos_sin(&m->rope, s.pos[i], s.cos + (size_t)i * np, s.sin + (size_t)i * np);
+		memcpy(s.x + (size_t)i * d, m->tok_embd + (size_t)a->tokens[i] * d, d * sizeof(float));
+	}
+
+	float *k_new = s.k + (size_t)n_past * kvd, *v_new = s.v + (size_t)n_past * kvd;
+	for (uint32_t l = 0; l < c->n_layers; l++) {
+		const infs__layer *L = &m->layers[l];
+		for (uint32_t i = 0; i < n; i++)
+			rmsnorm(s.xb + (size_t)i * d, s.x + (size_t)i * d, L->attn_norm, d, c->norm_eps);
+		infs__matmul(s.q, s.xb, L->wq, L->bq, n, d, (uint32_t)qd, pool);
+		infs__matmul(k_new, s.xb, L->wk, L->bk, n, d, (uint32_t)kvd, pool);
+		infs__matmul(v_new, s.xb, L->wv, L->bv, n, d, (uint32_t)kvd, pool);
+		if (c->qk_norm) {
+			for (size_t r = 0; r < (size_t)n * c->n_heads; r++)
+				rmsnorm(s.q + r * hd, s.q + r * hd, L->q_norm, hd, c->norm_eps);
+			for (size_t r = 0; r < (size_t)n * c->n_kv_heads; r++)
+				rmsnorm(k_new + r * hd, k_new + r * hd, L->k_norm, hd, c->norm_eps);
+		}
+		if (a->k_out)
+			put_kv(a->k_out, a->kv_dtype, c, l, n, k_new);
+		if (a->v_out)
+			put_kv(a->v_out, a->kv_dtype, c, l, n, v_new);
+		for (uint32_t i = 0; i < n; i++) {
+			const float *cs = s.cos + (size_t)i * np, *sn = s.sin + (size_t)i * np;
+			for (uint32_t h = 0; h < c->n_heads; h++)
+				infs__rope_apply(&m->rope, s.q + i * qd + (size_t)h * hd, cs, sn);
+			for (uint32_t h = 0; h < c->n_kv_heads; h++)
+				infs__rope_apply(&m->rope, k_new + i * kvd + (size_t)h * hd, cs, sn);
+		}
+		if (pk) {
+			const infs_kv_layout *kl = pk->cache;
+			for (uint32_t p = 0; p < n_past; p++)
+				for (uint32_t h = 0; h < c->n_kv_heads; h++) {
+					size_t o = (size_t)p * kvd + (size_t)h * hd;
+					cache_gather(s.k + o, kl, kl->k_layers, l, p, pk->block_table, h);
+					cache_gather(s.v + o, kl, kl->v_layers, l, p, pk->block_table, h);
+				}
+			for (uint32_t i = 0; pk->write && i < n; i++)
+				for (uint32_t h = 0; h < c->n_kv_heads; h++) {
+					size_t o = (size_t)i * kvd + (size_t)h * hd;
+					uint32_t p = (uint32_t)s.pos[i];
+					cache_scatter(kl, kl->k_layers, l, p, pk->block_table, h, k_new + o);
+					cache_scatter(kl, kl->v_layers, l, p, pk->block_table, h, v_new + o);
+				}
+		}
+		infs__attn_args aa = { s.att, s.q, s.k, s.v, s.pos, n, n_ctx, c->n_heads, c->n_kv_heads, hd,
+		                       c->sliding_window, a->seq, s.attn_rows };
+		infs__attention(&aa, pool);
+		infs__matmul(s.xb, s.att, L->wo, L->bo, n, (uint32_t)qd, d, pool);
+		for (size_t i = 0; i < (size_t)n * d; i++)
+			s.x[i] += s.xb[i];
+
+		for (uint32_t i = 0; i < n; i++)
+			rmsnorm(s.xb + (size_t)i * d, s.x + (size_t)i * d, L->ffn_norm, d, c->norm_eps);
+		infs__matmul(s.gate, s.xb, L->w_gate, NULL, n, d, c->n_ff, pool);
+		infs__matmul(s.up, s.xb, L->w_up, NULL, n, d, c->n_ff, pool);
+		for (size_t i = 0; i < (size_t)n * c->n_ff; i++) {
+			float g = s.gate[i];
+			s.gate[i] = g / (1.0f + expf(-g)) * s.up[i];
+		}
+		infs__matmul(s.xb, s.gate, L->w_down, NULL, n, c->n_ff, d, pool);
+		for (size_t i = 0; i < (size_t)n * d; i++)
+			s.x[i] += s.xb[i];
+	}
+
+	if (a->logits) {
+		uint32_t first = a->all_logits ? 0 : n - 1, rows = n - first;
+		for (uint32_t i = first; i < n; i++)
+			rmsnorm(s.xb + (size_t)(i - first) * d, s.x + (size_t)i * d, m->out_norm, d, c->norm_eps);
+		infs__matmul(a->logits, s.xb, m->output, NULL, rows, d, c->n_vocab, pool);
+	}
+	scratch_free(&s);
+	infs__pool_free(own_pool);
+	return INFS_OK;
+}
+
+INFS__DEFINE_INIT(infs_forward_options_init, infs_forward_options, infs__sizes_forward_options, INFS_FORWARD_OPTIONS_INIT)
+
+int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model *model,
+                       const int32_t *tokens, const int32_t *positions, uint32_t n_tokens,
+                       const infs_forward_options *opts)
+{
+	infs_forward_options o = INFS_FORWARD_OPTIONS_INIT;
+	int rc = INFS__TAKE(o, opts, infs__sizes_forward_options, "infs_model_forward", "options");
+	if (rc)
+		return rc;
+	infs_kv_layout cache = INFS_KV_LAYOUT_INIT;
+	if (o.cache) {
+		rc = INFS__TAKE(cache, o.cache, infs__sizes_kv_layout, "infs_model_forward", "cache layout");
+		if (rc)
+			return rc;
+		o.cache = &cache;
+	}
+	infs__paged_kv pk = { o.cache, o.block_table, o.block_table_len, o.n_past, o.write_cache };
+	infs__forward_args a = { tokens, positions, n_tokens, logits, o.all_logits, k_out, v_out,
+	                         o.kv_dtype, o.seq_ids, &pk, NULL };
+	return infs__forward(model, &a);
+}

@@ -1,0 +1,57 @@
+/* The CPU forward pass, as the engine and fact encoding use it: new tokens
+ * at explicit positions attend to earlier tokens held in a paged KV cache
+ * and to each other. */
+#ifndef INFS_FORWARD_H
+#define INFS_FORWARD_H
+
+#include "model/model.h"
+#include "util/pool.h"
+
+/* Earlier tokens in a paged cache (see infs_forward_options). */
+typedef struct infs__paged_kv {
+	const infs_kv_layout *cache;
+	const int32_t *block_table;
+	size_t block_table_len;
+	uint32_t n_past;
+	int write;
+} infs__paged_kv;
+
+typedef struct infs__forward_args {
+	const int32_t *tokens;
+	const int32_t *positions;   /* NULL: 0, 1, ... */
+	uint32_t n_tokens;
+	float *logits;              /* NULL, or n_vocab (all_logits: n_tokens * n_vocab) floats */
+	int all_logits;
+	void *k_out, *v_out;        /* NULL, or pre-RoPE [n_layers][n_tokens][n_kv_heads][head_dim] */
+	infs_dtype kv_dtype;
+	const int32_t *seq;         /* NULL, or a sequence id per token: tokens attend only
+	                               within their sequence (no past allowed) */
+	const infs__paged_kv *past; /* NULL: none */
+	infs__pool *pool;           /* NULL: a pool of the model's thread count for this call */
+} infs__forward_args;
+
+/* Checks every argument, then runs. On error nothing has been written. */
+int infs__forward(const infs_model *m, const infs__forward_args *a);
+
+/* Attention of one layer for n new tokens. q [n][n_heads][head_dim] and
+ * k/v [n_ctx][n_kv_heads][head_dim] already rotated, where rows
+ * [0, n_ctx - n) are earlier tokens at positions 0.. and the rest are the new
+ * tokens at pos[]. out [n][n_heads][head_dim]. */
+typedef struct infs__attn_args {
+	float *out;
+	const float *q, *k, *v;
+	const int32_t *pos;
+	uint32_t n, n_ctx;
+	uint32_t n_heads, n_kv_heads, head_dim;
+	uint32_t sliding_window;
+	const int32_t *seq;         /* NULL, or per new token: keys of another sequence are masked */
+	float *scratch;             /* pool size * n_ctx floats */
+} infs__attn_args;
+
+void infs__attention(const infs__attn_args *a, infs__pool *pool);
+
+/* The same, query by query in plain C: what infs__attention runs without
+ * BLAS, and for a single query. */
+void infs__attention_rows(const infs__attn_args *a, infs__pool *pool);
+
+#endif

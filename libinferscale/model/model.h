@@ -1,0 +1,72 @@
+/* The model runtime's internals: hyper-parameters, weights and the handle
+ * behind infs_model. */
+#ifndef INFS_MODEL_INTERNAL_H
+#define INFS_MODEL_INTERNAL_H
+
+#include "inferscale/model.h"
+#include "model/gguf.h"
+#include "util/json.h"
+#include "inject/rope.h"
+
+typedef enum infs__arch {
+	INFS_ARCH_LLAMA,
+	INFS_ARCH_MISTRAL,
+	INFS_ARCH_QWEN2,
+	INFS_ARCH_QWEN3
+} infs__arch;
+
+typedef struct infs__model_config {
+	infs__arch arch;
+	uint32_t n_vocab;
+	uint32_t n_embd;
+	uint32_t n_layers;
+	uint32_t n_heads;
+	uint32_t n_kv_heads;
+	uint32_t head_dim;
+	uint32_t n_ff;
+	uint32_t n_ctx_train;
+	uint32_t sliding_window; /* 0: every earlier position is visible */
+	float norm_eps;
+	int tied;                /* the output head is the token embedding matrix */
+	int bias_qkv;            /* q, k and v projections have biases */
+	int bias_o;              /* the output projection has a bias */
+	int qk_norm;             /* per-head RMSNorm of q and k before RoPE (Qwen3) */
+	infs_geometry geom;      /* kv_dtype is set per request */
+} infs__model_config;
+
+const char *infs__arch_name(infs__arch arch);
+
+/* Reads a Hugging Face config.json (path is for messages). */
+int infs__config_from_json(infs__model_config *c, const infs__json *root, const char *path);
+
+/* Reads GGUF metadata ({arch}.block_count, ...) and the tensor infos that
+ * fix the rest (vocabulary size, tied output, biases). path is for
+ * messages. */
+int infs__config_from_gguf(infs__model_config *c, const infs__gguf *g, const char *path);
+
+/* Range checks shared by both formats. */
+int infs__config_check(const infs__model_config *c, const char *path);
+
+typedef struct infs__layer {
+	float *attn_norm, *ffn_norm;
+	float *wq, *wk, *wv, *wo;       /* [out][in] */
+	float *bq, *bk, *bv, *bo;       /* NULL when absent */
+	float *q_norm, *k_norm;         /* [head_dim], Qwen3 */
+	float *w_gate, *w_up, *w_down;
+} infs__layer;
+
+struct infs_model {
+	infs__model_config cfg;
+	float *tok_embd;    /* [n_vocab][n_embd] */
+	float *out_norm;
+	float *output;      /* [n_vocab][n_embd]; == tok_embd when tied */
+	infs__layer *layers;
+	infs__rope rope;
+	uint32_t n_threads;
+	uint64_t weights_hash;
+	uint64_t tokenizer_hash; /* tokenizer and chat template sources; 0 when absent */
+	size_t weight_bytes;     /* f32 bytes held */
+	infs_tokenizer *tok;     /* NULL when the model has none */
+};
+
+#endif

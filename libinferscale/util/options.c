@@ -1,0 +1,21 @@
+/* The byte size of each version of each public versioned struct (see
+ * options.h). */
+#include "util/options.h"
+
+const size_t infs__sizes_embedder_options[] = { [1] = sizeof(infs_embedder_options) };
+const size_t infs__sizes_embed_options[] = { [1] = sizeof(infs_embed_options) };
+const size_t infs__sizes_fact_input[] = { [1] = sizeof(infs_fact_input) };
+const size_t infs__sizes_encode_options[] = { [1] = sizeof(infs_encode_options) };
+const size_t infs__sizes_engine_options[] = { [1] = sizeof(infs_engine_options) };
+const size_t infs__sizes_generate_options[] = { [1] = sizeof(infs_generate_options) };
+const size_t infs__sizes_ask_options[] = { [1] = sizeof(infs_ask_options) };
+const size_t infs__sizes_geometry[] = { [1] = sizeof(infs_geometry) };
+const size_t infs__sizes_kv_layout[] = { [1] = sizeof(infs_kv_layout) };
+const size_t infs__sizes_inject_options[] = { [1] = sizeof(infs_inject_options) };
+const size_t infs__sizes_model_options[] = { [1] = sizeof(infs_model_options) };
+const size_t infs__sizes_model_info[] = { [1] = sizeof(infs_model_info) };
+const size_t infs__sizes_forward_options[] = { [1] = sizeof(infs_forward_options) };
+const size_t infs__sizes_retrieve_options[] = { [1] = sizeof(infs_retrieve_options) };
+const size_t infs__sizes_store_options[] = { [1] = sizeof(infs_store_options) };
+const size_t infs__sizes_store_stats[] = { [1] = offsetof(infs_store_stats, lost_records), [2] = sizeof(infs_store_stats) };
+const size_t infs__sizes_fact[] = { [1] = sizeof(infs_fact) };

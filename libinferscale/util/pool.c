@@ -1,0 +1,139 @@
+#include "util/pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "util/error.h"
+#include "inferscale/common.h"
+
+struct infs__pool {
+	pthread_mutex_t mu;
+	pthread_cond_t start, done;
+	uint64_t generation;   /* bumped for every run; workers wait for a new one */
+	uint32_t busy;         /* workers still inside the current run */
+	int quit;
+	infs__pool_fn fn;
+	void *arg;
+	uint32_t n_tasks;
+	atomic_uint next;      /* next task to take */
+	uint32_t n_threads;
+	pthread_t *threads;
+	uint32_t n_started;
+	atomic_uint next_id;   /* worker ids handed out at start */
+};
+
+static void take_tasks(infs__pool *p, uint32_t worker)
+{
+	for (;;) {
+		uint32_t t = atomic_fetch_add(&p->next, 1);
+		if (t >= p->n_tasks)
+			break;
+		p->fn(p->arg, t, worker);
+	}
+}
+
+static void *worker(void *arg)
+{
+	infs__pool *p = arg;
+	uint32_t id = atomic_fetch_add(&p->next_id, 1) + 1;
+	uint64_t seen = 0;
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		while (!p->quit && p->generation == seen)
+			pthread_cond_wait(&p->start, &p->mu);
+		if (p->quit)
+			break;
+		seen = p->generation;
+		pthread_mutex_unlock(&p->mu);
+		take_tasks(p, id);
+		pthread_mutex_lock(&p->mu);
+		if (--p->busy == 0)
+			pthread_cond_signal(&p->done);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+uint32_t infs__cpu_count(void)
+{
+	/* The processors this process may run on (a container's or taskset's
+	 * share), not all those the machine has. */
+	cpu_set_t set;
+	long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : n > 1024 ? 1024 : (uint32_t)n;
+}
+
+int infs__pool_create(infs__pool **out, uint32_t n_threads)
+{
+	infs__pool *p = calloc(1, sizeof *p);
+	if (!p)
+		return infs__error(INFS_ENOMEM, "out of memory");
+	p->n_threads = n_threads ? n_threads : 1;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->start, NULL);
+	pthread_cond_init(&p->done, NULL);
+	if (p->n_threads > 1) {
+		p->threads = calloc(p->n_threads - 1, sizeof *p->threads);
+		if (!p->threads) {
+			infs__pool_free(p);
+			return infs__error(INFS_ENOMEM, "out of memory");
+		}
+		for (uint32_t i = 0; i + 1 < p->n_threads; i++) {
+			if (pthread_create(&p->threads[i], NULL, worker, p) != 0) {
+				infs__pool_free(p);
+				return infs__error(INFS_ENOMEM, "cannot start %u threads", p->n_threads);
+			}
+			p->n_started++;
+		}
+	}
+	*out = p;
+	return INFS_OK;
+}
+
+void infs__pool_free(infs__pool *p)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->quit = 1;
+	pthread_cond_broadcast(&p->start);
+	pthread_mutex_unlock(&p->mu);
+	for (uint32_t i = 0; i < p->n_started; i++)
+		pthread_join(p->threads[i], NULL);
+	pthread_cond_destroy(&p->start);
+	pthread_cond_destroy(&p->done);
+	pthread_mutex_destroy(&p->mu);
+	free(p->threads);
+	free(p);
+}
+
+uint32_t infs__pool_size(const infs__pool *p)
+{
+	return p->n_started + 1;
+}
+
+void infs__pool_run(infs__pool *p, infs__pool_fn fn, void *arg, uint32_t n_tasks)
+{
+	if (p->n_started == 0 || n_tasks <= 1) {
+		for (uint32_t t = 0; t < n_tasks; t++)
+			fn(arg, t, 0);
+		return;
+	}
+	pthread_mutex_lock(&p->mu);
+	p->fn = fn;
+	p->arg = arg;
+	p->n_tasks = n_tasks;
+	atomic_store(&p->next, 0);
+	p->busy = p->n_started;
+	p->generation++;
+	pthread_cond_broadcast(&p->start);
+	pthread_mutex_unlock(&p->mu);
+	take_tasks(p, 0);
+	pthread_mutex_lock(&p->mu);
+	while (p->busy)
+		pthread_cond_wait(&p->done, &p->mu);
+	pthread_mutex_unlock(&p->mu);
+}
