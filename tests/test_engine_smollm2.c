@@ -7,7 +7,7 @@
  * argv[1]: examples/memory/facts.jsonl (the first lines are used). */
 #include <string.h>
 
-#include "util/cache_path.h"
+#include "cache_path.h"
 #include "check.h"
 #include "util/json.h"
 #include "model_store_util.h"

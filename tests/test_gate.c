@@ -16,7 +16,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "util/cache_path.h"
+#include "cache_path.h"
 #include "check.h"
 #include "engine/compose.h"
 #include "model_store_util.h"

@@ -6,7 +6,7 @@
  * engine looks, must leave the answer what it was. */
 #include <string.h>
 
-#include "util/cache_path.h"
+#include "cache_path.h"
 #include "check.h"
 #include "model_store_util.h"
 #include "store/store.h"
