@@ -153,7 +153,7 @@ int main(int argc, char **argv)
 	}
 	infs_engine_free(e);
 	infs_store_close(st);
-	scratch_remove();
+	scratch_cleanup();
 	infs_embedder_free(emb);
 	infs_model_free(m);
 	CHECK_DONE();
