@@ -188,51 +188,49 @@ static int word(parser *p, const char *w)
 
 static int value(parser *p, const char *key);
 
+/* An object member's name and its colon. */
+static int member_key(parser *p, const char **key)
+{
+	size_t n;
+	blanks(p);
+	if (p->s == p->end || *p->s != '"')
+		return bad(p, "expected a string key");
+	if (string(p, key, &n))
+		return -1;
+	if (strlen(*key) != n)
+		return bad(p, "a key holds a NUL character");
+	blanks(p);
+	if (p->s == p->end || *p->s != ':')
+		return bad(p, "expected ':'");
+	p->s++;
+	return 0;
+}
+
 /* The members of the array or object at doc->v[at], whose opening bracket
- * is at p->s. */
+ * is at p->s. After each member comes a comma and another one, or the close. */
 static int members(parser *p, size_t at, int object)
 {
+	char close = object ? '}' : ']';
 	if (++p->depth > DEPTH_MAX)
 		return bad(p, "nesting too deep");
-	char close = object ? '}' : ']';
 	p->s++;
 	blanks(p);
-	if (p->s < p->end && *p->s == close) {
-		p->s++;
-		p->depth--;
-		return 0;
-	}
-	for (;;) {
+	int more = p->s == p->end || *p->s != close;
+	while (more) {
 		const char *key = NULL;
-		if (object) {
-			size_t n;
-			blanks(p);
-			if (p->s == p->end || *p->s != '"')
-				return bad(p, "expected a string key");
-			if (string(p, &key, &n))
-				return -1;
-			if (strlen(key) != n)
-				return bad(p, "a key holds a NUL character");
-			blanks(p);
-			if (p->s == p->end || *p->s != ':')
-				return bad(p, "expected ':'");
-			p->s++;
-		}
-		if (value(p, key))
+		if ((object && member_key(p, &key)) || value(p, key))
 			return -1;
 		p->doc->v[at].len++;
 		blanks(p);
-		if (p->s < p->end && *p->s == ',') {
-			p->s++;
-			continue;
-		}
-		if (p->s < p->end && *p->s == close) {
-			p->s++;
-			p->depth--;
-			return 0;
-		}
-		return bad(p, object ? "expected ',' or '}'" : "expected ',' or ']'");
+		char c = p->s < p->end ? *p->s : '\0';
+		if (c != ',' && c != close)
+			return bad(p, object ? "expected ',' or '}'" : "expected ',' or ']'");
+		more = c == ',';
+		p->s += more;
 	}
+	p->s++;
+	p->depth--;
+	return 0;
 }
 
 static int value(parser *p, const char *key)
