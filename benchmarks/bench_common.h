@@ -1,90 +1,63 @@
-/* Shared by the GPU benchmarks: CUDA checks, event timing, JSON output. */
+/* Shared by the CPU benchmarks, which see only the public API: clocks, the
+ * CPU's name, where the test models are, and a whole file read. */
 #ifndef INFS_BENCH_COMMON_H
 #define INFS_BENCH_COMMON_H
 
-#include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "cuda/cuda_ok.h"
-
-static int cmp_float(const void *a, const void *b)
+/* Seconds on clock id (CLOCK_MONOTONIC: wall; CLOCK_PROCESS_CPUTIME_ID: CPU). */
+static inline double bench_clock(clockid_t id)
 {
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x > y) - (x < y);
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static float median(float *v, int n)
+/* The CPU's model name from /proc/cpuinfo, "unknown" without one; cut at a
+ * quote or backslash so that it can stand in JSON as it is. */
+static inline void bench_cpu_name(char *buf, size_t size)
 {
-	qsort(v, (size_t)n, sizeof *v, cmp_float);
-	return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* The median over reps of the time in microseconds of run(arg, rep), each
- * rep timed with events on stream after warm-up calls. */
-static float time_us(void (*run)(void *, int), void *arg, int warmup, int reps, cudaStream_t stream)
-{
-	cudaEvent_t a, b;
-	float *t = malloc((size_t)reps * sizeof *t);
-	CUDA_OK(cudaEventCreate(&a));
-	CUDA_OK(cudaEventCreate(&b));
-	for (int i = 0; i < warmup; i++)
-		run(arg, i);
-	CUDA_OK(cudaStreamSynchronize(stream));
-	for (int i = 0; i < reps; i++) {
-		CUDA_OK(cudaEventRecord(a, stream));
-		run(arg, i);
-		CUDA_OK(cudaEventRecord(b, stream));
-		CUDA_OK(cudaEventSynchronize(b));
-		CUDA_OK(cudaEventElapsedTime(&t[i], a, b));
-		t[i] *= 1000.0f;
+	char line[512];
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	snprintf(buf, size, "unknown");
+	while (f && fgets(line, sizeof line, f)) {
+		char *c = strchr(line, ':');
+		if (!strncmp(line, "model name", 10) && c) {
+			snprintf(buf, size, "%s", c + 1 + (c[1] == ' '));
+			buf[strcspn(buf, "\n\"\\")] = '\0';
+			break;
+		}
 	}
-	float m = median(t, reps);
-	free(t);
-	cudaEventDestroy(a);
-	cudaEventDestroy(b);
-	return m;
+	if (f)
+		fclose(f);
 }
 
-static void print_device(FILE *f)
+/* rel under $INFS_CACHE, or ~/.cache/inferscale, where scripts/fetch-models.sh puts the models. */
+static inline void bench_model_path(char *buf, size_t size, const char *rel)
 {
-	struct cudaDeviceProp prop;
-	int dev, drv = 0, rt = 0;
-	CUDA_OK(cudaGetDevice(&dev));
-	CUDA_OK(cudaGetDeviceProperties(&prop, dev));
-	cudaDriverGetVersion(&drv);
-	cudaRuntimeGetVersion(&rt);
-	fprintf(f, "  \"gpu\": \"%s\", \"sm\": \"%d.%d\", \"sms\": %d, \"memory_gib\": %.1f, \"driver\": %d, \"runtime\": %d,\n",
-	        prop.name, prop.major, prop.minor, prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, drv, rt);
+	const char *c = getenv("INFS_CACHE"), *home = getenv("HOME");
+	snprintf(buf, size, c && *c ? "%s/%s" : "%s/.cache/inferscale/%s", c && *c ? c : home ? home : ".", rel);
 }
 
-struct copy_arg {
-	void *dst, *src;
-	size_t bytes;
-	cudaStream_t stream;
-};
-
-static void copy_run(void *arg, int rep)
+/* The whole file (a text file: it stops at a NUL byte), NUL-terminated, its
+ * length in *len; NULL when it cannot be read. The caller frees. */
+static inline char *bench_read_text(const char *path, size_t *len)
 {
-	struct copy_arg *c = arg;
-	(void)rep;
-	CUDA_OK(cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice, c->stream));
-}
-
-/* cudaMemcpy device to device of bytes, as bytes read + written per second. */
-static double copy_bandwidth(size_t bytes, cudaStream_t stream, float *us_out)
-{
-	struct copy_arg c = {NULL, NULL, bytes, stream};
-	CUDA_OK(cudaMalloc(&c.dst, bytes));
-	CUDA_OK(cudaMalloc(&c.src, bytes));
-	CUDA_OK(cudaMemset(c.src, 1, bytes));
-	float us = time_us(copy_run, &c, 3, 30, stream);
-	cudaFree(c.dst);
-	cudaFree(c.src);
-	if (us_out)
-		*us_out = us;
-	return 2.0 * (double)bytes / (us * 1e-6);
+	char *buf = NULL;
+	size_t cap = 0;
+	FILE *f = fopen(path, "rb");
+	ssize_t n = f ? getdelim(&buf, &cap, '\0', f) : -1;
+	if (f)
+		fclose(f);
+	if (n < 0) {
+		free(buf);
+		return NULL;
+	}
+	*len = (size_t)n;
+	return buf;
 }
 
 #endif

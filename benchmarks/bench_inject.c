@@ -7,16 +7,19 @@
  * last, so the L2 cache holds none of its data. Then the same through the
  * public API, infs_inject_into_blocks on a store with a device copy: the
  * host-side checks, the table upload and the launch included.
- * Usage: bench_inject [out.json] */
+ * Usage: bench_inject [out.json]
+ * White-box: it times the CUDA kernels themselves (kernels.h), which only
+ * the library's internals reach, so it links the internal core. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "inferscale/inferscale.h"
 
-#include "bench_common.h"
+#include "bench_gpu.h"
 #include "kernels.h"
 #include "inject/rope.h"
+#include "util/splitmix.h"
 
 enum { LAYERS = 32, HEADS = 8, DIM = 128, TOKENS = 24, FACTS = 800, BLOCKS = 4096, BS = 16, SETS = 8 };
 
@@ -49,14 +52,6 @@ static void inject_run(void *arg, int rep)
 {
 	call *c = arg;
 	CUDA_OK(infs_k_inject(&c->p[rep % SETS], c->stream));
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 int main(int argc, char **argv)
@@ -129,7 +124,7 @@ int main(int argc, char **argv)
 				first[f + 1] = first[f] + TOKENS;
 			}
 			for (uint32_t b = 0; b < nblk; b++) /* distinct random blocks */
-				blocks[b] = (int32_t)((s * 509 + b * 13 + rng_next(&rng) % 13) % BLOCKS);
+				blocks[b] = (int32_t)((s * 509 + b * 13 + infs__splitmix64(&rng) % 13) % BLOCKS);
 			void *d_sk, *d_sv, *d_first, *d_blocks;
 			CUDA_OK(cudaMalloc(&d_sk, k * sizeof(void *)));
 			CUDA_OK(cudaMalloc(&d_sv, k * sizeof(void *)));
@@ -205,7 +200,7 @@ int main(int argc, char **argv)
 	for (int s = 0; s < SETS; s++) {
 		api.table[s] = malloc(BLOCKS * sizeof(int32_t));
 		for (int b = 0; b < BLOCKS; b++)
-			api.table[s][b] = (int32_t)((s * 509 + b * 13 + rng_next(&rng) % 13) % BLOCKS);
+			api.table[s][b] = (int32_t)((s * 509 + b * 13 + infs__splitmix64(&rng) % 13) % BLOCKS);
 	}
 	fprintf(out, "  \"api\": [\n");
 	for (int ki = 0; ki < 3; ki++) {

@@ -15,20 +15,15 @@
 
 #include "inferscale/inferscale.h"
 
+#include "bench_common.h"
+
 #ifdef BENCH_OPENBLAS
 #include <cblas.h>
 #endif
 
-static double clock_s(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static double now(void)
 {
-	return clock_s(CLOCK_MONOTONIC);
+	return bench_clock(CLOCK_MONOTONIC);
 }
 
 /* VmRSS or VmHWM of this process in MiB. */
@@ -46,35 +41,10 @@ static double proc_mib(const char *field)
 	return kib / 1024.0;
 }
 
-static void cpu_name(char *buf, size_t size)
-{
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	char line[512];
-	snprintf(buf, size, "unknown");
-	while (f && fgets(line, sizeof line, f)) {
-		if (strncmp(line, "model name", 10) == 0) {
-			char *c = strchr(line, ':');
-			if (c) {
-				c += 2;
-				c[strcspn(c, "\n")] = 0;
-				snprintf(buf, size, "%s", c);
-			}
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-}
-
 int main(int argc, char **argv)
 {
 	char def[1024];
-	const char *cache = getenv("INFS_CACHE");
-	if (cache && *cache)
-		snprintf(def, sizeof def, "%s/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
-	else
-		snprintf(def, sizeof def, "%s/.cache/inferscale/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-		         getenv("HOME") ? getenv("HOME") : ".");
+	bench_model_path(def, sizeof def, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
 	const char *path = argc > 1 && argv[1][0] ? argv[1] : def;
 	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
 	mo.n_threads = argc > 2 ? (uint32_t)atoi(argv[2]) : 0;
@@ -99,7 +69,7 @@ int main(int argc, char **argv)
 	infs_model_info_get(&info, model);
 
 	char cpu[256];
-	cpu_name(cpu, sizeof cpu);
+	bench_cpu_name(cpu, sizeof cpu);
 	printf("{\n  \"model\": \"%s\",\n  \"architecture\": \"%s\",\n  \"n_params\": %llu,\n", path,
 	       info.architecture, (unsigned long long)info.n_params);
 	printf("  \"cpu\": \"%s\",\n  \"cores\": %ld,\n  \"n_threads\": %u,\n  \"blas\": %s,\n", cpu,
@@ -125,7 +95,7 @@ int main(int argc, char **argv)
 		fo.kv_dtype = INFS_DTYPE_F16;
 		double best = 1e30, best_cpu = 0;
 		for (int rep = 0; rep < 3; rep++) {
-			double s = now(), c = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+			double s = now(), c = bench_clock(CLOCK_PROCESS_CPUTIME_ID);
 			if (infs_model_forward(logits, k, v, model, tokens, NULL, n, &fo) != INFS_OK) {
 				fprintf(stderr, "bench_model: %s\n", infs_error_last());
 				return 1;
@@ -133,7 +103,7 @@ int main(int argc, char **argv)
 			double e = now() - s;
 			if (e < best) {
 				best = e;
-				best_cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c;
+				best_cpu = bench_clock(CLOCK_PROCESS_CPUTIME_ID) - c;
 			}
 		}
 		/* cpu_seconds (all threads) shows how much of the wall time the
@@ -181,7 +151,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_model: %s\n", infs_error_last());
 		return 1;
 	}
-	double s = now(), c = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+	double s = now(), c = bench_clock(CLOCK_PROCESS_CPUTIME_ID);
 	for (uint32_t i = prompt; i < prompt + steps; i++) {
 		int32_t pos = (int32_t)i;
 		fo.n_past = i;
@@ -190,7 +160,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	double e = now() - s, ec = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c;
+	double e = now() - s, ec = bench_clock(CLOCK_PROCESS_CPUTIME_ID) - c;
 	printf("  \"decode\": { \"after_tokens\": %u, \"steps\": %u, \"seconds\": %.4f, \"cpu_seconds\": %.4f, \"tokens_per_s\": %.1f },\n",
 	       prompt, steps, e, ec, steps / e);
 	free(kv_cache);

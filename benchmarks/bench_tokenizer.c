@@ -4,35 +4,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "util/cache_path.h"
 #include "inferscale/inferscale.h"
-#include "util/json.h"
-#include "util/read_file.h"
+
+#include "bench_common.h"
+#include "jsonl.h"
 
 static double now(void)
 {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+	return bench_clock(CLOCK_MONOTONIC);
 }
 
 /* Appends every session turn's text of one conversation file to text. */
 static void add_turns(const char *path, char **text, size_t *len, size_t *cap)
 {
 	size_t n;
-	char *raw = read_file(path, &n);
-	infs__json *j = NULL;
-	if (!raw || infs__json_parse(&j, raw, n) != INFS_OK) {
+	char *raw = bench_read_text(path, &n);
+	jsonl j = { 0 };
+	if (!raw || jsonl_parse(&j, raw, n) || j.v->type != JSONL_OBJECT) {
+		jsonl_free(&j);
 		free(raw);
 		return;
 	}
-	for (size_t k = 0; k < j->len; k++) {
-		if (strncmp(j->keys[k], "session_", 8) != 0 || j->items[k].type != INFS_JSON_ARRAY)
+	const jsonl_value *sess = j.v + 1;
+	for (size_t k = 0; k < j.v->len; k++, sess = jsonl_next(sess)) {
+		if (strncmp(sess->key, "session_", 8) != 0 || sess->type != JSONL_ARRAY)
 			continue;
-		for (size_t i = 0; i < j->items[k].len; i++) {
-			const char *t = infs__json_str(infs__json_get(&j->items[k].items[i], "text"), "");
+		const jsonl_value *turn = sess + 1;
+		for (size_t i = 0; i < sess->len; i++, turn = jsonl_next(turn)) {
+			const char *t = jsonl_str(jsonl_get(turn, "text"), "");
 			size_t tl = strlen(t);
 			while (*len + tl + 2 > *cap) {
 				*cap = *cap ? *cap * 2 : 1 << 16;
@@ -43,26 +43,16 @@ static void add_turns(const char *path, char **text, size_t *len, size_t *cap)
 			(*text)[(*len)++] = '\n';
 		}
 	}
-	infs__json_free(j);
+	jsonl_free(&j);
 	free(raw);
 }
 
 int main(int argc, char **argv)
 {
 	const char *locomo = argc > 1 ? argv[1] : "../shared/data/locomo";
-	char model[4096], path[4096], cpu[600] = "unknown";
-	cache_path(model, sizeof model, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-	FILE *ci = fopen("/proc/cpuinfo", "r");
-	char line[512];
-	while (ci && fgets(line, sizeof line, ci))
-		if (strncmp(line, "model name", 10) == 0) {
-			char *c = strchr(line, ':');
-			snprintf(cpu, sizeof cpu, "%s", c ? c + 2 : line);
-			cpu[strcspn(cpu, "\n\"")] = '\0';
-			break;
-		}
-	if (ci)
-		fclose(ci);
+	char model[4096], path[4096], cpu[600];
+	bench_model_path(model, sizeof model, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+	bench_cpu_name(cpu, sizeof cpu);
 
 	double t0 = now();
 	infs_tokenizer *tok;

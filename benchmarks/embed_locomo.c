@@ -16,12 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "embed/embedder.h"
-#include "util/json.h"
-#include "util/read_file.h"
+#include "inferscale/inferscale.h"
+
+#include "bench_common.h"
+#include "jsonl.h"
 
 #define MAX_CITES 8
 #define N_K 3
@@ -39,39 +39,6 @@ typedef struct question {
 	char **evidence; /* dia_ids, split at ';' */
 	size_t n_evidence;
 } question;
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double cpu_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* The CPU's model name, for the report. */
-static void cpu_name(char *buf, size_t size)
-{
-	snprintf(buf, size, "unknown");
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	if (!f)
-		return;
-	char line[512];
-	while (fgets(line, sizeof line, f)) {
-		char *colon = strchr(line, ':');
-		if (strncmp(line, "model name", 10) == 0 && colon) {
-			snprintf(buf, size, "%s", colon + 2);
-			buf[strcspn(buf, "\n\"\\")] = '\0';
-			break;
-		}
-	}
-	fclose(f);
-}
 
 static int by_name(const void *a, const void *b)
 {
@@ -99,62 +66,72 @@ static int cited(const fact *f, const char *dia_id)
 
 /* Totals over all conversations: [category 1..4, 0 = all][k index, N_K = ceiling] */
 static size_t covered[5][N_K + 1], asked[5];
-static size_t n_texts_all, n_tokens_all;
+static size_t n_texts_all;
 static double wall_all, cpu_all;
 
 static int run_conversation(const infs_embedder *e, const char *path)
 {
 	size_t len;
-	char *text = read_file(path, &len);
-	infs__json *root = NULL;
-	if (!text || infs__json_parse(&root, text, len) != INFS_OK) {
-		fprintf(stderr, "%s: cannot read: %s\n", path, infs_error_last());
+	char *text = bench_read_text(path, &len);
+	jsonl doc = { 0 };
+	if (!text || jsonl_parse(&doc, text, len) || doc.v->type != JSONL_OBJECT) {
+		if (!text)
+			fprintf(stderr, "%s: cannot read\n", path);
+		else if (doc.err)
+			fprintf(stderr, "%s:%zu:%zu: %s\n", path, doc.line, doc.col, doc.err);
+		else
+			fprintf(stderr, "%s: not a JSON object\n", path);
+		jsonl_free(&doc);
 		free(text);
 		return 1;
 	}
-	free(text);
+	const jsonl_value *root = doc.v;
 
 	fact *facts = NULL;
 	question *qs = NULL;
 	size_t nf = 0, nq = 0;
-	for (size_t k = 0; k < root->len; k++) {
-		const char *key = root->keys[k];
+	const jsonl_value *sess = root + 1;
+	for (size_t k = 0; k < root->len; k++, sess = jsonl_next(sess)) {
+		const char *key = sess->key;
 		size_t kl = strlen(key);
 		if (strncmp(key, "session_", 8) != 0 || kl < 12 || strcmp(key + kl - 12, "_observation"))
 			continue;
-		const infs__json *sess = &root->items[k];
-		for (size_t s = 0; s < sess->len; s++) {
-			const infs__json *list = &sess->items[s];
-			for (size_t i = 0; i < list->len; i++) {
-				const infs__json *it = &list->items[i];
-				if (it->type != INFS_JSON_ARRAY || it->len < 2)
+		/* an object of lists (one per speaker) of [text, cites] items */
+		const jsonl_value *list = sess + 1;
+		for (size_t s = 0; s < sess->len; s++, list = jsonl_next(list)) {
+			const jsonl_value *it = list + 1;
+			for (size_t i = 0; i < list->len; i++, it = jsonl_next(it)) {
+				if (it->type != JSONL_ARRAY || it->len < 2)
 					continue;
 				facts = realloc(facts, (nf + 1) * sizeof *facts);
 				fact *f = &facts[nf++];
 				memset(f, 0, sizeof *f);
-				f->text = infs__json_str(&it->items[0], "");
+				f->text = jsonl_str(it + 1, "");
 				/* a fact cites one dia_id, or a list of them */
-				const infs__json *c = &it->items[1];
-				if (c->type == INFS_JSON_STRING)
-					f->cites[f->n_cites++] = c->string;
-				for (size_t j = 0; c->type == INFS_JSON_ARRAY && j < c->len && j < MAX_CITES; j++)
-					f->cites[f->n_cites++] = infs__json_str(&c->items[j], "");
+				const jsonl_value *c = jsonl_next(it + 1);
+				if (c->type == JSONL_STRING)
+					f->cites[f->n_cites++] = c->str;
+				const jsonl_value *ci = c + 1;
+				for (size_t j = 0; c->type == JSONL_ARRAY && j < c->len && j < MAX_CITES; j++, ci = jsonl_next(ci))
+					f->cites[f->n_cites++] = jsonl_str(ci, "");
 			}
 		}
 	}
-	const infs__json *qa = infs__json_get(root, "qa");
-	for (size_t i = 0; qa && i < qa->len; i++) {
-		int cat = (int)infs__json_number(infs__json_get(&qa->items[i], "category"), 0);
+	const jsonl_value *qa = jsonl_get(root, "qa");
+	const jsonl_value *qe = qa ? qa + 1 : NULL;
+	for (size_t i = 0; qa && i < qa->len; i++, qe = jsonl_next(qe)) {
+		int cat = (int)jsonl_num(jsonl_get(qe, "category"), 0);
 		if (cat < 1 || cat > 4)
 			continue;
 		qs = realloc(qs, (nq + 1) * sizeof *qs);
 		question *q = &qs[nq++];
 		memset(q, 0, sizeof *q);
-		q->text = infs__json_str(infs__json_get(&qa->items[i], "question"), "");
+		q->text = jsonl_str(jsonl_get(qe, "question"), "");
 		q->category = cat;
-		const infs__json *ev = infs__json_get(&qa->items[i], "evidence");
-		for (size_t j = 0; ev && j < ev->len; j++)
-			split_evidence(q, infs__json_str(&ev->items[j], ""));
+		const jsonl_value *ev = jsonl_get(qe, "evidence");
+		const jsonl_value *item = ev ? ev + 1 : NULL;
+		for (size_t j = 0; ev && j < ev->len; j++, item = jsonl_next(item))
+			split_evidence(q, jsonl_str(item, ""));
 	}
 
 	uint32_t dim = infs_embedder_dim(e);
@@ -164,17 +141,11 @@ static int run_conversation(const infs_embedder *e, const char *path)
 		texts[i] = facts[i].text;
 	for (size_t i = 0; i < nq; i++)
 		texts[nf + i] = qs[i].text;
-	for (size_t i = 0; i < n; i++) {
-		int32_t ids[512];
-		uint32_t nt = 0;
-		infs__embedder_tokenize(e, texts[i], ids, &nt);
-		n_tokens_all += nt;
-	}
 	float *emb = malloc(n * dim * sizeof *emb);
-	double t0 = now(), c0 = cpu_now();
+	double t0 = bench_clock(CLOCK_MONOTONIC), c0 = bench_clock(CLOCK_PROCESS_CPUTIME_ID);
 	int rc = infs_embed(emb, e, texts, n, NULL);
-	wall_all += now() - t0;
-	cpu_all += cpu_now() - c0;
+	wall_all += bench_clock(CLOCK_MONOTONIC) - t0;
+	cpu_all += bench_clock(CLOCK_PROCESS_CPUTIME_ID) - c0;
 	n_texts_all += n;
 	if (rc) {
 		fprintf(stderr, "infs_embed: %s\n", infs_error_last());
@@ -247,7 +218,8 @@ static int run_conversation(const infs_embedder *e, const char *path)
 	free(texts);
 	free(facts);
 	free(qs);
-	infs__json_free(root);
+	jsonl_free(&doc);
+	free(text);
 	return 0;
 }
 
@@ -258,16 +230,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	char model[4096];
-	if (argc > 2) {
+	if (argc > 2)
 		snprintf(model, sizeof model, "%s", argv[2]);
-	} else {
-		const char *cache = getenv("INFS_CACHE");
-		if (cache && *cache)
-			snprintf(model, sizeof model, "%s/minilm", cache);
-		else
-			snprintf(model, sizeof model, "%s/.cache/inferscale/minilm",
-			         getenv("HOME") ? getenv("HOME") : ".");
-	}
+	else
+		bench_model_path(model, sizeof model, "minilm");
 	infs_embedder_options o = INFS_EMBEDDER_OPTIONS_INIT;
 	o.n_threads = argc > 3 ? (uint32_t)strtoul(argv[3], NULL, 10) : 0;
 	infs_embedder *e;
@@ -299,7 +265,7 @@ int main(int argc, char **argv)
 
 	printf("{\n  \"benchmark\": \"embed_locomo\",\n  \"model\": \"%s\",\n", model);
 	char cpu[256];
-	cpu_name(cpu, sizeof cpu);
+	bench_cpu_name(cpu, sizeof cpu);
 	const char *coretype = getenv("OPENBLAS_CORETYPE");
 	printf("  \"hardware\": {\"cpu\": \"%s\", \"cores_online\": %ld},\n", cpu,
 	       sysconf(_SC_NPROCESSORS_ONLN));
@@ -320,11 +286,10 @@ int main(int argc, char **argv)
 		}
 		printf("%s\n", c < 4 ? "," : "");
 	}
-	printf("  },\n  \"embedding\": {\"texts\": %zu, \"tokens\": %zu, \"threads\": %u, "
-	       "\"wall_s\": %.3f, \"cpu_s\": %.3f, \"texts_per_s\": %.1f, \"tokens_per_s\": %.0f}\n}\n",
-	       n_texts_all, n_tokens_all,
-	       o.n_threads ? o.n_threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN), wall_all, cpu_all,
-	       (double)n_texts_all / wall_all, (double)n_tokens_all / wall_all);
+	printf("  },\n  \"embedding\": {\"texts\": %zu, \"threads\": %u, "
+	       "\"wall_s\": %.3f, \"cpu_s\": %.3f, \"texts_per_s\": %.1f}\n}\n",
+	       n_texts_all, o.n_threads ? o.n_threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN), wall_all, cpu_all,
+	       (double)n_texts_all / wall_all);
 	for (size_t i = 0; i < nn; i++)
 		free(names[i]);
 	infs_embedder_free(e);

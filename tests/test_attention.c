@@ -5,13 +5,8 @@
 #include <math.h>
 
 #include "check.h"
+#include "test_util.h"
 #include "model/forward.h"
-
-static float rnd(uint32_t *s)
-{
-	*s = *s * 1664525u + 1013904223u;
-	return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
 
 static void reference(float *out, const infs__attn_args *a)
 {
@@ -48,17 +43,18 @@ static void reference(float *out, const infs__attn_args *a)
 static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv, uint32_t hd, uint32_t window,
                        int shuffled, int seqs, infs__pool *pool)
 {
-	uint32_t seed = n * 977 + n_past * 31 + heads + window, n_ctx = n + n_past;
+	uint64_t seed = n * 977 + n_past * 31 + heads + window;
+	uint32_t n_ctx = n + n_past;
 	size_t qn = (size_t)n * heads * hd, kn = (size_t)n_ctx * kv * hd;
 	float *q = malloc(qn * 4), *k = malloc(kn * 4), *v = malloc(kn * 4);
 	float *o1 = malloc(qn * 4), *o2 = malloc(qn * 4), *want = malloc(qn * 4);
 	float *rows = malloc((size_t)infs__pool_size(pool) * n_ctx * 4);
 	int32_t *pos = malloc(n * sizeof *pos), *seq = malloc(n * sizeof *seq);
 	for (size_t i = 0; i < qn; i++)
-		q[i] = 2 * rnd(&seed);
+		q[i] = 2 * rng_float(&seed);
 	for (size_t i = 0; i < kn; i++) {
-		k[i] = 2 * rnd(&seed);
-		v[i] = rnd(&seed);
+		k[i] = 2 * rng_float(&seed);
+		v[i] = rng_float(&seed);
 	}
 	for (uint32_t i = 0; i < n; i++) /* shuffled: out of order, with repeats */
 		pos[i] = (int32_t)(n_past + (shuffled ? (i * 7) % (n - n / 4 > 0 ? n - n / 4 : 1) : i));

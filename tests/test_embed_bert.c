@@ -9,7 +9,7 @@
 #include "embed/bert.h"
 #include "check.h"
 #include "util/json.h"
-#include "util/read_file.h"
+#include "read_file.h"
 
 /* The weights, converted to float, kept alive for the test. */
 static float *arena[64];

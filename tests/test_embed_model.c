@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/cache_path.h"
+#include "cache_path.h"
 #include "check.h"
 #include "embed/embedder.h"
 #include "util/json.h"
-#include "util/read_file.h"
+#include "read_file.h"
 
 #define MIN_COSINE 0.999
 

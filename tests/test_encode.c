@@ -191,7 +191,7 @@ int main(int argc, char **argv)
 	free(k);
 	free(v);
 	infs_store_close(st);
-	scratch_remove();
+	scratch_cleanup();
 	infs_model_free(m);
 	CHECK_DONE();
 }

@@ -178,7 +178,7 @@ static void engine(const char *dir)
 	CHECK(ans == NULL);
 
 	infs_store_close(st);
-	scratch_remove();
+	scratch_cleanup();
 	infs_engine_free(e);
 	infs_engine_free(NULL);
 	infs_answer_free(NULL);

@@ -7,7 +7,7 @@
  * argv[1]: examples/memory/facts.jsonl (the first lines are used). */
 #include <string.h>
 
-#include "util/cache_path.h"
+#include "cache_path.h"
 #include "check.h"
 #include "util/json.h"
 #include "model_store_util.h"
@@ -153,7 +153,7 @@ int main(int argc, char **argv)
 	}
 	infs_engine_free(e);
 	infs_store_close(st);
-	scratch_remove();
+	scratch_cleanup();
 	infs_embedder_free(emb);
 	infs_model_free(m);
 	CHECK_DONE();

@@ -210,9 +210,9 @@ int main(int argc, char **argv)
 		CHECK_DONE();
 	char unused[600];
 	scratch_make("file", unused, sizeof unused, "x");
-	snprintf(dir, sizeof dir, "%s", scratch);
+	snprintf(dir, sizeof dir, "%s", scratch_dir);
 	test_read();
 	test_loads(argv[1]);
-	scratch_remove();
+	scratch_cleanup();
 	CHECK_DONE();
 }

@@ -16,7 +16,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "util/cache_path.h"
+#include "cache_path.h"
 #include "check.h"
 #include "engine/compose.h"
 #include "model_store_util.h"
@@ -111,7 +111,7 @@ static void gate_a(const infs_model *m, const char *name, infs_dtype dt, const i
 	infs_engine_free(inj);
 	infs_engine_free(ref);
 	infs_store_close(st);
-	scratch_remove();
+	scratch_cleanup();
 }
 
 /* Gate (b): header H, fact F (encoded after H), footer T (encoded after H+F),
@@ -190,7 +190,7 @@ static void gate_b(const infs_model *m, const char *name, infs_dtype dt, const i
 	free(all);
 	infs_engine_free(e);
 	infs_store_close(st);
-	scratch_remove();
+	scratch_cleanup();
 }
 
 static int32_t *tokens_of(const infs_model *m, const char *text, uint32_t *n, unsigned flags)

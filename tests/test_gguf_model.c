@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "util/cache_path.h"
+#include "cache_path.h"
 #include "check.h"
 #include "model/gguf.h"
 

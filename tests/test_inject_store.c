@@ -157,6 +157,6 @@ int main(void)
 		rec_free(&fa[i].rec);
 	rec_free(&fb.rec);
 	infs_store_close(st);
-	scratch_remove();
+	scratch_cleanup();
 	CHECK_DONE();
 }

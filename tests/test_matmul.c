@@ -4,26 +4,21 @@
 #include <math.h>
 
 #include "check.h"
+#include "test_util.h"
 #include "model/matmul.h"
-
-static float rnd(uint32_t *s)
-{
-	*s = *s * 1664525u + 1013904223u;
-	return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
 
 static void check_size(uint32_t n, uint32_t in, uint32_t out, infs__pool *pool)
 {
-	uint32_t seed = n * 131 + in * 7 + out;
+	uint64_t seed = n * 131 + in * 7 + out;
 	float *x = malloc((size_t)n * in * sizeof *x), *w = malloc((size_t)out * in * sizeof *w);
 	float *b = malloc(out * sizeof *b), *y1 = malloc((size_t)n * out * sizeof *y1);
 	float *y2 = malloc((size_t)n * out * sizeof *y2);
 	for (size_t i = 0; i < (size_t)n * in; i++)
-		x[i] = rnd(&seed);
+		x[i] = rng_float(&seed);
 	for (size_t i = 0; i < (size_t)out * in; i++)
-		w[i] = rnd(&seed);
+		w[i] = rng_float(&seed);
 	for (uint32_t i = 0; i < out; i++)
-		b[i] = rnd(&seed);
+		b[i] = rng_float(&seed);
 	infs__matmul_blocked(y1, x, w, b, n, in, out, pool);
 	infs__matmul(y2, x, w, NULL, n, in, out, pool);
 	double worst1 = 0, worst2 = 0;

@@ -10,7 +10,7 @@
 #include "check.h"
 #include "model/model.h"
 #include "model/safetensors.h"
-#include "util/read_file.h"
+#include "read_file.h"
 
 static char tmp[256];
 static const char *fixtures;

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "util/cache_path.h"
+#include "cache_path.h"
 #include "check.h"
 #include "golden.h"
 

@@ -105,7 +105,7 @@ static void check_arch(const char *dir, const char *name, infs_dtype dt)
 	free(full);
 	free(part);
 	infs_store_close(st);
-	scratch_remove();
+	scratch_cleanup();
 	infs_model_free(model);
 }
 

@@ -6,7 +6,7 @@
 
 #include "check.h"
 #include "model/quant.h"
-#include "util/read_file.h"
+#include "read_file.h"
 
 static uint32_t u32_at(const unsigned char *p)
 {

@@ -6,7 +6,7 @@
  * engine looks, must leave the answer what it was. */
 #include <string.h>
 
-#include "util/cache_path.h"
+#include "cache_path.h"
 #include "check.h"
 #include "model_store_util.h"
 #include "store/store.h"
@@ -168,7 +168,7 @@ int main(void)
 	CHECK(after && !strcmp(after->text, ref->text));
 	infs_answer_free(after);
 	infs_store_close(st);
-	scratch_remove();
+	scratch_cleanup();
 	infs_store *st2 = model_store_create(m, INFS_DTYPE_F16, dim, "reserved", "two.infs", p2, sizeof p2);
 	if (!st2)
 		CHECK_DONE();
@@ -203,7 +203,7 @@ int main(void)
 	free(vec);
 	infs_engine_free(e);
 	infs_store_close(st2);
-	scratch_remove();
+	scratch_cleanup();
 	infs_embedder_free(emb);
 	infs_model_free(m);
 	CHECK_DONE();

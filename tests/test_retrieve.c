@@ -418,11 +418,11 @@ int main(void)
 	/* a store without embeddings cannot be searched */
 	g.embed_dim = 0;
 	char path2[600];
-	snprintf(path2, sizeof path2, "%s/noemb.infs", scratch);
+	snprintf(path2, sizeof path2, "%s/noemb.infs", scratch_dir);
 	so.flags = INFS_OPEN_CREATE;
 	CHECK_OK(infs_store_open(&st, path2, &so));
 	CHECK_ERR(infs_retrieve(hits, hit_n, st, "u1", q, 1, 3, NULL), INFS_EUNSUPPORTED);
 	infs_store_close(st);
-	scratch_remove();
+	scratch_cleanup();
 	CHECK_DONE();
 }

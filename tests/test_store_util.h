@@ -4,7 +4,6 @@
 #ifndef INFS_TEST_STORE_UTIL_H
 #define INFS_TEST_STORE_UTIL_H
 
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,44 +11,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch_util.h"
 #include "test_util.h"
 #include "util/dtype.h"
-
-static char scratch_dir[512];
-
-/* A fresh directory under $TMPDIR (or /tmp), removed by scratch_cleanup. */
-static inline const char *scratch_init(const char *name)
-{
-	const char *tmp = getenv("TMPDIR");
-	snprintf(scratch_dir, sizeof scratch_dir, "%s/infs-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
-	if (!mkdtemp(scratch_dir)) {
-		perror("mkdtemp");
-		exit(1);
-	}
-	return scratch_dir;
-}
-
-static inline void scratch_path(char *buf, size_t n, const char *file)
-{
-	snprintf(buf, n, "%s/%s", scratch_dir, file);
-}
-
-static inline void scratch_cleanup(void)
-{
-	DIR *d = opendir(scratch_dir);
-	if (!d)
-		return;
-	struct dirent *e;
-	char p[1024];
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(p, sizeof p, "%s/%s", scratch_dir, e->d_name);
-		unlink(p);
-	}
-	closedir(d);
-	rmdir(scratch_dir);
-}
 
 static inline infs_geometry small_geometry(infs_dtype dtype)
 {

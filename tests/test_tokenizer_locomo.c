@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "util/cache_path.h"
+#include "cache_path.h"
 #include "tok_fixture.h"
 
 static uint64_t fnv1a64(const char *s, size_t n)

@@ -7,7 +7,7 @@
  * Usage: test_tokenizer_model FIXTURE_DIR */
 #include <string.h>
 
-#include "util/cache_path.h"
+#include "cache_path.h"
 #include "engine/compose.h"
 #include "inferscale/model.h"
 #include "tok_fixture.h"

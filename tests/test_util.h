@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "inferscale/inferscale.h"
+#include "util/splitmix.h"
 
 /* One xorshift64 stream per test program, for data that needs no seed of
  * its own. */
@@ -24,14 +25,8 @@ static inline float frnd(void)
 	return (float)((rnd() >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
 }
 
-/* splitmix64 over the caller's state, for data rebuilt from a seed. */
-static inline uint64_t rng_next(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+/* The library's splitmix64 over the caller's state, for data rebuilt from a seed. */
+#define rng_next infs__splitmix64
 
 /* Uniform in [-1, 1). */
 static inline float rng_float(uint64_t *state)

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "inferscale/inferscale.h"
-#include "util/json.h"
+#include "jsonl.h"
 
 /* The engine's context in tokens: prompt and answer. */
 #define CLI_N_CTX 8192u
@@ -273,36 +273,47 @@ static int parse_args(args *a, int argc, char **argv)
 	return 0;
 }
 
-/* The lines of a JSONL file, parsed. */
+/* The lines of a JSONL file, parsed: doc[i] lies in text[i]. */
 typedef struct lines {
-	infs__json **v;
+	char **text;
+	jsonl *doc;
 	size_t n;
 } lines;
 
 static void lines_free(lines *l)
 {
-	for (size_t i = 0; i < l->n; i++)
-		infs__json_free(l->v[i]);
-	free(l->v);
+	for (size_t i = 0; i < l->n; i++) {
+		jsonl_free(&l->doc[i]);
+		free(l->text[i]);
+	}
+	free(l->doc);
+	free(l->text);
+}
+
+/* Line i's object. */
+static const jsonl_value *line_at(const lines *l, size_t i)
+{
+	return l->doc[i].v;
 }
 
 /* Whether a string of v, at any depth, holds a NUL (the reader keeps them;
  * everything after it would read the text cut): *where names it. */
-static int find_nul(const infs__json *v, const char *name, char *where, size_t n)
+static int find_nul(const jsonl_value *v, const char *name, char *where, size_t n)
 {
-	if (v->type == INFS_JSON_STRING && strlen(v->string) != v->len) {
+	if (v->type == JSONL_STRING && strlen(v->str) != v->len) {
 		snprintf(where, n, "%s", name);
 		return 1;
 	}
-	if (v->type != INFS_JSON_ARRAY && v->type != INFS_JSON_OBJECT)
+	if (v->type != JSONL_ARRAY && v->type != JSONL_OBJECT)
 		return 0;
-	for (size_t i = 0; i < v->len; i++) {
+	const jsonl_value *m = v + 1;
+	for (size_t i = 0; i < v->len; i++, m = jsonl_next(m)) {
 		char sub[256];
-		if (v->type == INFS_JSON_OBJECT)
-			snprintf(sub, sizeof sub, "%s%s%s", name, *name ? "." : "", v->keys[i]);
+		if (v->type == JSONL_OBJECT)
+			snprintf(sub, sizeof sub, "%s%s%s", name, *name ? "." : "", m->key);
 		else
 			snprintf(sub, sizeof sub, "%s[%zu]", name, i);
-		if (find_nul(&v->items[i], sub, where, n))
+		if (find_nul(m, sub, where, n))
 			return 1;
 	}
 	return 0;
@@ -314,47 +325,48 @@ static int read_jsonl(lines *out, const char *path)
 	FILE *f = fopen(path, "rb");
 	if (!f)
 		return fail("%s: %s", path, strerror(errno));
-	char *line = NULL;
-	size_t cap = 0, cap_v = 0;
-	ssize_t len;
+	size_t cap_v = 0;
 	int rc = 0;
-	for (size_t no = 1; !rc && (len = getline(&line, &cap, f)) >= 0; no++) {
-		size_t i = 0;
-		while (i < (size_t)len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n'))
-			i++;
-		if (i == (size_t)len)
+	for (size_t no = 1; !rc; no++) {
+		char *line = NULL;
+		size_t cap = 0;
+		ssize_t len = getline(&line, &cap, f);
+		if (len < 0) {
+			free(line);
+			break;
+		}
+		if (strspn(line, " \t\r\n") == (size_t)len) {
+			free(line);
 			continue;
-		infs__json *v = NULL;
-		if (infs__json_parse(&v, line, (size_t)len)) {
-			rc = fail("%s:%zu: %s", path, no, infs_error_last());
-			break;
-		}
-		char where[256];
-		if (v->type != INFS_JSON_OBJECT) {
-			infs__json_free(v);
-			rc = fail("%s:%zu: not a JSON object", path, no);
-			break;
-		}
-		if (find_nul(v, "", where, sizeof where)) {
-			infs__json_free(v);
-			rc = fail("%s:%zu: \"%s\" holds a NUL character", path, no, where);
-			break;
 		}
 		if (out->n == cap_v) {
 			cap_v = cap_v ? 2 * cap_v : 64;
-			infs__json **g = realloc(out->v, cap_v * sizeof *g);
-			if (!g) {
-				infs__json_free(v);
+			char **t = realloc(out->text, cap_v * sizeof *t);
+			if (t)
+				out->text = t;
+			jsonl *d = t ? realloc(out->doc, cap_v * sizeof *d) : NULL;
+			if (d)
+				out->doc = d;
+			if (!d) {
+				free(line);
 				rc = fail("out of memory reading %s", path);
 				break;
 			}
-			out->v = g;
 		}
-		out->v[out->n++] = v;
+		/* Kept with its document, whose strings it holds. */
+		jsonl *doc = &out->doc[out->n];
+		memset(doc, 0, sizeof *doc);
+		out->text[out->n++] = line;
+		char where[256];
+		if (jsonl_parse(doc, line, (size_t)len))
+			rc = fail("%s:%zu: JSON line %zu column %zu: %s", path, no, doc->line, doc->col, doc->err);
+		else if (doc->v->type != JSONL_OBJECT)
+			rc = fail("%s:%zu: not a JSON object", path, no);
+		else if (find_nul(doc->v, "", where, sizeof where))
+			rc = fail("%s:%zu: \"%s\" holds a NUL character", path, no, where);
 	}
 	if (!rc && ferror(f))
 		rc = fail("%s: %s", path, strerror(errno));
-	free(line);
 	fclose(f);
 	if (rc) {
 		lines_free(out);
@@ -414,26 +426,27 @@ static void str_json(str *s, const char *t)
 
 /* A fact line's metadata: its string members other than text and
  * namespace, and the string members of its "metadata" object. */
-static void line_metadata(str *s, const infs__json *o)
+static void line_metadata(str *s, const jsonl_value *o)
 {
 	str_puts(s, "{");
 	int first = 1;
-	const infs__json *m = infs__json_get(o, "metadata");
+	const jsonl_value *m = jsonl_get(o, "metadata");
 	for (int pass = 0; pass < 2; pass++) {
-		const infs__json *src = pass ? m : o;
-		if (!src || src->type != INFS_JSON_OBJECT)
+		const jsonl_value *src = pass ? m : o;
+		if (!src || src->type != JSONL_OBJECT)
 			continue;
-		for (size_t i = 0; i < src->len; i++) {
-			if (src->items[i].type != INFS_JSON_STRING)
+		const jsonl_value *v = src + 1;
+		for (size_t i = 0; i < src->len; i++, v = jsonl_next(v)) {
+			if (v->type != JSONL_STRING)
 				continue;
-			if (!pass && (!strcmp(src->keys[i], "text") || !strcmp(src->keys[i], "namespace")))
+			if (!pass && (!strcmp(v->key, "text") || !strcmp(v->key, "namespace")))
 				continue;
 			if (!first)
 				str_puts(s, ",");
 			first = 0;
-			str_json(s, src->keys[i]);
+			str_json(s, v->key);
 			str_puts(s, ":");
-			str_json(s, src->items[i].string);
+			str_json(s, v->str);
 		}
 	}
 	str_puts(s, "}");
@@ -536,19 +549,19 @@ static int cmd_encode(const args *a)
 	if (read_jsonl(&L, a->positional))
 		return 1;
 	for (size_t i = 0; i < L.n; i++) {
-		const infs__json *t = infs__json_get(L.v[i], "text");
-		const infs__json *n = infs__json_get(L.v[i], "namespace");
-		if (!t || t->type != INFS_JSON_STRING || !t->len) {
+		const jsonl_value *t = jsonl_get(line_at(&L, i), "text");
+		const jsonl_value *n = jsonl_get(line_at(&L, i), "namespace");
+		if (!t || t->type != JSONL_STRING || !t->len) {
 			lines_free(&L);
 			return fail("%s: fact %zu has no \"text\"", a->positional, i + 1);
 		}
-		if (!a->ns && (!n || n->type != INFS_JSON_STRING)) {
+		if (!a->ns && (!n || n->type != JSONL_STRING)) {
 			lines_free(&L);
 			return fail("%s: fact %zu has no \"namespace\" (or give --namespace)", a->positional, i + 1);
 		}
 		/* Refused here, before any namespace is written, rather than by
 		 * the library after the earlier namespaces were. */
-		const char *ns = a->ns ? a->ns : n->string;
+		const char *ns = a->ns ? a->ns : n->str;
 		if (!strncmp(ns, INFS_RESERVED_PREFIX, sizeof INFS_RESERVED_PREFIX - 1)) {
 			fail("%s: fact %zu: namespace \"%s\" is reserved (names starting with \"" INFS_RESERVED_PREFIX
 			     "\" belong to the library)", a->positional, i + 1, ns);
@@ -575,9 +588,9 @@ static int cmd_encode(const args *a)
 	if (!in || !rendered || !meta || !ids || !done)
 		rc = fail("out of memory");
 	for (size_t i = 0; !rc && i < L.n; i++) {
-		const infs__json *o = L.v[i];
+		const jsonl_value *o = line_at(&L, i);
 		line_metadata(&meta[i], o);
-		const char *text = infs__json_get(o, "text")->string;
+		const char *text = jsonl_get(o, "text")->str;
 		if (infs_fact_render(&rendered[i], text, meta[i].p)) {
 			rc = fail("%s: fact %zu: %s", a->positional, i + 1, infs_error_last());
 			break;
@@ -586,8 +599,8 @@ static int cmd_encode(const args *a)
 		f.text = rendered[i];
 		f.embed_text = text;
 		f.metadata = meta[i].p;
-		f.source_id = (uint64_t)infs__json_number(infs__json_get(o, "source_id"), 0);
-		f.timestamp = (int64_t)infs__json_number(infs__json_get(o, "timestamp"), 0);
+		f.source_id = (uint64_t)jsonl_num(jsonl_get(o, "source_id"), 0);
+		f.timestamp = (int64_t)jsonl_num(jsonl_get(o, "timestamp"), 0);
 		in[i] = f;
 	}
 	/* One call per namespace, in order of first appearance. */
@@ -607,10 +620,10 @@ static int cmd_encode(const args *a)
 	for (size_t i = 0; !rc && i < L.n; i++) {
 		if (done[i])
 			continue;
-		const char *ns = a->ns ? a->ns : infs__json_get(L.v[i], "namespace")->string;
+		const char *ns = a->ns ? a->ns : jsonl_get(line_at(&L, i), "namespace")->str;
 		size_t nb = 0;
 		for (size_t j = i; j < L.n; j++) {
-			const char *nj = a->ns ? a->ns : infs__json_get(L.v[j], "namespace")->string;
+			const char *nj = a->ns ? a->ns : jsonl_get(line_at(&L, j), "namespace")->str;
 			if (!done[j] && !strcmp(nj, ns)) {
 				done[j] = 1;
 				which[nb] = j;
@@ -696,8 +709,8 @@ static int questions_load(questions *Q, const args *a)
 			Q->ns[i] = a->ns;
 			continue;
 		}
-		Q->q[i] = infs__json_str(infs__json_get(Q->L.v[i], "question"), NULL);
-		Q->ns[i] = a->ns ? a->ns : infs__json_str(infs__json_get(Q->L.v[i], "namespace"), NULL);
+		Q->q[i] = jsonl_str(jsonl_get(line_at(&Q->L, i), "question"), NULL);
+		Q->ns[i] = a->ns ? a->ns : jsonl_str(jsonl_get(line_at(&Q->L, i), "namespace"), NULL);
 		if (!Q->q[i] || !Q->ns[i])
 			return fail("%s: line %zu lacks \"question\" or \"namespace\"", a->questions, i + 1);
 	}

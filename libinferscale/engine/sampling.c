@@ -5,6 +5,7 @@
 
 #include "util/error.h"
 #include "engine/sampling.h"
+#include "util/splitmix.h"
 
 int infs__sampler_init(infs__sampler *s, uint32_t n_vocab, float temperature, float top_p, uint64_t seed)
 {
@@ -39,14 +40,6 @@ int32_t infs__argmax(const float *logits, uint32_t n)
 		if (logits[i] > logits[best])
 			best = i;
 	return (int32_t)best;
-}
-
-static uint64_t splitmix64(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
 }
 
 /* qsort's comparator takes no argument: the probabilities it sorts by are
@@ -86,7 +79,7 @@ int32_t infs__sample(infs__sampler *s, const float *logits)
 		}
 		sum = acc;
 	}
-	double u = (double)(splitmix64(&s->state) >> 11) * 0x1.0p-53 * sum, acc = 0;
+	double u = (double)(infs__splitmix64(&s->state) >> 11) * 0x1.0p-53 * sum, acc = 0;
 	for (uint32_t i = 0; i < keep; i++) {
 		acc += s->prob[s->order[i]];
 		if (u < acc)

@@ -4,11 +4,11 @@
 #include <string.h>
 
 #include "inferscale/common.h"
+#include "util/buf.h"
 
 struct infs__bpe {
 	uint32_t n_vocab;
-	uint8_t *pool;          /* every token's bytes, back to back */
-	size_t pool_len, pool_cap;
+	infs__buf pool;         /* every token's bytes, back to back */
 	size_t *start;          /* token id -> offset in pool */
 	uint32_t *len;          /* token id -> byte length */
 	int32_t *slots;         /* open-addressing table of ids keyed by their bytes */
@@ -74,11 +74,16 @@ int infs__bpe_new(infs__bpe **out, uint32_t n_vocab)
 	return INFS_OK;
 }
 
+static const uint8_t *tok_bytes(const infs__bpe *b, uint32_t id)
+{
+	return (const uint8_t *)b->pool.p + b->start[id];
+}
+
 void infs__bpe_free(infs__bpe *b)
 {
 	if (!b)
 		return;
-	free(b->pool);
+	infs__buf_free(&b->pool);
 	free(b->start);
 	free(b->len);
 	free(b->slots);
@@ -96,7 +101,7 @@ uint32_t infs__bpe_vocab_size(const infs__bpe *b)
 const uint8_t *infs__bpe_token(const infs__bpe *b, uint32_t id, size_t *len)
 {
 	*len = b->len[id];
-	return b->pool + b->start[id];
+	return tok_bytes(b, id);
 }
 
 int32_t infs__bpe_lookup(const infs__bpe *b, const void *bytes, size_t len)
@@ -106,7 +111,7 @@ int32_t infs__bpe_lookup(const infs__bpe *b, const void *bytes, size_t len)
 		int32_t id = b->slots[i];
 		if (id < 0)
 			return -1;
-		if (b->len[id] == len && memcmp(b->pool + b->start[id], bytes, len) == 0)
+		if (b->len[id] == len && memcmp(tok_bytes(b, id), bytes, len) == 0)
 			return id;
 	}
 }
@@ -115,21 +120,11 @@ int infs__bpe_set_token(infs__bpe *b, uint32_t id, const void *bytes, size_t len
 {
 	if (id >= b->n_vocab || len > UINT32_MAX)
 		return INFS_EINVAL;
-	if (b->pool_len + len > b->pool_cap) {
-		size_t cap = b->pool_cap ? b->pool_cap : 4096;
-		while (cap < b->pool_len + len)
-			cap *= 2;
-		uint8_t *p = realloc(b->pool, cap);
-		if (!p)
-			return INFS_ENOMEM;
-		b->pool = p;
-		b->pool_cap = cap;
-	}
-	if (len)
-		memcpy(b->pool + b->pool_len, bytes, len);
-	b->start[id] = b->pool_len;
+	size_t start = b->pool.n;
+	if (infs__buf_put(&b->pool, bytes, len))
+		return INFS_ENOMEM;
+	b->start[id] = start;
 	b->len[id] = (uint32_t)len;
-	b->pool_len += len;
 	if (len == 1 && (b->byte_token[*(const uint8_t *)bytes] < 0 ||
 	                 b->byte_token[*(const uint8_t *)bytes] > (int32_t)id))
 		b->byte_token[*(const uint8_t *)bytes] = (int32_t)id;
@@ -141,7 +136,7 @@ int infs__bpe_set_token(infs__bpe *b, uint32_t id, const void *bytes, size_t len
 			b->slots[i] = (int32_t)id;
 			return INFS_OK;
 		}
-		if (b->len[other] == len && memcmp(b->pool + b->start[other], bytes, len) == 0) {
+		if (b->len[other] == len && memcmp(tok_bytes(b, other), bytes, len) == 0) {
 			if ((int32_t)id < other)
 				b->slots[i] = (int32_t)id;
 			return INFS_OK;
@@ -197,8 +192,8 @@ int infs__bpe_add_merge(infs__bpe *b, int32_t left, int32_t right, uint32_t rank
 	uint8_t *cat = ll + rl <= sizeof small ? small : malloc(ll + rl);
 	if (!cat)
 		return INFS_ENOMEM;
-	memcpy(cat, b->pool + b->start[left], ll);
-	memcpy(cat + ll, b->pool + b->start[right], rl);
+	memcpy(cat, tok_bytes(b, left), ll);
+	memcpy(cat + ll, tok_bytes(b, right), rl);
 	int32_t result = infs__bpe_lookup(b, cat, ll + rl);
 	if (cat != small)
 		free(cat);

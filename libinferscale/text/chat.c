@@ -7,41 +7,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/buf.h"
 #include "util/error.h"
 #include "text/tokenizer_impl.h"
 #include "text/unicode.h"
-
-typedef struct sbuf {
-	char *p;
-	size_t n, cap;
-	int failed;
-} sbuf;
-
-static void put(sbuf *b, const char *s, size_t n)
-{
-	if (b->failed)
-		return;
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->failed = 1;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->n, s, n);
-	b->n += n;
-	b->p[b->n] = '\0';
-}
-
-static void puts_(sbuf *b, const char *s)
-{
-	put(b, s, strlen(s));
-}
 
 /* The default system message of a ChatML template: the first literal
  * '<|im_start|>system\n...<|im_end|>' whose text holds no template code,
@@ -122,7 +91,7 @@ static int py_space(uint32_t cp)
 }
 
 /* content without leading and trailing whitespace. */
-static void put_trimmed(sbuf *b, const char *s)
+static void put_trimmed(infs__buf *b, const char *s)
 {
 	const uint8_t *p = (const uint8_t *)s, *end = p + strlen(s);
 	uint32_t cp;
@@ -141,47 +110,47 @@ static void put_trimmed(sbuf *b, const char *s)
 		if (!py_space(cp))
 			last = q;
 	}
-	put(b, (const char *)p, (size_t)(last - p));
+	infs__buf_put(b, (const char *)p, (size_t)(last - p));
 }
 
-static void render_chatml(sbuf *b, const char *system, const infs_chat_message *m, size_t n, int gen)
+static void render_chatml(infs__buf *b, const char *system, const infs_chat_message *m, size_t n, int gen)
 {
 	if (system && n > 0 && strcmp(m[0].role, "system") != 0) {
-		puts_(b, "<|im_start|>system\n");
-		puts_(b, system);
-		puts_(b, "<|im_end|>\n");
+		infs__buf_puts(b, "<|im_start|>system\n");
+		infs__buf_puts(b, system);
+		infs__buf_puts(b, "<|im_end|>\n");
 	}
 	for (size_t i = 0; i < n; i++) {
-		puts_(b, "<|im_start|>");
-		puts_(b, m[i].role);
-		puts_(b, "\n");
-		puts_(b, m[i].content);
-		puts_(b, "<|im_end|>\n");
+		infs__buf_puts(b, "<|im_start|>");
+		infs__buf_puts(b, m[i].role);
+		infs__buf_puts(b, "\n");
+		infs__buf_puts(b, m[i].content);
+		infs__buf_puts(b, "<|im_end|>\n");
 	}
 	if (gen)
-		puts_(b, "<|im_start|>assistant\n");
+		infs__buf_puts(b, "<|im_start|>assistant\n");
 }
 
-static void render_llama3(sbuf *b, const infs_chat_message *m, size_t n, int gen)
+static void render_llama3(infs__buf *b, const infs_chat_message *m, size_t n, int gen)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (i == 0)
-			puts_(b, "<|begin_of_text|>");
-		puts_(b, "<|start_header_id|>");
-		puts_(b, m[i].role);
-		puts_(b, "<|end_header_id|>\n\n");
+			infs__buf_puts(b, "<|begin_of_text|>");
+		infs__buf_puts(b, "<|start_header_id|>");
+		infs__buf_puts(b, m[i].role);
+		infs__buf_puts(b, "<|end_header_id|>\n\n");
 		put_trimmed(b, m[i].content);
-		puts_(b, "<|eot_id|>");
+		infs__buf_puts(b, "<|eot_id|>");
 	}
 	if (gen)
-		puts_(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+		infs__buf_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 /* Llama 3.1+: the system turn always comes first, holding the knowledge
  * cutoff, the date and the system message (if any, trimmed). The date is
  * Llama 3.1's fixed "26 Jul 2024", or today's, as transformers' strftime_now
  * gives it, for the templates that ask for it (Llama 3.2, 3.3). */
-static void render_llama31(sbuf *b, const char *tmpl, const infs_chat_message *m, size_t n, int gen)
+static void render_llama31(infs__buf *b, const char *tmpl, const infs_chat_message *m, size_t n, int gen)
 {
 	char date[32] = "26 Jul 2024";
 	if (tmpl && strstr(tmpl, "strftime_now")) {
@@ -191,27 +160,27 @@ static void render_llama31(sbuf *b, const char *tmpl, const infs_chat_message *m
 			strftime(date, sizeof date, "%d %b %Y", &tm);
 	}
 	size_t first = 0;
-	puts_(b, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+	infs__buf_puts(b, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
 	         "Cutting Knowledge Date: December 2023\nToday Date: ");
-	puts_(b, date);
-	puts_(b, "\n\n");
+	infs__buf_puts(b, date);
+	infs__buf_puts(b, "\n\n");
 	if (n > 0 && strcmp(m[0].role, "system") == 0) {
 		put_trimmed(b, m[0].content);
 		first = 1;
 	}
-	puts_(b, "<|eot_id|>");
+	infs__buf_puts(b, "<|eot_id|>");
 	for (size_t i = first; i < n; i++) {
-		puts_(b, "<|start_header_id|>");
-		puts_(b, m[i].role);
-		puts_(b, "<|end_header_id|>\n\n");
+		infs__buf_puts(b, "<|start_header_id|>");
+		infs__buf_puts(b, m[i].role);
+		infs__buf_puts(b, "<|end_header_id|>\n\n");
 		put_trimmed(b, m[i].content);
-		puts_(b, "<|eot_id|>");
+		infs__buf_puts(b, "<|eot_id|>");
 	}
 	if (gen)
-		puts_(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+		infs__buf_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-static int render_mistral(sbuf *b, const infs_chat_message *m, size_t n)
+static int render_mistral(infs__buf *b, const infs_chat_message *m, size_t n)
 {
 	size_t first = 0;
 	const char *system = NULL;
@@ -219,7 +188,7 @@ static int render_mistral(sbuf *b, const infs_chat_message *m, size_t n)
 		system = m[0].content;
 		first = 1;
 	}
-	puts_(b, "<s>");
+	infs__buf_puts(b, "<s>");
 	for (size_t i = first; i < n; i++) {
 		int user = (i - first) % 2 == 0;
 		if (strcmp(m[i].role, user ? "user" : "assistant") != 0)
@@ -228,16 +197,16 @@ static int render_mistral(sbuf *b, const infs_chat_message *m, size_t n)
 			                   "alternation after an optional system message; message %zu is '%s'",
 			                   i, m[i].role);
 		if (user) {
-			puts_(b, "[INST] ");
+			infs__buf_puts(b, "[INST] ");
 			if (system && i == first) {
-				puts_(b, system);
-				puts_(b, "\n\n");
+				infs__buf_puts(b, system);
+				infs__buf_puts(b, "\n\n");
 			}
-			puts_(b, m[i].content);
-			puts_(b, " [/INST]");
+			infs__buf_puts(b, m[i].content);
+			infs__buf_puts(b, " [/INST]");
 		} else {
-			puts_(b, m[i].content);
-			puts_(b, "</s>");
+			infs__buf_puts(b, m[i].content);
+			infs__buf_puts(b, "</s>");
 		}
 	}
 	return INFS_OK;
@@ -264,7 +233,7 @@ int infs_chat_render(const infs_tokenizer *tok, infs_chat_format format, const i
 			return rc;
 	}
 	int gen = (flags & INFS_CHAT_ADD_GENERATION_PROMPT) != 0;
-	sbuf b = { 0 };
+	infs__buf b = { 0 };
 	int rc = INFS_OK;
 	char *system = NULL;
 	switch (format) {
@@ -280,21 +249,21 @@ int infs_chat_render(const infs_tokenizer *tok, infs_chat_format format, const i
 	if (rc == INFS_OK && b.failed)
 		rc = infs__error(INFS_ENOMEM, "infs_chat_render: no memory");
 	if (rc != INFS_OK) {
-		free(b.p);
+		infs__buf_free(&b);
 		return rc;
 	}
 	*n_out = b.n;
 	if (!out && cap == 0) {
-		free(b.p);
+		infs__buf_free(&b);
 		return INFS_OK;
 	}
 	if (b.n >= cap) {
-		free(b.p);
+		infs__buf_free(&b);
 		return infs__error(INFS_ERANGE, "infs_chat_render: %zu bytes and a NUL do not fit in %zu", *n_out, cap);
 	}
 	memcpy(out, b.n ? b.p : "", b.n);
 	out[b.n] = '\0';
-	free(b.p);
+	infs__buf_free(&b);
 	return INFS_OK;
 }
 

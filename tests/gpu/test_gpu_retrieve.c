@@ -102,7 +102,7 @@ int main(void)
 	}
 	infs_store_close(st);
 	free(emb), free(dup), free(ids), free(q);
-	scratch_remove();
+	scratch_cleanup();
 	printf("device retrieval over %d facts equal to exact search\n", N_FACTS);
 	CHECK_DONE();
 }

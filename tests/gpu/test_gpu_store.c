@@ -248,7 +248,7 @@ int main(void)
 	gpu_require();
 	char path[600], path2[600];
 	scratch_make("gpu-store", path, sizeof path, "store.infs");
-	snprintf(path2, sizeof path2, "%s/budget.infs", scratch);
+	snprintf(path2, sizeof path2, "%s/budget.infs", scratch_dir);
 	infs_store *st = open_store(path, 0, 0, 1, INFS_OK);
 	if (!st)
 		CHECK_DONE();
@@ -408,6 +408,6 @@ int main(void)
 	printf("%zu hits equal to exact search; injections equal to the CPU's; budget refused put %d\n", hits,
 	       accepted + 1);
 	cudaStreamDestroy(stream);
-	scratch_remove();
+	scratch_cleanup();
 	CHECK_DONE();
 }

@@ -1,4 +1,4 @@
-/* Reads a whole file, for the tests and benchmarks (the library does not use it). */
+/* Reads a whole file, for the tests (the library does not use it). */
 #ifndef INFS_READ_FILE_H
 #define INFS_READ_FILE_H
 

@@ -1,4 +1,4 @@
-/* For the tests and benchmarks (the library does not use it): where the real
+/* For the tests (the library does not use it): where the real
  * models live, $INFS_CACHE or ~/.cache/inferscale, as
  * scripts/fetch-models.sh puts them. */
 #ifndef INFS_CACHE_PATH_H
