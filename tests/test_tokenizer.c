@@ -228,14 +228,9 @@ static void test_chat(const char *dir)
 	CHECK(cases && cases->len >= 8);
 	for (size_t i = 0; cases && i < cases->len; i++) {
 		const infs__json *c = &cases->items[i];
-		const infs__json *msgs = infs__json_get(c, "messages");
 		infs_chat_message m[8];
-		size_t n = msgs->len < 8 ? msgs->len : 8;
-		for (size_t k = 0; k < n; k++) {
-			m[k].role = infs__json_str(infs__json_get(&msgs->items[k], "role"), "");
-			m[k].content = infs__json_str(infs__json_get(&msgs->items[k], "content"), "");
-		}
-		unsigned flags = infs__json_get(c, "add_generation_prompt")->boolean ? INFS_CHAT_ADD_GENERATION_PROMPT : 0;
+		unsigned flags;
+		size_t n = chat_case(m, 8, &flags, c);
 		static const struct {
 			const char *key;
 			infs_chat_format f;

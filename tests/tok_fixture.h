@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "inferscale/tokenizer.h"
 #include "util/json.h"
 
 /* The parsed JSON file dir/name; exits when it cannot be read. */
@@ -35,6 +36,20 @@ static inline infs__json *load_fixture(const char *dir, const char *name)
 	}
 	free(text);
 	return j;
+}
+
+/* The messages (at most cap) and flags of case c of a chat fixture; the
+ * strings point into c. */
+static inline size_t chat_case(infs_chat_message *m, size_t cap, unsigned *flags, const infs__json *c)
+{
+	const infs__json *msgs = infs__json_get(c, "messages");
+	size_t n = msgs->len < cap ? msgs->len : cap;
+	for (size_t k = 0; k < n; k++) {
+		m[k].role = infs__json_str(infs__json_get(&msgs->items[k], "role"), "");
+		m[k].content = infs__json_str(infs__json_get(&msgs->items[k], "content"), "");
+	}
+	*flags = infs__json_get(c, "add_generation_prompt")->boolean ? INFS_CHAT_ADD_GENERATION_PROMPT : 0;
+	return n;
 }
 
 /* Decodes the hex string of v into a malloc'd buffer (NUL-terminated). */
