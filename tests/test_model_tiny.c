@@ -10,27 +10,9 @@
 #include "check.h"
 #include "util/dtype.h"
 #include "golden.h"
+#include "model_compare.h"
 #include "model/model.h"
 #include "inject/rope.h"
-
-static float max_diff(const float *a, const float *b, size_t n)
-{
-	float m = 0;
-	for (size_t i = 0; i < n; i++) {
-		float d = fabsf(a[i] - b[i]);
-		if (!(d <= m))
-			m = d; /* NaN propagates */
-	}
-	return m;
-}
-
-static float max_abs(const float *a, size_t n)
-{
-	float m = 0;
-	for (size_t i = 0; i < n; i++)
-		m = fabsf(a[i]) > m ? fabsf(a[i]) : m;
-	return m;
-}
 
 static void check_paged_as(const infs_model *model, const int32_t *tokens, uint32_t n, const float *want_logits,
                            uint32_t n_vocab, const float *k_pre, const float *v_pre, const infs_geometry *g,
@@ -254,9 +236,40 @@ static void check_variant(const char *dir, const char *name)
 	golden_free(&gd);
 }
 
+/* infs_model_options version 2: a device is refused where CUDA is not
+ * built in and a bad device everywhere; a version-1 struct reads no device
+ * (the model stays on the host, whatever lies past its bytes); the device
+ * forward pass refuses a model on the host. */
+static void device_options(const char *dir)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/llama", dir);
+	infs_model *m = NULL;
+	infs_model_options mo;
+	CHECK_OK(infs_model_options_init(&mo, 2));
+	CHECK(mo.device == -1 && mo.device_budget_bytes == 0 && mo.device_max_tokens == 0);
+	mo.device = -2;
+	CHECK_ERR(infs_model_load(&m, path, &mo), INFS_EINVAL);
+	mo.device = 0;
+	if (!(infs_features() & INFS_FEATURE_CUDA)) {
+		CHECK_ERR(infs_model_load(&m, path, &mo), INFS_EUNSUPPORTED);
+		CHECK(m == NULL && strstr(infs_error_last(), "no CUDA support") != NULL);
+	}
+	mo.version = 1;
+	CHECK_OK(infs_model_load(&m, path, &mo));
+	int32_t tok = 1;
+	float logit = 0;
+	infs_device_forward_options dfo = INFS_DEVICE_FORWARD_OPTIONS_INIT;
+	CHECK_ERR(infs_model_forward_device(&logit, m, &tok, NULL, 1, &dfo), INFS_EINVAL);
+	CHECK(strstr(infs_error_last(), "loaded on the host") != NULL);
+	CHECK_ERR(infs_model_forward_device(&logit, NULL, &tok, NULL, 1, &dfo), INFS_EINVAL);
+	infs_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
 	CHECK(argc >= 3);
+	device_options(argv[1]);
 	for (int i = 2; i < argc; i++)
 		check_variant(argv[1], argv[i]);
 	CHECK_DONE();

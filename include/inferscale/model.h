@@ -16,7 +16,7 @@ extern "C" {
  * infs_model_forward on one model at the same time. */
 typedef struct infs_model infs_model;
 
-#define INFS_MODEL_OPTIONS_VERSION 1
+#define INFS_MODEL_OPTIONS_VERSION 2
 
 typedef struct infs_model_options {
 	unsigned version;
@@ -24,9 +24,17 @@ typedef struct infs_model_options {
 	                       may run on. Matrix products through OpenBLAS use its own
 	                       thread count (OPENBLAS_NUM_THREADS) and run while these
 	                       threads wait. */
+	/* version 2 */
+	int device;                   /* -1: host only (default); >= 0: also upload the
+	                                 weights to this CUDA device in bf16, for
+	                                 infs_model_forward_device */
+	uint64_t device_budget_bytes; /* device memory the model may use (weights and
+	                                 workspace); 0 = no limit */
+	uint32_t device_max_tokens;   /* tokens one device forward call may take; the
+	                                 workspace is sized for it at load. 0 = 512 */
 } infs_model_options;
 
-#define INFS_MODEL_OPTIONS_INIT { INFS_MODEL_OPTIONS_VERSION, 0 }
+#define INFS_MODEL_OPTIONS_INIT { INFS_MODEL_OPTIONS_VERSION, 0, -1, 0, 0 }
 
 INFS_API int infs_model_options_init(infs_model_options *opts, unsigned version);
 
@@ -118,6 +126,44 @@ INFS_API int infs_forward_options_init(infs_forward_options *opts, unsigned vers
 INFS_API int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model *model,
                                 const int32_t *tokens, const int32_t *positions, uint32_t n_tokens,
                                 const infs_forward_options *opts);
+
+#define INFS_DEVICE_FORWARD_OPTIONS_VERSION 1
+
+typedef struct infs_device_forward_options {
+	unsigned version;
+	int all_logits;               /* 0: logits of the last token only; 1: of every token */
+	/* The paged KV cache on the model's device (cache->device == the
+	 * model's): position p lives in block block_table[p / block_size], slot
+	 * p % block_size, keys rotated (as infs_inject_into_blocks writes them).
+	 * Required: the new tokens' rotated K and their V are written there. */
+	const infs_kv_layout *cache;
+	const int32_t *block_table;   /* device memory, block_table_len entries */
+	size_t block_table_len;
+	uint32_t n_past;              /* cache positions [0, n_past) are attended to */
+	void *stream;                 /* cudaStream_t; NULL = the default stream */
+} infs_device_forward_options;
+
+#define INFS_DEVICE_FORWARD_OPTIONS_INIT { INFS_DEVICE_FORWARD_OPTIONS_VERSION, 0, NULL, NULL, 0, 0, NULL }
+
+INFS_API int infs_device_forward_options_init(infs_device_forward_options *opts, unsigned version);
+
+/* infs_model_forward on the model's device, for a model loaded with
+ * infs_model_options.device >= 0: tokens[0..n_tokens), positions (NULL:
+ * n_past, n_past + 1, ...) and logits (n_vocab floats, all_logits:
+ * n_tokens * n_vocab) are device memory; the work is queued on opts->stream
+ * and completes asynchronously; nothing is allocated. Token i attends as in
+ * infs_model_forward to the cache positions below n_past and to the new
+ * tokens, and its rotated K and its V are written to the cache at
+ * positions[i]. Weights are bf16, activations bf16 at the matrix products
+ * (f32 accumulation), everything else f32. Every argument the host can see
+ * is checked first (INFS_EINVAL, INFS_ERANGE, INFS_EMISMATCH); what lies in
+ * device memory (tokens, positions, block table entries) is checked by the
+ * kernels: a token outside the vocabulary, or a position whose block is
+ * outside the table or the cache, writes nothing there and makes the logits
+ * NaN. One call at a time per model (the workspace is the model's). */
+INFS_API int infs_model_forward_device(float *logits, const infs_model *model, const int32_t *tokens,
+                                       const int32_t *positions, uint32_t n_tokens,
+                                       const infs_device_forward_options *opts);
 
 #ifdef __cplusplus
 }

@@ -544,6 +544,8 @@ static int device_attach(infs_store *s)
 	return INFS_OK;
 }
 
-static const infs__device_backend cuda_backend = { device_attach, infs__retrieve_device, infs__inject_device };
+static const infs__device_backend cuda_backend = { device_attach, infs__retrieve_device, infs__inject_device,
+	                                                infs__device_model_upload, infs__device_model_release,
+	                                                infs__device_model_forward };
 const infs__device_backend *const infs__cuda = &cuda_backend;
 

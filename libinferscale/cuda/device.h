@@ -9,6 +9,8 @@
 #include "store/store.h"
 
 struct infs__inject_plan;
+struct infs_model;
+struct infs__device_forward;
 
 typedef struct infs__device_backend {
 	/* Builds the device copy of every live record of a store opened with
@@ -21,6 +23,15 @@ typedef struct infs__device_backend {
 	                size_t n_queries, size_t k, infs_metric metric);
 	/* infs__inject_device (inject.h): an injection into a device cache. */
 	int (*inject)(const struct infs__inject_plan *plan);
+	/* Uploads a loaded model's weights to device as bf16 and allocates its
+	 * workspace for max_tokens tokens, within budget bytes (0: no limit),
+	 * checked before anything is allocated; sets model->dev. */
+	int (*model_upload)(struct infs_model *m, int device, uint64_t budget, uint32_t max_tokens);
+	/* Releases model->dev. */
+	void (*model_release)(struct infs_model *m);
+	/* infs_model_forward_device, its host-side arguments checked by
+	 * model/forward_device.c (model/forward.h). */
+	int (*model_forward)(const struct infs_model *m, const struct infs__device_forward *a);
 } infs__device_backend;
 
 /* The CUDA backend, or NULL in a build without CUDA. */

@@ -82,6 +82,13 @@ typedef struct infs__device {
 	uint32_t seed_epoch;        /* the last fused search's, since the seeds were zeroed */
 } infs__device;
 
+/* The model on a device (device_model.c), the backend's model_* entries. */
+struct infs_model;
+struct infs__device_forward;
+int infs__device_model_upload(struct infs_model *m, int device, uint64_t budget, uint32_t max_tokens);
+void infs__device_model_release(struct infs_model *m);
+int infs__device_model_forward(const struct infs_model *m, const struct infs__device_forward *a);
+
 /* Releases d's cuBLAS handle, if it has one (device_retrieve.c). */
 void infs__device_blas_destroy(infs__device *d);
 

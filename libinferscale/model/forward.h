@@ -33,6 +33,24 @@ typedef struct infs__forward_args {
 /* Checks every argument, then runs. On error nothing has been written. */
 int infs__forward(const infs_model *m, const infs__forward_args *a);
 
+/* A device forward call (infs_model_forward_device) after its host-side
+ * checks: cache is a copy of the caller's layout, on the model's device,
+ * of the model's shape, every layer pointer set, block_table_len covers
+ * n_past and, with positions NULL, the new positions; n_tokens is within
+ * the workspace. */
+typedef struct infs__device_forward {
+	float *logits;
+	const int32_t *tokens;
+	const int32_t *positions;   /* NULL: n_past, n_past + 1, ... */
+	uint32_t n_tokens;
+	int all_logits;
+	const infs_kv_layout *cache;
+	const int32_t *block_table;
+	size_t block_table_len;
+	uint32_t n_past;
+	void *stream;
+} infs__device_forward;
+
 /* Attention of one layer for n new tokens. q [n][n_heads][head_dim] and
  * k/v [n_ctx][n_kv_heads][head_dim] already rotated, where rows
  * [0, n_ctx - n) are earlier tokens at positions 0.. and the rest are the new

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cuda/device.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/options.h"
@@ -389,12 +390,18 @@ static int load_hf_dir(infs_model *m, const char *dir)
 	return has_tok ? load_tokenizer(m, NULL, dir) : INFS_OK;
 }
 
+/* Bounds the workspace of a device forward call (longer inputs go in
+ * several calls over the paged cache). */
+#define MAX_DEVICE_TOKENS (1u << 20)
+
 INFS__DEFINE_INIT(infs_model_options_init, infs_model_options, infs__sizes_model_options, INFS_MODEL_OPTIONS_INIT)
 
 void infs_model_free(infs_model *m)
 {
 	if (!m)
 		return;
+	if (m->dev)
+		infs__cuda->model_release(m);
 	for (uint32_t l = 0; m->layers && l < m->cfg.n_layers; l++) {
 		infs__layer *L = &m->layers[l];
 		float *ps[] = { L->attn_norm, L->ffn_norm, L->wq, L->wk, L->wv, L->wo, L->bq, L->bk, L->bv,
@@ -423,6 +430,14 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 		return rc;
 	if (o.n_threads > 1024)
 		return infs__error(INFS_EINVAL, "infs_model_load: n_threads %u is above 1024", o.n_threads);
+	if (o.device < -1)
+		return infs__error(INFS_EINVAL, "infs_model_load: device %d is not -1 (host) or a CUDA device", o.device);
+	if (o.device >= 0 && !infs__cuda)
+		return infs__error(INFS_EUNSUPPORTED, "infs_model_load: device %d asked for, but this build has no CUDA support",
+		                   o.device);
+	if (o.device_max_tokens > MAX_DEVICE_TOKENS)
+		return infs__error(INFS_EINVAL, "infs_model_load: device_max_tokens %u is above %u", o.device_max_tokens,
+		                   MAX_DEVICE_TOKENS);
 	struct stat sb;
 	if (stat(path, &sb) != 0)
 		return infs__error(errno == ENOENT ? INFS_ENOTFOUND : INFS_EIO, "infs_model_load: %s: %s", path,
@@ -431,6 +446,7 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 	if (!m)
 		return infs__error(INFS_ENOMEM, "infs_model_load: out of memory");
 	m->n_threads = o.n_threads ? o.n_threads : infs__cpu_count();
+	m->device = -1;
 	if (S_ISDIR(sb.st_mode))
 		rc = load_hf_dir(m, path);
 	else
@@ -440,6 +456,15 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 		return infs__error_wrap(rc, "infs_model_load");
 	}
 	infs__rope_init(&m->rope, &m->cfg.geom);
+	if (o.device >= 0) {
+		m->device_max_tokens = o.device_max_tokens ? o.device_max_tokens : 512;
+		rc = infs__cuda->model_upload(m, o.device, o.device_budget_bytes, m->device_max_tokens);
+		if (rc) {
+			infs_model_free(m);
+			return infs__error_wrap(rc, "infs_model_load");
+		}
+		m->device = o.device;
+	}
 	*out = m;
 	return INFS_OK;
 }

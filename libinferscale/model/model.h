@@ -67,6 +67,9 @@ struct infs_model {
 	uint64_t tokenizer_hash; /* tokenizer and chat template sources; 0 when absent */
 	size_t weight_bytes;     /* f32 bytes held */
 	infs_tokenizer *tok;     /* NULL when the model has none */
+	int device;              /* -1: host only; else the device holding dev */
+	uint32_t device_max_tokens; /* tokens a device forward call may take */
+	struct infs__model_dev *dev; /* the weights on the device (cuda/device_model.c), or NULL */
 };
 
 #endif

@@ -36,6 +36,7 @@ extern const size_t infs__sizes_inject_options[INFS_INJECT_OPTIONS_VERSION + 1];
 extern const size_t infs__sizes_model_options[INFS_MODEL_OPTIONS_VERSION + 1];
 extern const size_t infs__sizes_model_info[INFS_MODEL_INFO_VERSION + 1];
 extern const size_t infs__sizes_forward_options[INFS_FORWARD_OPTIONS_VERSION + 1];
+extern const size_t infs__sizes_device_forward_options[INFS_DEVICE_FORWARD_OPTIONS_VERSION + 1];
 extern const size_t infs__sizes_retrieve_options[INFS_RETRIEVE_OPTIONS_VERSION + 1];
 extern const size_t infs__sizes_store_options[INFS_STORE_OPTIONS_VERSION + 1];
 extern const size_t infs__sizes_store_stats[INFS_STORE_STATS_VERSION + 1];

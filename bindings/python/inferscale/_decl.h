@@ -302,11 +302,14 @@ int infs_chat_tokenize(const infs_tokenizer *tok, infs_chat_format format,
 /* model.h */
 typedef struct infs_model infs_model;
 
-#define INFS_MODEL_OPTIONS_VERSION 1
+#define INFS_MODEL_OPTIONS_VERSION 2
 
 typedef struct infs_model_options {
 	unsigned version;
 	uint32_t n_threads;
+	int device;
+	uint64_t device_budget_bytes;
+	uint32_t device_max_tokens;
 } infs_model_options;
 
 int infs_model_options_init(infs_model_options *opts, unsigned version);
@@ -353,6 +356,23 @@ int infs_forward_options_init(infs_forward_options *opts, unsigned version);
 int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model *model,
                        const int32_t *tokens, const int32_t *positions, uint32_t n_tokens,
                        const infs_forward_options *opts);
+
+#define INFS_DEVICE_FORWARD_OPTIONS_VERSION 1
+
+typedef struct infs_device_forward_options {
+	unsigned version;
+	int all_logits;
+	const infs_kv_layout *cache;
+	const int32_t *block_table;
+	size_t block_table_len;
+	uint32_t n_past;
+	void *stream;
+} infs_device_forward_options;
+
+int infs_device_forward_options_init(infs_device_forward_options *opts, unsigned version);
+int infs_model_forward_device(float *logits, const infs_model *model, const int32_t *tokens,
+                              const int32_t *positions, uint32_t n_tokens,
+                              const infs_device_forward_options *opts);
 
 /* embedder.h */
 typedef struct infs_embedder infs_embedder;

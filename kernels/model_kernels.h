@@ -1,0 +1,98 @@
+/* The model runtime's CUDA launchers as C sees them (model_*.cu). Each
+ * queues its work on the given stream and returns the launch's cudaError_t;
+ * the host-side arguments have been checked by libinferscale/cuda/
+ * device_model.c. What only the device knows (token ids, positions, block
+ * table entries) is checked by the kernels: a bad one never leads to an
+ * access out of bounds, it turns the affected outputs into NaN. Pointers
+ * are device pointers; matrices are row-major. */
+#ifndef INFS_MODEL_KERNELS_H
+#define INFS_MODEL_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The largest head the attention and RoPE kernels take. */
+#define INFS_K_MODEL_MAX_HEAD_DIM 256u
+
+/* One layer of a paged KV cache: position p lives in block
+ * blocks[p / block_size] (checked against n_table and n_blocks), slot
+ * p % block_size; element (b, s, h, e) of K is at k + b*stride_block +
+ * s*stride_slot + h*stride_head + e*stride_dim elements of dtype (INFS_K_*),
+ * likewise for V. */
+typedef struct infs_k_cache_layer {
+	void *k, *v;
+	const int32_t *blocks;
+	uint64_t n_table;
+	uint32_t n_blocks, block_size;
+	int64_t stride_block, stride_slot, stride_head, stride_dim;
+	int dtype;
+} infs_k_cache_layer;
+
+/* x[i] = emb[tokens[i]] (bf16 rows of d) in f32; NaN for a token outside
+ * 0..n_vocab-1. */
+cudaError_t infs_k_embed(float *x, const uint16_t *emb, const int32_t *tokens, uint32_t n, uint32_t d,
+                         uint32_t n_vocab, cudaStream_t stream);
+
+/* out[i] = bf16(w * x[i] / rms(x[i])) for n rows of d, the sum of squares
+ * in double as on the CPU. */
+cudaError_t infs_k_rmsnorm(uint16_t *out, const float *x, const float *w, uint32_t n, uint32_t d, float eps,
+                           cudaStream_t stream);
+
+/* y[i] += b for n rows of d. */
+cudaError_t infs_k_add_bias(float *y, const float *b, uint32_t n, uint32_t d, cudaStream_t stream);
+
+/* out[i][j] = bf16(silu(gu[i][j]) * gu[i][ff + j]): gate then up in each
+ * row of gu. */
+cudaError_t infs_k_swiglu(uint16_t *out, const float *gu, uint32_t n, uint32_t ff, cudaStream_t stream);
+
+/* The fused q|k|v projection of n tokens, [n][(n_heads + 2 n_kv_heads) *
+ * head_dim]: adds bias (NULL: none), normalises each q and k head with
+ * q_norm/k_norm (NULL: none; Qwen3), rotates q and k to the token's
+ * position (positions NULL: n_past + i) with inv_freq (rotary_dim / 2
+ * floats) and attn_scale, NeoX (style 0) or GPT-J (style 1) pairs, and
+ * writes q, k, v ([n][heads][head_dim] f32) and the rotated K and V into
+ * the cache at the token's position, when its block is valid. */
+typedef struct infs_k_qkv_params {
+	const float *qkv;
+	const float *bias;
+	const float *q_norm, *k_norm;
+	float eps;
+	float *q, *k, *v;
+	const int32_t *positions;
+	uint32_t n_past, n_tokens, n_heads, n_kv_heads, head_dim, rotary_dim;
+	int style;
+	float attn_scale;
+	const float *inv_freq;
+	infs_k_cache_layer cache;
+} infs_k_qkv_params;
+
+cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream);
+
+/* Causal grouped-query attention of n new tokens: token i (position
+ * positions[i], NULL: n_past + i) attends to the cache positions
+ * [0, n_past) and to the new tokens j (k, v f32 [n][n_kv_heads][head_dim])
+ * at positions <= its own, within sliding_window (0: none); softmax in f32
+ * with the scores scaled by scale. out is bf16 [n][n_heads][head_dim]; a
+ * token whose own position or a visible cache position has no valid block
+ * gets NaN. */
+typedef struct infs_k_attn_params {
+	uint16_t *out;
+	const float *q, *k, *v;
+	const int32_t *positions;
+	uint32_t n_past, n_tokens, n_heads, n_kv_heads, head_dim, sliding_window;
+	float scale;
+	infs_k_cache_layer cache;
+} infs_k_attn_params;
+
+cudaError_t infs_k_attention(const infs_k_attn_params *p, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

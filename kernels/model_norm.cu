@@ -1,0 +1,84 @@
+/* The model's element-wise kernels: embedding lookup, RMSNorm, bias,
+ * SwiGLU. Plain and correct; fusion comes with the speed work. */
+#include <math.h>
+
+#include "model_common.cuh"
+
+using namespace infs;
+
+namespace {
+
+const unsigned THREADS = 256;
+
+__global__ void embed_kernel(float *x, const uint16_t *emb, const int32_t *tokens, uint32_t d, uint32_t n_vocab)
+{
+	const uint32_t i = blockIdx.x;
+	const int32_t t = tokens[i];
+	const bool ok = t >= 0 && (uint32_t)t < n_vocab;
+	for (uint32_t e = threadIdx.x; e < d; e += blockDim.x)
+		x[(size_t)i * d + e] = ok ? to_float(bf16{}, emb[(size_t)t * d + e]) : NAN;
+}
+
+__global__ void rmsnorm_kernel(uint16_t *out, const float *x, const float *w, uint32_t d, float eps)
+{
+	__shared__ double red[32];
+	const float *row = x + (size_t)blockIdx.x * d;
+	double ss = 0;
+	for (uint32_t e = threadIdx.x; e < d; e += blockDim.x)
+		ss += (double)row[e] * row[e];
+	ss = block_sum(ss, red);
+	const float r = 1.0f / sqrtf((float)(ss / d) + eps);
+	for (uint32_t e = threadIdx.x; e < d; e += blockDim.x)
+		out[(size_t)blockIdx.x * d + e] = from_float(bf16{}, w[e] * (row[e] * r));
+}
+
+__global__ void add_bias_kernel(float *y, const float *b, uint32_t d, size_t total)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x)
+		y[i] += b[i % d];
+}
+
+__global__ void swiglu_kernel(uint16_t *out, const float *gu, uint32_t ff, size_t total)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+		const size_t row = i / ff, j = i % ff;
+		const float g = gu[row * 2 * ff + j], u = gu[row * 2 * ff + ff + j];
+		out[i] = from_float(bf16{}, g / (1.0f + expf(-g)) * u);
+	}
+}
+
+unsigned grid_for(size_t total)
+{
+	size_t g = (total + THREADS - 1) / THREADS;
+	return (unsigned)(g > 65535 ? 65535 : g ? g : 1);
+}
+
+} /* namespace */
+
+extern "C" cudaError_t infs_k_embed(float *x, const uint16_t *emb, const int32_t *tokens, uint32_t n, uint32_t d,
+                                    uint32_t n_vocab, cudaStream_t stream)
+{
+	embed_kernel<<<n, THREADS, 0, stream>>>(x, emb, tokens, d, n_vocab);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t infs_k_rmsnorm(uint16_t *out, const float *x, const float *w, uint32_t n, uint32_t d,
+                                      float eps, cudaStream_t stream)
+{
+	rmsnorm_kernel<<<n, THREADS, 0, stream>>>(out, x, w, d, eps);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t infs_k_add_bias(float *y, const float *b, uint32_t n, uint32_t d, cudaStream_t stream)
+{
+	const size_t total = (size_t)n * d;
+	add_bias_kernel<<<grid_for(total), THREADS, 0, stream>>>(y, b, d, total);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t infs_k_swiglu(uint16_t *out, const float *gu, uint32_t n, uint32_t ff, cudaStream_t stream)
+{
+	const size_t total = (size_t)n * ff;
+	swiglu_kernel<<<grid_for(total), THREADS, 0, stream>>>(out, gu, ff, total);
+	return cudaGetLastError();
+}

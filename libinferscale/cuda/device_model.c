@@ -1,0 +1,349 @@
+/* The model on a device: its weights as bf16 in one allocation (q|k|v and
+ * gate|up fused), a workspace sized at load for device_max_tokens so that
+ * a forward call allocates nothing, a cuBLAS handle with its own
+ * workspace; and the forward pass: cuBLAS GEMMs (bf16 in, f32 accumulate
+ * and out) between the kernels of kernels/model_*.cu. The host keeps its
+ * f32 weights, so one model serves both infs_model_forward and
+ * infs_model_forward_device. */
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/device.h"
+#include "cuda/device_copy.h"
+#include "model/forward.h"
+#include "model_kernels.h"
+#include "util/dtype.h"
+#include "util/error.h"
+
+#define ALIGN 256u
+#define BLAS_WORKSPACE (32u << 20) /* what cuBLAS asks for on Hopper */
+#define STAGE_ELEMS (4u << 20)     /* f32 -> bf16 conversion, 8 MiB at a time */
+
+typedef struct dev_layer {
+	float *attn_norm, *ffn_norm, *bqkv, *bo, *q_norm, *k_norm; /* f32, NULL when absent */
+	uint16_t *wqkv, *wo, *wgu, *wdown;                          /* bf16 [out][in] */
+} dev_layer;
+
+struct infs__model_dev {
+	int device;
+	cublasHandle_t blas;
+	char *arena;                /* weights, then the workspace */
+	uint64_t bytes;
+	dev_layer *layers;
+	uint16_t *emb, *output;     /* output == emb when tied */
+	float *out_norm, *inv_freq;
+	/* workspace for max_tokens tokens */
+	float *x, *qkv, *q, *k, *v, *gu;
+	uint16_t *xb, *att, *act;
+	void *blas_ws;
+};
+
+/* Hands out aligned ranges of the arena; with base NULL it only counts. */
+typedef struct carve {
+	char *base;
+	uint64_t used;
+} carve;
+
+static void *take(carve *c, uint64_t bytes)
+{
+	uint64_t at = (c->used + ALIGN - 1) / ALIGN * ALIGN;
+	c->used = at + bytes;
+	return c->base && bytes ? c->base + at : NULL;
+}
+
+/* Lays every buffer out in c (counting only when c->base is NULL). */
+static void layout(struct infs__model_dev *d, const infs_model *m, carve *c, uint32_t T)
+{
+	const infs__model_config *g = &m->cfg;
+	const uint64_t D = g->n_embd, hd = g->head_dim, qd = g->n_heads * hd, kvd = g->n_kv_heads * hd;
+	const uint64_t qkv = qd + 2 * kvd, ff = g->n_ff, V = g->n_vocab;
+	for (uint32_t l = 0; l < g->n_layers; l++) {
+		dev_layer *L = &d->layers[l];
+		const infs__layer *H = &m->layers[l];
+		L->attn_norm = take(c, D * 4);
+		L->ffn_norm = take(c, D * 4);
+		L->bqkv = g->bias_qkv ? take(c, qkv * 4) : NULL;
+		L->bo = H->bo ? take(c, D * 4) : NULL;
+		L->q_norm = g->qk_norm ? take(c, hd * 4) : NULL;
+		L->k_norm = g->qk_norm ? take(c, hd * 4) : NULL;
+		L->wqkv = take(c, qkv * D * 2);
+		L->wo = take(c, D * qd * 2);
+		L->wgu = take(c, 2 * ff * D * 2);
+		L->wdown = take(c, D * ff * 2);
+	}
+	d->emb = take(c, V * D * 2);
+	d->output = g->tied ? d->emb : take(c, V * D * 2);
+	d->out_norm = take(c, D * 4);
+	d->inv_freq = take(c, INFS_ROPE_MAX_PAIRS * 4);
+	d->x = take(c, T * D * 4);
+	d->xb = take(c, T * D * 2);
+	d->qkv = take(c, T * qkv * 4);
+	d->q = take(c, T * qd * 4);
+	d->k = take(c, T * kvd * 4);
+	d->v = take(c, T * kvd * 4);
+	d->att = take(c, T * qd * 2);
+	d->gu = take(c, T * 2 * ff * 4);
+	d->act = take(c, T * ff * 2);
+	d->blas_ws = take(c, BLAS_WORKSPACE);
+}
+
+static const char load_fn[] = "infs_model_load";
+
+/* Copies n floats from src to dst on the device, as bf16 when bf is set. */
+static int upload(void *dst, const float *src, size_t n, int bf, uint16_t *stage)
+{
+	cudaError_t err = cudaSuccess;
+	if (!bf)
+		err = cudaMemcpy(dst, src, n * 4, cudaMemcpyHostToDevice);
+	for (size_t i = 0; bf && err == cudaSuccess && i < n; i += STAGE_ELEMS) {
+		size_t k = n - i < STAGE_ELEMS ? n - i : STAGE_ELEMS;
+		for (size_t j = 0; j < k; j++)
+			stage[j] = infs__f32_to_bf16(src[i + j]);
+		err = cudaMemcpy((uint16_t *)dst + i, stage, k * 2, cudaMemcpyHostToDevice);
+	}
+	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, load_fn, "uploading the weights");
+}
+
+static int upload_all(struct infs__model_dev *d, const infs_model *m)
+{
+	const infs__model_config *g = &m->cfg;
+	const size_t D = g->n_embd, hd = g->head_dim, qd = g->n_heads * hd, kvd = g->n_kv_heads * hd, ff = g->n_ff;
+	uint16_t *stage = malloc(STAGE_ELEMS * sizeof *stage);
+	if (!stage)
+		return infs__error(INFS_ENOMEM, "%s: out of memory", load_fn);
+	int rc = INFS_OK;
+	for (uint32_t l = 0; !rc && l < g->n_layers; l++) {
+		const dev_layer *L = &d->layers[l];
+		const infs__layer *H = &m->layers[l];
+		if (!rc)
+			rc = upload(L->attn_norm, H->attn_norm, D, 0, stage);
+		if (!rc)
+			rc = upload(L->ffn_norm, H->ffn_norm, D, 0, stage);
+		if (!rc && L->bqkv) {
+			const float *b[3] = { H->bq, H->bk, H->bv };
+			const size_t n[3] = { qd, kvd, kvd }, at[3] = { 0, qd, qd + kvd };
+			for (int i = 0; !rc && i < 3; i++) {
+				cudaError_t err = cudaSuccess;
+				if (b[i])
+					rc = upload(L->bqkv + at[i], b[i], n[i], 0, stage);
+				else if ((err = cudaMemset(L->bqkv + at[i], 0, n[i] * 4)) != cudaSuccess)
+					rc = infs__cuda_error(err, load_fn, "zeroing a bias");
+			}
+		}
+		if (!rc && L->bo)
+			rc = upload(L->bo, H->bo, D, 0, stage);
+		if (!rc && L->q_norm)
+			rc = upload(L->q_norm, H->q_norm, hd, 0, stage);
+		if (!rc && L->k_norm)
+			rc = upload(L->k_norm, H->k_norm, hd, 0, stage);
+		if (!rc)
+			rc = upload(L->wqkv, H->wq, qd * D, 1, stage);
+		if (!rc)
+			rc = upload(L->wqkv + qd * D, H->wk, kvd * D, 1, stage);
+		if (!rc)
+			rc = upload(L->wqkv + (qd + kvd) * D, H->wv, kvd * D, 1, stage);
+		if (!rc)
+			rc = upload(L->wo, H->wo, D * qd, 1, stage);
+		if (!rc)
+			rc = upload(L->wgu, H->w_gate, ff * D, 1, stage);
+		if (!rc)
+			rc = upload(L->wgu + ff * D, H->w_up, ff * D, 1, stage);
+		if (!rc)
+			rc = upload(L->wdown, H->w_down, D * ff, 1, stage);
+	}
+	if (!rc)
+		rc = upload(d->emb, m->tok_embd, (size_t)g->n_vocab * D, 1, stage);
+	if (!rc && !g->tied)
+		rc = upload(d->output, m->output, (size_t)g->n_vocab * D, 1, stage);
+	if (!rc)
+		rc = upload(d->out_norm, m->out_norm, D, 0, stage);
+	if (!rc)
+		rc = upload(d->inv_freq, m->rope.inv_freq, m->rope.n_pairs, 0, stage);
+	free(stage);
+	return rc;
+}
+
+void infs__device_model_release(infs_model *m)
+{
+	struct infs__model_dev *d = m->dev;
+	if (!d)
+		return;
+	int prev;
+	if (infs__device_enter(&prev, d->device, "infs_model_free") == INFS_OK) {
+		if (d->blas)
+			cublasDestroy(d->blas);
+		cudaFree(d->arena);
+		infs__device_restore(prev);
+	}
+	free(d->layers);
+	free(d);
+	m->dev = NULL;
+}
+
+int infs__device_model_upload(infs_model *m, int device, uint64_t budget, uint32_t max_tokens)
+{
+	const infs__model_config *g = &m->cfg;
+	if (g->head_dim > INFS_K_MODEL_MAX_HEAD_DIM)
+		return infs__error(INFS_EUNSUPPORTED, "%s: head_dim %u: the device kernels take at most %u", load_fn,
+		                   g->head_dim, INFS_K_MODEL_MAX_HEAD_DIM);
+	struct infs__model_dev *d = calloc(1, sizeof *d);
+	dev_layer *layers = d ? calloc(g->n_layers, sizeof *layers) : NULL;
+	if (!layers) {
+		free(d);
+		return infs__error(INFS_ENOMEM, "%s: out of memory", load_fn);
+	}
+	d->device = device;
+	d->layers = layers;
+	carve count = { NULL, 0 };
+	layout(d, m, &count, max_tokens);
+	d->bytes = count.used;
+	int prev, rc = infs__device_enter(&prev, device, load_fn);
+	if (rc) {
+		free(layers);
+		free(d);
+		return rc;
+	}
+	m->dev = d;
+	size_t free_b = 0, total_b = 0;
+	cudaError_t err = cudaMemGetInfo(&free_b, &total_b);
+	if (err != cudaSuccess)
+		rc = infs__cuda_error(err, load_fn, "reading the device's free memory");
+	else if (budget && d->bytes > budget)
+		rc = infs__error(INFS_EBUDGET,
+		                 "%s: the model needs %llu bytes of device memory (weights in bf16 and a workspace for %u "
+		                 "tokens), above device_budget_bytes %llu",
+		                 load_fn, (unsigned long long)d->bytes, max_tokens, (unsigned long long)budget);
+	else if (d->bytes > free_b)
+		rc = infs__error(INFS_EBUDGET, "%s: the model needs %llu bytes of device memory, device %d has %llu free",
+		                 load_fn, (unsigned long long)d->bytes, device, (unsigned long long)free_b);
+	if (!rc && (err = cudaMalloc((void **)&d->arena, d->bytes)) != cudaSuccess)
+		rc = infs__cuda_error(err, load_fn, "allocating the model's device memory");
+	if (!rc) {
+		carve c = { d->arena, 0 };
+		layout(d, m, &c, max_tokens);
+		rc = upload_all(d, m);
+	}
+	if (!rc) {
+		cublasStatus_t st = cublasCreate(&d->blas);
+		if (st == CUBLAS_STATUS_SUCCESS)
+			st = cublasSetWorkspace(d->blas, d->blas_ws, BLAS_WORKSPACE);
+		if (st != CUBLAS_STATUS_SUCCESS)
+			rc = infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", load_fn, (int)st, cublasGetStatusString(st));
+	}
+	infs__device_restore(prev);
+	if (rc)
+		infs__device_model_release(m);
+	return rc;
+}
+
+static const char fwd_fn[] = "infs_model_forward_device";
+
+/* Refuses p unless it points into memory of the model's device. */
+static int check_ptr(const void *p, int device, const char *what)
+{
+	struct cudaPointerAttributes at;
+	cudaError_t err = cudaPointerGetAttributes(&at, p);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fwd_fn, "reading a pointer's attributes");
+	if ((at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged) || at.device != device)
+		return infs__error(INFS_EINVAL, "%s: %s is not memory of device %d", fwd_fn, what, device);
+	return INFS_OK;
+}
+
+/* y[n][out] (+)= x[n][in] W[out][in]^T: bf16 in, f32 accumulate and out. */
+static cublasStatus_t gemm(cublasHandle_t h, float *y, const uint16_t *x, const uint16_t *w, uint32_t n,
+                           uint32_t in, uint32_t out, float beta)
+{
+	const float one = 1.0f;
+	return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)out, (int)n, (int)in, &one, w, CUDA_R_16BF, (int)in, x,
+	                    CUDA_R_16BF, (int)in, &beta, y, CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+int infs__device_model_forward(const infs_model *m, const infs__device_forward *a)
+{
+	const struct infs__model_dev *d = m->dev;
+	const infs__model_config *g = &m->cfg;
+	const infs_kv_layout *kl = a->cache;
+	int prev, rc = infs__device_enter(&prev, d->device, fwd_fn);
+	if (rc)
+		return rc;
+	rc = check_ptr(a->logits, d->device, "logits");
+	if (!rc)
+		rc = check_ptr(a->tokens, d->device, "tokens");
+	if (!rc && a->positions)
+		rc = check_ptr(a->positions, d->device, "positions");
+	if (!rc)
+		rc = check_ptr(a->block_table, d->device, "block_table");
+	for (uint32_t l = 0; !rc && l < g->n_layers; l++) {
+		if (!rc)
+			rc = check_ptr(kl->k_layers[l], d->device, "a cache K layer");
+		if (!rc)
+			rc = check_ptr(kl->v_layers[l], d->device, "a cache V layer");
+	}
+	if (rc) {
+		infs__device_restore(prev);
+		return rc;
+	}
+	const cudaStream_t s = (cudaStream_t)a->stream;
+	const uint32_t n = a->n_tokens, D = g->n_embd, hd = g->head_dim, ff = g->n_ff;
+	const uint32_t qd = g->n_heads * hd, kvd = g->n_kv_heads * hd, qkv = qd + 2 * kvd;
+	infs_k_cache_layer cl = {
+		.blocks = a->block_table, .n_table = a->block_table_len, .n_blocks = kl->n_blocks,
+		.block_size = kl->block_size, .stride_block = kl->stride_block, .stride_slot = kl->stride_slot,
+		.stride_head = kl->stride_head, .stride_dim = kl->stride_dim, .dtype = (int)kl->dtype,
+	};
+	cublasStatus_t st = cublasSetStream(d->blas, s);
+	cudaError_t err = infs_k_embed(d->x, d->emb, a->tokens, n, D, g->n_vocab, s);
+	for (uint32_t l = 0; l < g->n_layers && err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS; l++) {
+		const dev_layer *L = &d->layers[l];
+		cl.k = kl->k_layers[l];
+		cl.v = kl->v_layers[l];
+		err = infs_k_rmsnorm(d->xb, d->x, L->attn_norm, n, D, g->norm_eps, s);
+		if (err == cudaSuccess)
+			st = gemm(d->blas, d->qkv, d->xb, L->wqkv, n, D, qkv, 0.0f);
+		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS) {
+			infs_k_qkv_params qp = {
+				.qkv = d->qkv, .bias = L->bqkv, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = g->norm_eps,
+				.q = d->q, .k = d->k, .v = d->v, .positions = a->positions, .n_past = a->n_past,
+				.n_tokens = n, .n_heads = g->n_heads, .n_kv_heads = g->n_kv_heads, .head_dim = hd,
+				.rotary_dim = 2 * m->rope.n_pairs, .style = m->rope.style == INFS_ROPE_NEOX ? 0 : 1,
+				.attn_scale = m->rope.attn_scale, .inv_freq = d->inv_freq, .cache = cl,
+			};
+			err = infs_k_qkv(&qp, s);
+		}
+		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS) {
+			infs_k_attn_params ap = {
+				.out = d->att, .q = d->q, .k = d->k, .v = d->v, .positions = a->positions,
+				.n_past = a->n_past, .n_tokens = n, .n_heads = g->n_heads, .n_kv_heads = g->n_kv_heads,
+				.head_dim = hd, .sliding_window = g->sliding_window, .scale = 1.0f / sqrtf((float)hd),
+				.cache = cl,
+			};
+			err = infs_k_attention(&ap, s);
+		}
+		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+			st = gemm(d->blas, d->x, d->att, L->wo, n, qd, D, 1.0f); /* the residual: beta 1 */
+		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS && L->bo)
+			err = infs_k_add_bias(d->x, L->bo, n, D, s);
+		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+			err = infs_k_rmsnorm(d->xb, d->x, L->ffn_norm, n, D, g->norm_eps, s);
+		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+			st = gemm(d->blas, d->gu, d->xb, L->wgu, n, D, 2 * ff, 0.0f);
+		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+			err = infs_k_swiglu(d->act, d->gu, n, ff, s);
+		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+			st = gemm(d->blas, d->x, d->act, L->wdown, n, ff, D, 1.0f);
+	}
+	const uint32_t rows = a->all_logits ? n : 1;
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+		err = infs_k_rmsnorm(d->xb, d->x + (size_t)(n - rows) * D, d->out_norm, rows, D, g->norm_eps, s);
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+		st = gemm(d->blas, a->logits, d->xb, d->output, rows, D, g->n_vocab, 0.0f);
+	infs__device_restore(prev);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fwd_fn, "queueing the forward pass");
+	if (st != CUBLAS_STATUS_SUCCESS)
+		return infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fwd_fn, (int)st, cublasGetStatusString(st));
+	return INFS_OK;
+}

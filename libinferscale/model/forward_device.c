@@ -1,0 +1,77 @@
+/* infs_model_forward_device: the checks the host can make (the model is on
+ * a device, the cache is on the same one and has the model's shape, the
+ * block table covers every position the host knows, the call fits the
+ * workspace), then the device backend runs it. */
+#include "cuda/device.h"
+#include "util/dtype.h"
+#include "util/error.h"
+#include "util/options.h"
+#include "model/forward.h"
+
+static const char fn[] = "infs_model_forward_device";
+
+INFS__DEFINE_INIT(infs_device_forward_options_init, infs_device_forward_options,
+                  infs__sizes_device_forward_options, INFS_DEVICE_FORWARD_OPTIONS_INIT)
+
+static int check_cache(const infs_model *m, const infs_kv_layout *kl)
+{
+	const infs__model_config *c = &m->cfg;
+	if (kl->device != m->device)
+		return infs__error(INFS_EMISMATCH, "%s: the cache is on device %d, the model on device %d", fn, kl->device,
+		                   m->device);
+	if (infs_dtype_size(kl->dtype) == 0)
+		return infs__error(INFS_EINVAL, "%s: cache dtype %d is unknown", fn, (int)kl->dtype);
+	if (kl->n_layers != c->n_layers || kl->n_kv_heads != c->n_kv_heads || kl->head_dim != c->head_dim)
+		return infs__error(INFS_EMISMATCH, "%s: cache is %u layers x %u KV heads x %u, the model %u x %u x %u", fn,
+		                   kl->n_layers, kl->n_kv_heads, kl->head_dim, c->n_layers, c->n_kv_heads, c->head_dim);
+	if (kl->block_size == 0 || kl->n_blocks == 0)
+		return infs__error(INFS_EINVAL, "%s: cache has block_size %u, n_blocks %u", fn, kl->block_size,
+		                   kl->n_blocks);
+	if (kl->stride_block < 0 || kl->stride_slot < 0 || kl->stride_head < 0 || kl->stride_dim < 0)
+		return infs__error(INFS_EINVAL, "%s: cache strides must not be negative", fn);
+	if (!kl->k_layers || !kl->v_layers)
+		return infs__error(INFS_EINVAL, "%s: cache k_layers or v_layers is NULL", fn);
+	for (uint32_t l = 0; l < c->n_layers; l++)
+		if (!kl->k_layers[l] || !kl->v_layers[l])
+			return infs__error(INFS_EINVAL, "%s: cache layer %u pointer is NULL", fn, l);
+	return INFS_OK;
+}
+
+int infs_model_forward_device(float *logits, const infs_model *m, const int32_t *tokens, const int32_t *positions,
+                              uint32_t n_tokens, const infs_device_forward_options *opts)
+{
+	infs_device_forward_options o = INFS_DEVICE_FORWARD_OPTIONS_INIT;
+	int rc = INFS__TAKE(o, opts, infs__sizes_device_forward_options, fn, "options");
+	if (rc)
+		return rc;
+	if (!m)
+		return infs__error(INFS_EINVAL, "%s: model is NULL", fn);
+	if (!m->dev)
+		return infs__error(INFS_EINVAL, "%s: the model was loaded on the host (infs_model_options.device -1)", fn);
+	if (!logits || !tokens)
+		return infs__error(INFS_EINVAL, "%s: %s is NULL", fn, !logits ? "logits" : "tokens");
+	if (n_tokens == 0 || n_tokens > m->device_max_tokens)
+		return infs__error(INFS_ERANGE, "%s: n_tokens %u is not in 1..%u (infs_model_options.device_max_tokens)", fn,
+		                   n_tokens, m->device_max_tokens);
+	if (!o.cache)
+		return infs__error(INFS_EINVAL, "%s: the cache is NULL", fn);
+	infs_kv_layout cache = INFS_KV_LAYOUT_INIT;
+	if ((rc = INFS__TAKE(cache, o.cache, infs__sizes_kv_layout, fn, "cache layout")))
+		return rc;
+	if ((rc = check_cache(m, &cache)))
+		return rc;
+	if (!o.block_table)
+		return infs__error(INFS_EINVAL, "%s: block_table is NULL", fn);
+	/* Positions up to here are known to the host; device positions are
+	 * checked against the table by the kernels. */
+	uint64_t known_end = (uint64_t)o.n_past + (positions ? 0 : n_tokens);
+	if (known_end > INT32_MAX)
+		return infs__error(INFS_ERANGE, "%s: n_past %u + %u tokens is above %d", fn, o.n_past, n_tokens, INT32_MAX);
+	uint64_t need = (known_end + cache.block_size - 1) / cache.block_size;
+	if (need > o.block_table_len)
+		return infs__error(INFS_ERANGE, "%s: positions up to %llu need %llu block table entries, the table has %zu",
+		                   fn, (unsigned long long)known_end, (unsigned long long)need, o.block_table_len);
+	const infs__device_forward a = { logits, tokens, positions, n_tokens, o.all_logits, &cache, o.block_table,
+		                         o.block_table_len, o.n_past, o.stream };
+	return infs__cuda->model_forward(m, &a);
+}

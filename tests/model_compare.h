@@ -1,0 +1,38 @@
+/* Comparing the model runtime's outputs: the largest difference between
+ * two float arrays (NaN propagates), the largest magnitude, and the index
+ * of the largest value (top-1). Shared by the CPU and GPU model tests. */
+#ifndef INFS_TEST_MODEL_COMPARE_H
+#define INFS_TEST_MODEL_COMPARE_H
+
+#include <math.h>
+#include <stddef.h>
+
+static inline float max_diff(const float *a, const float *b, size_t n)
+{
+	float m = 0;
+	for (size_t i = 0; i < n; i++) {
+		float d = fabsf(a[i] - b[i]);
+		if (!(d <= m))
+			m = d; /* NaN propagates */
+	}
+	return m;
+}
+
+static inline float max_abs(const float *a, size_t n)
+{
+	float m = 0;
+	for (size_t i = 0; i < n; i++)
+		m = fabsf(a[i]) > m ? fabsf(a[i]) : m;
+	return m;
+}
+
+static inline size_t argmax(const float *a, size_t n)
+{
+	size_t best = 0;
+	for (size_t i = 1; i < n; i++)
+		if (a[i] > a[best])
+			best = i;
+	return best;
+}
+
+#endif
