@@ -64,6 +64,41 @@ __device__ __forceinline__ uint32_t seed_of(uint64_t v, uint32_t groups, uint32_
 	return __reduce_min_sync(0xffffffffu, lane < groups ? (uint32_t)v : 0xffffffffu);
 }
 
+/* A set that keeps its scores: the order bits of the scores of rows r, NaN
+ * (dead) as 0, into bits ([n_queries][stride]). */
+template <int NT>
+__device__ __forceinline__ void keep_scores(const float (&acc)[NT][4], const uint32_t (&r)[2], uint32_t t,
+                                            uint32_t n_queries, uint32_t n_rows, uint32_t *bits, uint32_t stride)
+{
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+		for (int c = 0; c < 4; c++) {
+			const uint32_t q = nt * 8 + 2 * t + c % 2, row = r[c / 2];
+			if (q < n_queries && row < n_rows)
+				bits[(size_t)q * stride + row] = acc[nt][c] == acc[nt][c] ? order_bits(acc[nt][c]) : 0;
+		}
+}
+
+/* Round 0: the warp's best live score of each query into the block's best
+ * (NaN, dead, is never the larger of fmaxf). */
+template <int NT>
+__device__ __forceinline__ void note_best(uint32_t *best, const float (&acc)[NT][4], uint32_t g, uint32_t t,
+                                          uint32_t n_queries)
+{
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+		for (int c = 0; c < 2; c++) {
+			float m = fmaxf(fmaxf(-INFINITY, acc[nt][c]), acc[nt][c + 2]);
+			for (int o = 4; o < 32; o <<= 1)
+				m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+			const uint32_t q = nt * 8 + 2 * t + c;
+			if (g == 0 && m > -INFINITY && q < n_queries)
+				atomicMax(&best[q], order_bits(m));
+		}
+}
+
 template <int NT>
 __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fused_params p, config cf, lists ls, scores sc)
 {
@@ -86,8 +121,9 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	uint64_t *const local = (uint64_t *)stage(cf.warps, 0);
 	auto list_of = [&](uint32_t q) { return NT == 1 ? local + q * list_cap : ls.of(blockIdx.x, q); };
 
-	/* The queries, zero beyond n_queries, swizzled as the rows are: the
-	 * first group of copies, ahead of the tiles'. */
+	/* Phase 1, setup: the queries, zero beyond n_queries, swizzled as the
+	 * rows are (the first group of copies, ahead of the tiles'), and the
+	 * block's counters. */
 	const uint32_t qs_at = (uint32_t)__cvta_generic_to_shared(qs);
 	if (cf.keep_scores && blockIdx.x == 0)
 		for (uint32_t q = threadIdx.x; q < p.n_queries; q += blockDim.x)
@@ -104,6 +140,7 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 		best[q] = 0;
 	}
 
+	/* Phase 2, the tiles' copies: issued two rounds ahead. */
 	/* Round i: warp w scores tile first + w + i n_warps. Its tile of round
 	 * i into stage s, rows past the end as zeros. The lane copies the
 	 * tile's 16-byte pieces lane + 32 m (coalesced); piece j of row r lands
@@ -138,6 +175,8 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	cp_async_wait(stages); /* the queries */
 	__syncthreads();
 
+	/* Phase 3, what a round does with its scores: the cut points, the
+	 * seeds, the floors, the appends. */
 	/* Without seeds a list is cut back to kk keys once it holds more than
 	 * cut_at and another round follows: the first cut comes early, which
 	 * raises the threshold while the sorts are small, and a round (warps *
@@ -240,6 +279,9 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	uint32_t held_rows[2];
 	const uint32_t seed_round = rounds > 1 ? 1 : 0;
 
+	/* Phase 4, the rounds: scoring on tensor cores, then the scores
+	 * kept, or appended (seeds taken in round 1), and the lists cut when
+	 * they must be. */
 	/* The ldmatrix rows of this lane: of the tile, row (lane & 7) + 8
 	 * ((lane >> 3) & 1) at piece 2 s + (lane >> 4) for the A fragment of
 	 * the 128-byte span's k-step s; of the queries, query nt * 8 + (lane &
@@ -257,6 +299,7 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 		cp_async_wait(stages - 1);
 		__syncwarp();
 
+		/* Scoring: the warp's tile against every query. */
 		const uint32_t x = stages_at + (warp * stages + i % stages) * tile_bytes;
 		/* Two accumulators per query tile, for even and odd k-steps:
 		 * chains of dependent mma half as long. */
@@ -305,33 +348,13 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 #pragma unroll
 			for (int c = 0; c < 4; c++)
 				acc[nt][c] *= scale[c / 2];
+		/* The round's scores, by row scale, are final: kept, or appended. */
 		if (cf.keep_scores) {
-			/* NaN (dead) as 0 */
-#pragma unroll
-			for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-				for (int c = 0; c < 4; c++) {
-					const uint32_t q = nt * 8 + 2 * t + c % 2, row = r[c / 2];
-					if (q < p.n_queries && row < p.n_rows)
-						sc.bits[(size_t)q * sc.stride + row] = acc[nt][c] == acc[nt][c] ? order_bits(acc[nt][c]) : 0;
-				}
+			keep_scores<NT>(acc, r, t, p.n_queries, p.n_rows, sc.bits, sc.stride);
 			continue;
 		}
-		if (groups && i == 0) {
-			/* the warp's best live score of each query (NaN, dead, is
-			 * never the larger of fmaxf) */
-#pragma unroll
-			for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-				for (int c = 0; c < 2; c++) {
-					float m = fmaxf(fmaxf(-INFINITY, acc[nt][c]), acc[nt][c + 2]);
-					for (int o = 4; o < 32; o <<= 1)
-						m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-					const uint32_t q = nt * 8 + 2 * t + c;
-					if (g == 0 && m > -INFINITY && q < p.n_queries)
-						atomicMax(&best[q], order_bits(m));
-				}
-		}
+		if (groups && i == 0)
+			note_best<NT>(best, acc, g, t, p.n_queries);
 		bool over = false;
 		if (groups && i == seed_round) {
 			if (i == 0) {
@@ -397,8 +420,9 @@ __global__ void __launch_bounds__(32 * max_warps, 1) scan_kernel(const infs_k_fu
 	cp_async_wait(0);
 	if (cf.keep_scores)
 		return;
-	/* Every list sorted and cut to kk keys above its threshold, zeros after
-	 * the last: the block's share of each query's top kk. */
+	/* Phase 5, the end: every list sorted and cut to kk keys above its
+	 * threshold, zeros after the last: the block's share of each query's
+	 * top kk. */
 	if (groups)
 		take_seeds();
 	/* The keys of lists of up to few_max (most, with seeds) are loaded for four
