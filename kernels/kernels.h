@@ -83,7 +83,7 @@ size_t infs_k_topk_workspace_bytes(uint32_t n_rows, uint32_t n_queries, uint32_t
 
 cudaError_t infs_k_topk(const infs_k_topk_params *p, cudaStream_t stream);
 
-/* Fused retrieval (kernels/retrieve.cu): the scores of f16 rows against a
+/* Fused retrieval (kernels/retrieve*.cu): the scores of f16 rows against a
  * batch of f16 queries computed and selected in one pass over the rows
  * (small sets keep them in the workspace for the merge, larger ones never
  * store them). emb is
