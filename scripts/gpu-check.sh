@@ -40,26 +40,27 @@ fi
 if [[ $skip != *sanitizer* ]]; then
 	echo "== compute-sanitizer"
 	: >"$OUT/sanitizer.log"
-	for t in "$BUILD"/tests/gpu/test_gpu_*; do
-		[ -f "$t" ] && [ -x "$t" ] || continue
+	# Through meson's test wrapper, so that each test gets its arguments.
+	for t in $(meson test -C "$BUILD" --list --suite gpu 2>/dev/null | sed 's/.* \([^ ]*\)$/\1/'); do
 		if [ -n "${GPU_CHECK_SANITIZE:-}" ]; then
 			want=0
 			for w in $GPU_CHECK_SANITIZE; do [[ $t == *"$w"* ]] && want=1; done
 			[ $want = 1 ] || continue
 		fi
 		# racecheck looks at shared memory, which only the kernels of the
-		# inject, top-k and fused tests use differently; the store and
-		# retrieve tests run the same kernels (and cuBLAS) and take many
+		# inject, top-k, fused and model tests use differently; the store
+		# and retrieve tests run the same kernels (and cuBLAS) and take many
 		# minutes under it.
 		tools="memcheck racecheck"
 		[[ $t == *store* || $t == *retrieve* ]] && tools=memcheck
 		for tool in $tools; do
-			echo "-- $tool $(basename "$t")" | tee -a "$OUT/sanitizer.log"
+			echo "-- $tool $t" | tee -a "$OUT/sanitizer.log"
 			start=$SECONDS
-			if INFS_TEST_SMALL=1 compute-sanitizer --tool "$tool" --error-exitcode 99 "$t" >>"$OUT/sanitizer.log" 2>&1; then
+			if INFS_TEST_SMALL=1 meson test -C "$BUILD" --no-rebuild --print-errorlogs \
+				--wrapper "compute-sanitizer --tool $tool --error-exitcode 99" "$t" >>"$OUT/sanitizer.log" 2>&1; then
 				tail -n 2 "$OUT/sanitizer.log"
 			else
-				echo "FAILED: $tool $(basename "$t")"
+				echo "FAILED: $tool $t"
 				tail -n 30 "$OUT/sanitizer.log"
 				fail=1
 			fi
