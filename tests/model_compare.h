@@ -1,11 +1,22 @@
-/* Comparing the model runtime's outputs: the largest difference between
- * two float arrays (NaN propagates), the largest magnitude, and the index
- * of the largest value (top-1). Shared by the CPU and GPU model tests. */
+/* The model tests' helpers: a model's info, and comparing the runtime's
+ * outputs: the largest difference between two float arrays (NaN
+ * propagates), the largest magnitude, and the index of the largest value
+ * (top-1). Shared by the CPU and GPU model tests. */
 #ifndef INFS_TEST_MODEL_COMPARE_H
 #define INFS_TEST_MODEL_COMPARE_H
 
 #include <math.h>
 #include <stddef.h>
+
+#include "check.h"
+#include "inferscale/model.h"
+
+static inline infs_model_info model_info(const infs_model *m)
+{
+	infs_model_info info = { .version = INFS_MODEL_INFO_VERSION };
+	CHECK_OK(infs_model_info_get(&info, m));
+	return info;
+}
 
 static inline float max_diff(const float *a, const float *b, size_t n)
 {

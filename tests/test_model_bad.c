@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "model_compare.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "read_file.h"
@@ -422,10 +423,7 @@ static void bad_gguf(void)
 
 static void run_once(infs_model *m)
 {
-	infs_model_info info;
-	memset(&info, 0, sizeof info);
-	info.version = INFS_MODEL_INFO_VERSION;
-	CHECK_OK(infs_model_info_get(&info, m));
+	infs_model_info info = model_info(m);
 	float *logits = malloc(info.n_vocab * sizeof *logits);
 	int32_t tok = 3 % (int32_t)info.n_vocab;
 	CHECK_OK(infs_model_forward(logits, NULL, NULL, m, &tok, NULL, 1, NULL));

@@ -10,6 +10,7 @@
 
 #include "cache_path.h"
 #include "check.h"
+#include "model_compare.h"
 #include "golden.h"
 
 /* Documented in docs/model-runtime.md: f32 arithmetic in another order
@@ -32,10 +33,7 @@ int main(int argc, char **argv)
 	CHECK_OK(infs_model_load(&model, path, NULL));
 	if (!model)
 		CHECK_DONE();
-	infs_model_info info;
-	memset(&info, 0, sizeof info);
-	info.version = INFS_MODEL_INFO_VERSION;
-	CHECK_OK(infs_model_info_get(&info, model));
+	infs_model_info info = model_info(model);
 	CHECK(strcmp(info.architecture, "llama") == 0 && info.n_layers == 30 && info.n_embd == 576 &&
 	      info.n_heads == 9 && info.n_kv_heads == 3 && info.head_dim == 64 && info.n_vocab == 49152);
 	infs_geometry g;

@@ -7,6 +7,7 @@
 #include <math.h>
 
 #include "check.h"
+#include "model_compare.h"
 #include "model_store_util.h"
 
 static void check_arch(const char *dir, const char *name, infs_dtype dt)
@@ -17,10 +18,7 @@ static void check_arch(const char *dir, const char *name, infs_dtype dt)
 	CHECK_OK(infs_model_load(&model, path, NULL));
 	if (!model)
 		return;
-	infs_model_info info;
-	memset(&info, 0, sizeof info);
-	info.version = INFS_MODEL_INFO_VERSION;
-	CHECK_OK(infs_model_info_get(&info, model));
+	infs_model_info info = model_info(model);
 
 	infs_geometry g;
 	CHECK_OK(infs_model_geometry(&g, model, dt));

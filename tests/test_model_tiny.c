@@ -139,10 +139,7 @@ static void check_variant(const char *dir, const char *name)
 		golden_free(&gd);
 		return;
 	}
-	infs_model_info info;
-	memset(&info, 0, sizeof info);
-	info.version = INFS_MODEL_INFO_VERSION;
-	CHECK_OK(infs_model_info_get(&info, model));
+	infs_model_info info = model_info(model);
 	infs_geometry g;
 	CHECK_OK(infs_model_geometry(&g, model, INFS_DTYPE_F32));
 	CHECK_OK(infs_geometry_validate(&g));
