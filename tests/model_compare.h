@@ -7,9 +7,11 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "check.h"
 #include "inferscale/model.h"
+#include "inject/rope.h"
 
 static inline infs_model_info model_info(const infs_model *m)
 {
@@ -44,6 +46,17 @@ static inline size_t argmax(const float *a, size_t n)
 		if (a[i] > a[best])
 			best = i;
 	return best;
+}
+
+/* The K of layer l, token t, head h in pre-RoPE K laid out [L][n][H][D],
+ * rotated by r to position t, into kv (D floats). */
+static inline void rotated_k(float *kv, const infs__rope *r, const float *k_pre, uint32_t n, uint32_t l,
+                             uint32_t t, uint32_t h, uint32_t H, uint32_t D)
+{
+	float cs[INFS_ROPE_MAX_PAIRS], sn[INFS_ROPE_MAX_PAIRS];
+	infs__rope_cos_sin(r, t, cs, sn);
+	memcpy(kv, k_pre + (((size_t)l * n + t) * H + h) * D, D * sizeof *kv);
+	infs__rope_apply(r, kv, cs, sn);
 }
 
 #endif

@@ -68,15 +68,12 @@ static void check_paged_as(const infs_model *model, const int32_t *tokens, uint3
 	/* The cache holds every token's V and its K rotated to its position. */
 	infs__rope r;
 	infs__rope_init(&r, g);
-	float cs[INFS_ROPE_MAX_PAIRS], sn[INFS_ROPE_MAX_PAIRS], kv[1024];
+	float kv[1024];
 	float worst = 0;
 	for (uint32_t l = 0; l < L; l++)
 		for (uint32_t t = 0; t < n; t++) {
-			infs__rope_cos_sin(&r, t, cs, sn);
 			for (uint32_t h = 0; h < H; h++) {
-				const float *src = k_pre + (((size_t)l * n + t) * H + h) * D;
-				memcpy(kv, src, D * sizeof *kv);
-				infs__rope_apply(&r, kv, cs, sn);
+				rotated_k(kv, &r, k_pre, n, l, t, h, H, D);
 				size_t off = (size_t)table[t / bs] * kl.stride_block + (t % bs) * kl.stride_slot + h * kl.stride_head;
 				const float *vp = v_pre + (((size_t)l * n + t) * H + h) * D;
 				float dk = 0, dv = 0;

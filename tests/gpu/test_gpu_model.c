@@ -141,14 +141,12 @@ static void check_cache(const char *name, const dev_cache *c, const infs_geometr
 	CUDA_OK(cudaMemcpy(host, c->mem, L * c->per_layer * 2, cudaMemcpyDeviceToHost));
 	infs__rope r;
 	infs__rope_init(&r, g);
-	float cs[INFS_ROPE_MAX_PAIRS], sn[INFS_ROPE_MAX_PAIRS], kv[1024];
+	float kv[1024];
 	float worst = 0;
 	for (uint32_t l = 0; l < L; l++)
 		for (uint32_t t = 0; t < n; t++) {
-			infs__rope_cos_sin(&r, t, cs, sn);
 			for (uint32_t h = 0; h < H; h++) {
-				memcpy(kv, k_pre + (((size_t)l * n_all + t) * H + h) * D, D * sizeof *kv);
-				infs__rope_apply(&r, kv, cs, sn);
+				rotated_k(kv, &r, k_pre, n_all, l, t, h, H, D);
 				const float *vp = v_pre + (((size_t)l * n_all + t) * H + h) * D;
 				const size_t off = l * c->per_layer + (size_t)table[t / BS] * c->kl.stride_block +
 				                   (t % BS) * c->kl.stride_slot + h * c->kl.stride_head;
