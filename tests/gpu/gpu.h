@@ -122,4 +122,20 @@ static inline uint64_t ulp_diff(const void *a, const void *b, infs_dtype dtype, 
 	return (uint64_t)(x > y ? x - y : y - x);
 }
 
+/* Row metadata of a scored set, as the kernels take it: increasing ids with
+ * gaps, scales in [0.5, 2.5), and, with with_dead, about one row in four
+ * marked deleted in the bit set dead (zeroed by the caller). */
+static inline void random_rows(uint64_t *ids, float *scale, uint32_t *dead, uint32_t n, int with_dead,
+                               uint64_t *rng)
+{
+	uint64_t id = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		id += 1 + rng_next(rng) % 3;
+		ids[i] = id;
+		scale[i] = 0.5f + (float)(rng_next(rng) % 1000) / 500.0f;
+		if (with_dead && rng_next(rng) % 4 == 0)
+			dead[i / 32] |= 1u << (i % 32);
+	}
+}
+
 #endif

@@ -46,14 +46,7 @@ static void run_case(uint32_t dim, uint32_t n, uint32_t nq, uint32_t k, int all_
 		qi[i] = (int8_t)small_int(&rng);
 		q16[i] = infs__f32_to_f16(qi[i] / 16.0f);
 	}
-	uint64_t id = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		id += 1 + rng_next(&rng) % 3;
-		ids[i] = id;
-		scale[i] = 0.5f + (float)(rng_next(&rng) % 1000) / 500.0f;
-		if (with_dead && rng_next(&rng) % 4 == 0)
-			dead[i / 32] |= 1u << (i % 32);
-	}
+	random_rows(ids, scale, dead, n, with_dead, &rng);
 
 	uint16_t *d_e, *d_q;
 	float *d_scale;

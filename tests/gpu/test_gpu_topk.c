@@ -17,14 +17,7 @@ static void run_case(uint32_t n, uint32_t nq, uint32_t k, int ties, int with_sca
 	float *scores = malloc((ld * nq + 1) * sizeof *scores), *scale = malloc((n + 1) * sizeof *scale);
 	uint64_t *ids = malloc((n + 1) * sizeof *ids);
 	uint32_t *dead = calloc(n / 32 + 1, sizeof *dead);
-	uint64_t id = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		id += 1 + rng_next(&rng) % 3;
-		ids[i] = id;
-		scale[i] = 0.5f + (float)(rng_next(&rng) % 1000) / 500.0f;
-		if (with_dead && rng_next(&rng) % 4 == 0)
-			dead[i / 32] |= 1u << (i % 32);
-	}
+	random_rows(ids, scale, dead, n, with_dead, &rng);
 	for (size_t i = 0; i < ld * nq; i++) {
 		float s = rng_float(&rng);
 		scores[i] = ties == TIES_ALL ? 0.25f : ties == TIES_SOME ? (float)(int)(s * 64) / 64 : s;
