@@ -92,6 +92,13 @@ typedef struct infs_k_attn_params {
 
 cudaError_t infs_k_attention(const infs_k_attn_params *p, cudaStream_t stream);
 
+/* dst[0..n) = bf16 values of mean 0 and deviation std, a hash of (seed, i)
+ * (near normal: a sum of four uniforms): a benchmark model's weights. */
+cudaError_t infs_k_fill_random_bf16(uint16_t *dst, size_t n, uint64_t seed, float std, cudaStream_t stream);
+
+/* dst[0..n) = v. */
+cudaError_t infs_k_fill_f32(float *dst, size_t n, float v, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 /* The model's element-wise kernels: embedding lookup, RMSNorm, bias,
- * SwiGLU. Plain and correct; fusion comes with the speed work. */
+ * SwiGLU, and the fills of a benchmark's random model. Plain and correct;
+ * fusion comes with the speed work. */
 #include <math.h>
 
 #include "model_common.cuh"
@@ -47,6 +48,27 @@ __global__ void swiglu_kernel(uint16_t *out, const float *gu, uint32_t ff, size_
 	}
 }
 
+/* bf16 of ~N(0, std): the sum of the four 16-bit quarters of a splitmix64
+ * hash of (seed, i) (mean 2, variance 1/3), centred and scaled. */
+__global__ void fill_random_kernel(uint16_t *dst, size_t n, uint64_t seed, float std)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+		uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ull;
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		z ^= z >> 31;
+		const float s = (float)(z & 0xffff) + (float)((z >> 16) & 0xffff) + (float)((z >> 32) & 0xffff) +
+		                (float)(z >> 48);
+		dst[i] = from_float(bf16{}, (s * (1.0f / 65536.0f) - 2.0f) * 1.7320508f * std);
+	}
+}
+
+__global__ void fill_kernel(float *dst, size_t n, float v)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+		dst[i] = v;
+}
+
 unsigned grid_for(size_t total)
 {
 	size_t g = (total + THREADS - 1) / THREADS;
@@ -80,5 +102,17 @@ extern "C" cudaError_t infs_k_swiglu(uint16_t *out, const float *gu, uint32_t n,
 {
 	const size_t total = (size_t)n * ff;
 	swiglu_kernel<<<grid_for(total), THREADS, 0, stream>>>(out, gu, ff, total);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t infs_k_fill_random_bf16(uint16_t *dst, size_t n, uint64_t seed, float std, cudaStream_t stream)
+{
+	fill_random_kernel<<<grid_for(n), THREADS, 0, stream>>>(dst, n, seed, std);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t infs_k_fill_f32(float *dst, size_t n, float v, cudaStream_t stream)
+{
+	fill_kernel<<<grid_for(n), THREADS, 0, stream>>>(dst, n, v);
 	return cudaGetLastError();
 }

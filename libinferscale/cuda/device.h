@@ -27,6 +27,10 @@ typedef struct infs__device_backend {
 	 * workspace for max_tokens tokens, within budget bytes (0: no limit),
 	 * checked before anything is allocated; sets model->dev. */
 	int (*model_upload)(struct infs_model *m, int device, uint64_t budget, uint32_t max_tokens);
+	/* The same for a model without host weights (its config and RoPE
+	 * set): random bf16 weights made on the device from seed, for
+	 * benchmarks (infs__model_random_device). */
+	int (*model_random)(struct infs_model *m, int device, uint32_t max_tokens, uint64_t seed);
 	/* Releases model->dev. */
 	void (*model_release)(struct infs_model *m);
 	/* infs_model_forward_device, its host-side arguments checked by

@@ -86,6 +86,7 @@ typedef struct infs__device {
 struct infs_model;
 struct infs__device_forward;
 int infs__device_model_upload(struct infs_model *m, int device, uint64_t budget, uint32_t max_tokens);
+int infs__device_model_random(struct infs_model *m, int device, uint32_t max_tokens, uint64_t seed);
 void infs__device_model_release(struct infs_model *m);
 int infs__device_model_forward(const struct infs_model *m, const struct infs__device_forward *a);
 

@@ -4,7 +4,8 @@
  * workspace; and the forward pass: cuBLAS GEMMs (bf16 in, f32 accumulate
  * and out) between the kernels of kernels/model_*.cu. The host keeps its
  * f32 weights, so one model serves both infs_model_forward and
- * infs_model_forward_device. */
+ * infs_model_forward_device; a benchmark's random model
+ * (infs__model_random_device) has its weights on the device only. */
 #include <cublas_v2.h>
 #include <math.h>
 #include <stdlib.h>
@@ -61,11 +62,10 @@ static void layout(struct infs__model_dev *d, const infs_model *m, carve *c, uin
 	const uint64_t qkv = qd + 2 * kvd, ff = g->n_ff, V = g->n_vocab;
 	for (uint32_t l = 0; l < g->n_layers; l++) {
 		dev_layer *L = &d->layers[l];
-		const infs__layer *H = &m->layers[l];
 		L->attn_norm = take(c, D * 4);
 		L->ffn_norm = take(c, D * 4);
 		L->bqkv = g->bias_qkv ? take(c, qkv * 4) : NULL;
-		L->bo = H->bo ? take(c, D * 4) : NULL;
+		L->bo = g->bias_o ? take(c, D * 4) : NULL;
 		L->q_norm = g->qk_norm ? take(c, hd * 4) : NULL;
 		L->k_norm = g->qk_norm ? take(c, hd * 4) : NULL;
 		L->wqkv = take(c, qkv * D * 2);
@@ -165,6 +165,50 @@ static int upload_all(struct infs__model_dev *d, const infs_model *m)
 	return rc;
 }
 
+/* A random model's weights: matrices ~N(0, 0.02) in bf16 (each from its
+ * own seed), norms 1, biases 0; the RoPE frequencies are the host's. */
+static int randomize(struct infs__model_dev *d, const infs_model *m, uint64_t seed)
+{
+	const infs__model_config *g = &m->cfg;
+	const size_t D = g->n_embd, hd = g->head_dim, qd = g->n_heads * hd, kvd = g->n_kv_heads * hd, ff = g->n_ff;
+	const float std = 0.02f;
+	cudaError_t err = cudaSuccess;
+	uint64_t t = seed * 0x100000001b3ull; /* one seed per matrix */
+	for (uint32_t l = 0; err == cudaSuccess && l < g->n_layers; l++) {
+		const dev_layer *L = &d->layers[l];
+		err = infs_k_fill_f32(L->attn_norm, D, 1.0f, 0);
+		if (err == cudaSuccess)
+			err = infs_k_fill_f32(L->ffn_norm, D, 1.0f, 0);
+		if (err == cudaSuccess && L->bqkv)
+			err = infs_k_fill_f32(L->bqkv, qd + 2 * kvd, 0.0f, 0);
+		if (err == cudaSuccess && L->bo)
+			err = infs_k_fill_f32(L->bo, D, 0.0f, 0);
+		if (err == cudaSuccess && L->q_norm)
+			err = infs_k_fill_f32(L->q_norm, hd, 1.0f, 0);
+		if (err == cudaSuccess && L->k_norm)
+			err = infs_k_fill_f32(L->k_norm, hd, 1.0f, 0);
+		if (err == cudaSuccess)
+			err = infs_k_fill_random_bf16(L->wqkv, (qd + 2 * kvd) * D, ++t, std, 0);
+		if (err == cudaSuccess)
+			err = infs_k_fill_random_bf16(L->wo, D * qd, ++t, std, 0);
+		if (err == cudaSuccess)
+			err = infs_k_fill_random_bf16(L->wgu, 2 * ff * D, ++t, std, 0);
+		if (err == cudaSuccess)
+			err = infs_k_fill_random_bf16(L->wdown, D * ff, ++t, std, 0);
+	}
+	if (err == cudaSuccess)
+		err = infs_k_fill_random_bf16(d->emb, (size_t)g->n_vocab * D, ++t, std, 0);
+	if (err == cudaSuccess && !g->tied)
+		err = infs_k_fill_random_bf16(d->output, (size_t)g->n_vocab * D, ++t, std, 0);
+	if (err == cudaSuccess)
+		err = infs_k_fill_f32(d->out_norm, D, 1.0f, 0);
+	if (err == cudaSuccess)
+		err = cudaMemcpy(d->inv_freq, m->rope.inv_freq, m->rope.n_pairs * 4, cudaMemcpyHostToDevice);
+	if (err == cudaSuccess)
+		err = cudaDeviceSynchronize();
+	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, load_fn, "filling the random weights");
+}
+
 void infs__device_model_release(infs_model *m)
 {
 	struct infs__model_dev *d = m->dev;
@@ -182,7 +226,9 @@ void infs__device_model_release(infs_model *m)
 	m->dev = NULL;
 }
 
-int infs__device_model_upload(infs_model *m, int device, uint64_t budget, uint32_t max_tokens)
+/* Lays out and allocates m->dev, then fills its weights: with the host's
+ * when random is NULL, else with values from *random (a seed). */
+static int create(infs_model *m, int device, uint64_t budget, uint32_t max_tokens, const uint64_t *random)
 {
 	const infs__model_config *g = &m->cfg;
 	if (g->head_dim > INFS_K_MODEL_MAX_HEAD_DIM)
@@ -223,7 +269,7 @@ int infs__device_model_upload(infs_model *m, int device, uint64_t budget, uint32
 	if (!rc) {
 		carve c = { d->arena, 0 };
 		layout(d, m, &c, max_tokens);
-		rc = upload_all(d, m);
+		rc = random ? randomize(d, m, *random) : upload_all(d, m);
 	}
 	if (!rc) {
 		cublasStatus_t st = cublasCreate(&d->blas);
@@ -236,6 +282,16 @@ int infs__device_model_upload(infs_model *m, int device, uint64_t budget, uint32
 	if (rc)
 		infs__device_model_release(m);
 	return rc;
+}
+
+int infs__device_model_upload(infs_model *m, int device, uint64_t budget, uint32_t max_tokens)
+{
+	return create(m, device, budget, max_tokens, NULL);
+}
+
+int infs__device_model_random(infs_model *m, int device, uint32_t max_tokens, uint64_t seed)
+{
+	return create(m, device, 0, max_tokens, &seed);
 }
 
 static const char fwd_fn[] = "infs_model_forward_device";

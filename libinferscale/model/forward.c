@@ -179,6 +179,10 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 		return infs__error(INFS_EINVAL, "infs_model_forward: model is NULL");
 	if (!a)
 		return infs__error(INFS_EINVAL, "infs_model_forward: arguments are NULL");
+	if (!m->tok_embd)
+		return infs__error(INFS_EINVAL, "infs_model_forward: the model has no host weights (a benchmark's "
+		                                "random model, on device %d only: use infs_model_forward_device)",
+		                   m->device);
 	int rc = check_args(m, a);
 	if (rc)
 		return rc;

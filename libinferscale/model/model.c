@@ -469,6 +469,38 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 	return INFS_OK;
 }
 
+int infs__model_random_device(infs_model **out, const infs__model_config *cfg, int device, uint32_t max_tokens,
+                              uint64_t seed)
+{
+	static const char fn[] = "infs__model_random_device";
+	if (!out || !cfg)
+		return infs__error(INFS_EINVAL, "%s: out or cfg is NULL", fn);
+	if (!infs__cuda)
+		return infs__error(INFS_EUNSUPPORTED, "%s: this build has no CUDA support", fn);
+	if (device < 0)
+		return infs__error(INFS_EINVAL, "%s: device %d is not a CUDA device", fn, device);
+	if (max_tokens == 0 || max_tokens > MAX_DEVICE_TOKENS)
+		return infs__error(INFS_EINVAL, "%s: max_tokens %u is not in 1..%u", fn, max_tokens, MAX_DEVICE_TOKENS);
+	int rc = infs__config_check(cfg, fn);
+	if (rc)
+		return rc;
+	infs_model *m = calloc(1, sizeof *m);
+	if (!m)
+		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+	m->cfg = *cfg;
+	m->n_threads = 1;
+	m->device = -1;
+	m->device_max_tokens = max_tokens;
+	infs__rope_init(&m->rope, &m->cfg.geom);
+	if ((rc = infs__cuda->model_random(m, device, max_tokens, seed))) {
+		infs_model_free(m);
+		return infs__error_wrap(rc, "%s", fn);
+	}
+	m->device = device;
+	*out = m;
+	return INFS_OK;
+}
+
 const infs_tokenizer *infs_model_tokenizer(const infs_model *m)
 {
 	return m ? m->tok : NULL;
