@@ -52,13 +52,13 @@ for t in "${targets[@]}"; do
 	rc=$?
 	cat "$TMPDIR"/fuzz-*.log >>"$log" 2>/dev/null
 	rm -f "$TMPDIR"/fuzz-*.log
-	execs=$(grep -h '^stat::number_of_executed_units' "$log" | awk '{ s += $2 } END { print s + 0 }')
+	execs=$(grep -ah '^stat::number_of_executed_units' "$log" | awk '{ s += $2 } END { print s + 0 }')
 	found=$(find "$findings" -type f | wc -l)
 	printf '%-12s %10d execs in %s s, corpus %d, %d findings\n' "$t" "$execs" "$seconds" \
 		"$(ls "$work" | wc -l)" "$found"
 	if [ $rc -ne 0 ] || [ "$found" -ne 0 ] || [ "$execs" -eq 0 ]; then
 		fail=$((fail + 1))
-		grep -E 'ERROR|SUMMARY|runtime error|==[0-9]+==' "$log" | head -20
+		grep -aE 'ERROR|SUMMARY|runtime error|==[0-9]+==' "$log" | head -20
 	else
 		pass=$((pass + 1))
 	fi
