@@ -4,6 +4,8 @@
 #ifndef INFS_TEST_MODEL_STORE_UTIL_H
 #define INFS_TEST_MODEL_STORE_UTIL_H
 
+#include <stdlib.h>
+
 #include "check.h"
 #include "scratch_util.h"
 
@@ -25,6 +27,31 @@ static inline infs_store *model_store_create(const infs_model *m, infs_dtype dt,
 	CHECK_OK(infs_store_open(&st, path, &so));
 	infs_free(identity);
 	return st;
+}
+
+/* Encodes n facts (texts, and embed_texts to embed instead when not NULL)
+ * into namespace ns after the engine's header, as an application would;
+ * their ids go to ids. */
+static inline void encode_after_header(uint64_t *ids, infs_store *st, const char *ns, const infs_engine *e,
+                                       const infs_model *m, const infs_embedder *emb, const char *const *texts,
+                                       const char *const *embed_texts, size_t n)
+{
+	const int32_t *hdr;
+	uint32_t nh;
+	CHECK_OK(infs_engine_header(&hdr, &nh, e));
+	infs_fact_input *in = malloc(n * sizeof *in);
+	for (size_t i = 0; i < n; i++) {
+		infs_fact_input x = INFS_FACT_INPUT_INIT;
+		x.text = texts[i];
+		x.embed_text = embed_texts ? embed_texts[i] : NULL;
+		in[i] = x;
+	}
+	infs_encode_options eo = INFS_ENCODE_OPTIONS_INIT;
+	eo.context = hdr;
+	eo.n_context = nh;
+	eo.embedder = emb;
+	CHECK_OK(infs_fact_encode(ids, st, ns, m, in, n, &eo));
+	free(in);
 }
 
 #endif

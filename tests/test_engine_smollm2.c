@@ -65,22 +65,8 @@ int main(int argc, char **argv)
 	CHECK_OK(infs_fact_count(&n_seg, st, INFS_SEGMENT_NAMESPACE));
 	CHECK(n_seg == 2);
 
-	const int32_t *hdr;
-	uint32_t nh;
-	CHECK_OK(infs_engine_header(&hdr, &nh, e));
-	infs_fact_input in[N_FACTS];
-	for (int i = 0; i < N_FACTS; i++) {
-		infs_fact_input x = INFS_FACT_INPUT_INIT;
-		x.text = rendered[i];
-		x.embed_text = texts[i];
-		in[i] = x;
-	}
-	infs_encode_options enc = INFS_ENCODE_OPTIONS_INIT;
-	enc.context = hdr;
-	enc.n_context = nh;
-	enc.embedder = emb;
 	uint64_t ids[N_FACTS];
-	CHECK_OK(infs_fact_encode(ids, st, "maya", m, in, N_FACTS, &enc));
+	encode_after_header(ids, st, "maya", e, m, emb, (const char *const *)rendered, (const char *const *)texts, N_FACTS);
 	infs_fact_record *r = NULL;
 	CHECK_OK(infs_fact_get(&r, st, "maya", ids[4]));
 	CHECK(r && !strcmp(r->text, rendered[4]) && r->embedding != NULL);

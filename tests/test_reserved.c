@@ -22,21 +22,8 @@ static const char question[] = "What is Alice's PIN?";
 /* Encodes the facts into "alice" after the engine's header. */
 static void encode_alice(infs_store *st, infs_engine *e, const infs_model *m, const infs_embedder *emb)
 {
-	const int32_t *hdr;
-	uint32_t nh;
-	CHECK_OK(infs_engine_header(&hdr, &nh, e));
-	infs_fact_input in[N_FACTS];
-	for (int i = 0; i < N_FACTS; i++) {
-		infs_fact_input x = INFS_FACT_INPUT_INIT;
-		x.text = facts[i];
-		in[i] = x;
-	}
-	infs_encode_options eo = INFS_ENCODE_OPTIONS_INIT;
-	eo.context = hdr;
-	eo.n_context = nh;
-	eo.embedder = emb;
 	uint64_t ids[N_FACTS];
-	CHECK_OK(infs_fact_encode(ids, st, "alice", m, in, N_FACTS, &eo));
+	encode_after_header(ids, st, "alice", e, m, emb, facts, NULL, N_FACTS);
 }
 
 static infs_answer *ask(infs_engine *e, infs_store *st, const infs_embedder *emb)
