@@ -12,6 +12,7 @@
 #include "model/forward.h"
 #include "engine/kvcache.h"
 #include "engine/sampling.h"
+#include "store/store.h"
 
 struct infs_engine {
 	const infs_model *model;
@@ -343,27 +344,31 @@ void infs_answer_free(infs_answer *a)
 	free(a);
 }
 
-/* The composed prompt's fact tokens, injection order, for full recompute. */
+/* The composed prompt's fact tokens, injection order, for full recompute:
+ * read in place under the store's read lock, never copying a record's KV. */
 static int fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const char *ns,
                        const uint64_t *order, size_t n)
 {
 	int32_t *all = NULL;
 	size_t len = 0;
-	for (size_t i = 0; i < n; i++) {
-		infs_fact_record *r = NULL;
-		int rc = infs_fact_get(&r, store, ns, order[i]);
-		int32_t *grown = rc ? NULL : realloc(all, (len + r->n_tokens) * sizeof *all);
+	int rc = INFS_OK;
+	infs__store_read_lock(store);
+	for (size_t i = 0; i < n && !rc; i++) {
+		infs__record r;
+		rc = infs__store_find(&r, store, ns, order[i]);
+		int32_t *grown = rc ? NULL : realloc(all, (len + r.n_tokens) * sizeof *all);
 		if (!rc && !grown)
 			rc = infs__error(INFS_ENOMEM, "out of memory for the prompt");
-		if (rc) {
-			infs_fact_record_free(r);
-			free(all);
-			return rc;
+		if (!rc) {
+			all = grown;
+			memcpy(all + len, r.tokens, r.n_tokens * sizeof *all);
+			len += r.n_tokens;
 		}
-		all = grown;
-		memcpy(all + len, r->tokens, r->n_tokens * sizeof *all);
-		len += r->n_tokens;
-		infs_fact_record_free(r);
+	}
+	infs__store_read_unlock(store);
+	if (rc) {
+		free(all);
+		return rc;
 	}
 	*out = all;
 	*n_out = (uint32_t)len;
