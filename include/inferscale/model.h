@@ -127,40 +127,66 @@ INFS_API int infs_model_forward(float *logits, void *k_out, void *v_out, const i
                                 const int32_t *tokens, const int32_t *positions, uint32_t n_tokens,
                                 const infs_forward_options *opts);
 
-#define INFS_DEVICE_FORWARD_OPTIONS_VERSION 1
+#define INFS_DEVICE_FORWARD_OPTIONS_VERSION 2
 
 typedef struct infs_device_forward_options {
 	unsigned version;
-	int all_logits;               /* 0: logits of the last token only; 1: of every token */
+	int all_logits;               /* 0: logits of the last token (of each sequence) only;
+	                                 1: of every token */
 	/* The paged KV cache on the model's device (cache->device == the
 	 * model's): position p lives in block block_table[p / block_size], slot
 	 * p % block_size, keys rotated (as infs_inject_into_blocks writes them).
 	 * Required: the new tokens' rotated K and their V are written there. */
 	const infs_kv_layout *cache;
-	const int32_t *block_table;   /* device memory, block_table_len entries */
+	const int32_t *block_table;   /* device memory, block_table_len entries (per sequence) */
 	size_t block_table_len;
 	uint32_t n_past;              /* cache positions [0, n_past) are attended to */
 	void *stream;                 /* cudaStream_t; NULL = the default stream */
+	/* version 2: a batch of sequences in one call (continuous batching). Their
+	 * shapes live in device memory, so that one captured CUDA graph serves
+	 * every step of a decode loop. */
+	uint32_t n_seqs;              /* 0: one sequence (n_past, block_table); >= 1: the
+	                                 tokens are n_seqs sequences, each with its own
+	                                 cached positions and block table */
+	const int32_t *seq_starts;    /* device, n_seqs + 1 offsets: sequence s is tokens
+	                                 [seq_starts[s], seq_starts[s + 1]); seq_starts[0]
+	                                 is 0, seq_starts[n_seqs] n_tokens, non-decreasing */
+	const int32_t *seq_n_past;    /* device, n_seqs: sequence s attends to its cache
+	                                 positions [0, seq_n_past[s]) (n_past is unused) */
+	size_t block_table_stride;    /* entries from one sequence's block table to the
+	                                 next in block_table; 0: all share one */
+	uint32_t max_context;         /* a bound on seq_n_past[s] plus the tokens of s, to
+	                                 spread the attention's work over the device;
+	                                 0: the cache's capacity */
 } infs_device_forward_options;
 
-#define INFS_DEVICE_FORWARD_OPTIONS_INIT { INFS_DEVICE_FORWARD_OPTIONS_VERSION, 0, NULL, NULL, 0, 0, NULL }
+#define INFS_DEVICE_FORWARD_OPTIONS_INIT { INFS_DEVICE_FORWARD_OPTIONS_VERSION, 0, NULL, NULL, 0, 0, NULL, 0, NULL, NULL, 0, 0 }
 
 INFS_API int infs_device_forward_options_init(infs_device_forward_options *opts, unsigned version);
 
 /* infs_model_forward on the model's device, for a model loaded with
  * infs_model_options.device >= 0: tokens[0..n_tokens), positions (NULL:
- * n_past, n_past + 1, ...) and logits (n_vocab floats, all_logits:
- * n_tokens * n_vocab) are device memory; the work is queued on opts->stream
- * and completes asynchronously; nothing is allocated. Token i attends as in
- * infs_model_forward to the cache positions below n_past and to the new
- * tokens, and its rotated K and its V are written to the cache at
- * positions[i]. Weights are bf16, activations bf16 at the matrix products
- * (f32 accumulation), everything else f32. Every argument the host can see
- * is checked first (INFS_EINVAL, INFS_ERANGE, INFS_EMISMATCH); what lies in
- * device memory (tokens, positions, block table entries) is checked by the
- * kernels: a token outside the vocabulary, or a position whose block is
- * outside the table or the cache, writes nothing there and makes the logits
- * NaN. One call at a time per model (the workspace is the model's). */
+ * n_past, n_past + 1, ... in each sequence) and logits are device memory;
+ * logits holds n_vocab floats per sequence (one sequence: n_vocab; with
+ * all_logits: n_tokens * n_vocab). The work is queued on opts->stream and
+ * completes asynchronously; nothing is allocated and the host never waits
+ * for the device, so the call can be captured into a CUDA graph (the
+ * graph keeps the host-side values: n_tokens, n_seqs, n_past, the
+ * pointers). Token i attends as in infs_model_forward to its sequence's
+ * cache positions below n_past and to the new tokens of its sequence, and
+ * its rotated K and its V are written to the cache at positions[i]; the
+ * new tokens' positions must not be below n_past (they would be seen
+ * twice). Weights are bf16, activations bf16 at the matrix products and
+ * in attention (f32 accumulation), everything else f32. Every argument the
+ * host can see is checked first (INFS_EINVAL, INFS_ERANGE,
+ * INFS_EMISMATCH); what lies in device memory (tokens, positions, block
+ * table entries, sequence starts and n_past) is checked by the kernels: a
+ * token outside the vocabulary, or a position whose block is outside the
+ * table or the cache, writes nothing there and makes the logits NaN;
+ * sequence starts that break their rules leave the logits of the tokens
+ * they miss undefined, never an access out of bounds. A sequence without
+ * tokens gets NaN logits. One call at a time per model (the workspace is
+ * the model's). */
 INFS_API int infs_model_forward_device(float *logits, const infs_model *model, const int32_t *tokens,
                                        const int32_t *positions, uint32_t n_tokens,
                                        const infs_device_forward_options *opts);

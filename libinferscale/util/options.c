@@ -15,7 +15,8 @@ const size_t infs__sizes_inject_options[] = { [1] = sizeof(infs_inject_options) 
 const size_t infs__sizes_model_options[] = { [1] = offsetof(infs_model_options, device), [2] = sizeof(infs_model_options) };
 const size_t infs__sizes_model_info[] = { [1] = sizeof(infs_model_info) };
 const size_t infs__sizes_forward_options[] = { [1] = sizeof(infs_forward_options) };
-const size_t infs__sizes_device_forward_options[] = { [1] = sizeof(infs_device_forward_options) };
+const size_t infs__sizes_device_forward_options[] = { [1] = offsetof(infs_device_forward_options, n_seqs),
+                                                       [2] = sizeof(infs_device_forward_options) };
 const size_t infs__sizes_retrieve_options[] = { [1] = sizeof(infs_retrieve_options) };
 const size_t infs__sizes_store_options[] = { [1] = sizeof(infs_store_options) };
 const size_t infs__sizes_store_stats[] = { [1] = offsetof(infs_store_stats, lost_records), [2] = sizeof(infs_store_stats) };
