@@ -1,8 +1,21 @@
-/* Causal grouped-query attention over a paged cache and the new tokens:
- * one block per (token, query head), each warp a share of the keys with
- * an online softmax in f32, the warps' partial results merged at the end.
- * Straightforward and exact; the fast kernels come with the speed work. */
+/* Causal grouped-query attention over a paged cache and the new tokens,
+ * flash style: a block of 4 warps takes 64 query rows of one sequence and
+ * one KV head (the heads sharing that KV head, token after token, so that
+ * each K/V tile read serves all of them), walks the visible keys in tiles
+ * of 64 staged in shared memory as bf16, and keeps the softmax online in
+ * registers: S = Q K^T and O += P V on tensor cores (mma.sync m16n8k16,
+ * bf16 operands, f32 accumulation). Tiles no query of the block can see
+ * (causal, sliding window) are skipped. When the grid would leave the
+ * device idle (decode, short questions) the keys are split among several
+ * blocks and a second kernel merges their partial results.
+ *
+ * Fragment layouts are those the PTX ISA gives for m16n8k16 (g = lane / 4,
+ * t = lane % 4): A holds rows g and g + 8, columns 2t, 2t + 1 and 2t + 8,
+ * 2t + 9; B holds rows (k) 2t, 2t + 1 and 2t + 8, 2t + 9 of column (n) g;
+ * C holds rows g and g + 8, columns 2t and 2t + 1. */
 #include <math.h>
+
+#include <type_traits>
 
 #include "model_common.cuh"
 
@@ -10,85 +23,335 @@ using namespace infs;
 
 namespace {
 
-const unsigned WARPS = 4;
-const unsigned PER_LANE = INFS_K_MODEL_MAX_HEAD_DIM / 32;
+constexpr int ROWS = INFS_K_ATTN_ROWS; /* query rows per block, 16 per warp */
+constexpr int KEYS = 64;               /* keys per tile */
+constexpr int THREADS = 128;
+constexpr float LOG2E = 1.4426950408889634f;
 
-template <typename D> __global__ void attn_kernel(const infs_k_attn_params p)
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi)
 {
-	__shared__ float s_m[WARPS], s_l[WARPS], s_acc[WARPS][INFS_K_MODEL_MAX_HEAD_DIM];
-	using bits = typename D::bits;
-	const uint32_t i = blockIdx.x, h = blockIdx.y, hd = p.head_dim;
-	const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-	const uint32_t g = h / (p.n_heads / p.n_kv_heads);
-	const int64_t pos = token_pos(p.positions, p.n_past, i);
-	/* The token's own K and V went nowhere when its block is not valid. */
-	int bad = cache_offset(p.cache, pos, g) < 0;
-	float q[PER_LANE], acc[PER_LANE];
-	const float *qp = p.q + ((size_t)i * p.n_heads + h) * hd;
-	for (uint32_t t = 0; t < PER_LANE; t++) {
-		const uint32_t e = lane + 32 * t;
-		q[t] = e < hd ? qp[e] : 0.0f;
-		acc[t] = 0.0f;
+	const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+	return *reinterpret_cast<const uint32_t *>(&v);
+}
+
+__device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+	             "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+	             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* The keys a block sees: the cache positions [c_lo, c_hi) of its sequence,
+ * then its new tokens [n_lo, n_hi) (indices within the sequence), each part
+ * cut in tiles of KEYS. */
+struct key_range {
+	uint32_t c_lo, c_hi, n_lo, n_hi, c_tiles, tiles;
+};
+
+__device__ key_range keys_of(const infs_k_attn_params &p, const seq_span &sp, int64_t qmin, int64_t qmax)
+{
+	key_range r;
+	const int64_t win_lo = p.sliding_window ? qmin - (int64_t)p.sliding_window + 1 : 0;
+	const int64_t len = sp.end - sp.start;
+	int64_t c_lo = win_lo > 0 ? win_lo : 0, c_hi = qmax + 1 < (int64_t)sp.n_past ? qmax + 1 : sp.n_past;
+	int64_t n_lo = 0, n_hi = len;
+	if (!p.seqs.positions) { /* new token j sits at n_past + j */
+		n_lo = win_lo - (int64_t)sp.n_past > 0 ? win_lo - sp.n_past : 0;
+		n_hi = qmax + 1 - (int64_t)sp.n_past < len ? qmax + 1 - (int64_t)sp.n_past : len;
 	}
-	float m = -INFINITY, l = 0.0f;
-	const bits *ck = (const bits *)p.cache.k, *cv = (const bits *)p.cache.v;
-	for (uint32_t j = warp; j < p.n_past + p.n_tokens; j += WARPS) {
-		const bool cached = j < p.n_past;
-		const int64_t pj = cached ? (int64_t)j : token_pos(p.positions, p.n_past, j - p.n_past);
-		if (pj > pos || (p.sliding_window && pos - pj >= (int64_t)p.sliding_window))
-			continue;
-		float kv[PER_LANE], vv[PER_LANE];
-		if (cached) {
-			const int64_t off = cache_offset(p.cache, pj, g);
-			if (off < 0) {
-				bad = 1;
-				continue;
-			}
-			for (uint32_t t = 0; t < PER_LANE; t++) {
-				const uint32_t e = lane + 32 * t;
-				kv[t] = e < hd ? to_float(D{}, ck[off + e * p.cache.stride_dim]) : 0.0f;
-				vv[t] = e < hd ? to_float(D{}, cv[off + e * p.cache.stride_dim]) : 0.0f;
-			}
-		} else {
-			const size_t row = ((size_t)(j - p.n_past) * p.n_kv_heads + g) * hd;
-			for (uint32_t t = 0; t < PER_LANE; t++) {
-				const uint32_t e = lane + 32 * t;
-				kv[t] = e < hd ? p.k[row + e] : 0.0f;
-				vv[t] = e < hd ? p.v[row + e] : 0.0f;
+	if (c_hi < c_lo)
+		c_hi = c_lo;
+	if (n_hi < n_lo)
+		n_hi = n_lo;
+	r.c_lo = (uint32_t)c_lo, r.c_hi = (uint32_t)c_hi, r.n_lo = (uint32_t)n_lo, r.n_hi = (uint32_t)n_hi;
+	r.c_tiles = div_up_dev(r.c_hi - r.c_lo, KEYS);
+	r.tiles = r.c_tiles + div_up_dev(r.n_hi - r.n_lo, KEYS);
+	return r;
+}
+
+/* Stages keys [j0, j0 + count) of one part (cache or new tokens) as bf16
+ * rows of ROW elements in sk and sv, their positions in kpos (-1: none).
+ * Returns nonzero when a cache position has no valid block. */
+template <typename D, int HD, int ROW>
+__device__ int load_tile(const infs_k_attn_params &p, const seq_span &sp, uint32_t g, bool cached, uint32_t j0,
+                         uint32_t count, uint16_t *sk, uint16_t *sv, int32_t *kpos)
+{
+	using bits = typename D::bits;
+	constexpr int CHUNKS = HD / 8; /* 8 elements, 16 bytes of bf16 */
+	int bad = 0;
+	for (int idx = threadIdx.x; idx < KEYS * CHUNKS; idx += THREADS) {
+		const int c = idx / CHUNKS, e0 = idx % CHUNKS * 8;
+		uint32_t w[4] = { 0, 0, 0, 0 }, x[4] = { 0, 0, 0, 0 }; /* zero keys are masked and add nothing */
+		int32_t pos = -1;
+		if ((uint32_t)c < count) {
+			const uint32_t j = j0 + c;
+			if (cached) {
+				const int64_t off = cache_offset(p.cache, sp.index, j, g);
+				if (off < 0) {
+					bad = 1;
+				} else {
+					const bits *ck = (const bits *)p.cache.k + off, *cv = (const bits *)p.cache.v + off;
+					const int64_t sd = p.cache.stride_dim;
+					const bool packed = std::is_same<D, bf16>::value && sd == 1 &&
+					                    (((uintptr_t)(ck + e0) | (uintptr_t)(cv + e0)) & 15) == 0;
+					if (packed) { /* vLLM's layout in bf16: 16 bytes at once */
+						const uint4 kk = *reinterpret_cast<const uint4 *>(ck + e0);
+						const uint4 vv = *reinterpret_cast<const uint4 *>(cv + e0);
+						w[0] = kk.x, w[1] = kk.y, w[2] = kk.z, w[3] = kk.w;
+						x[0] = vv.x, x[1] = vv.y, x[2] = vv.z, x[3] = vv.w;
+					}
+					for (int e = 0; !packed && e < 8; e += 2) {
+						w[e / 2] = pack_bf16(to_float(D{}, ck[(e0 + e) * sd]), to_float(D{}, ck[(e0 + e + 1) * sd]));
+						x[e / 2] = pack_bf16(to_float(D{}, cv[(e0 + e) * sd]), to_float(D{}, cv[(e0 + e + 1) * sd]));
+					}
+					pos = (int32_t)j;
+				}
+			} else {
+				const uint32_t t = sp.start + j;
+				const size_t row = ((size_t)t * p.n_kv_heads + g) * HD + e0;
+				const uint4 kk = *reinterpret_cast<const uint4 *>(p.k + row);
+				const uint4 vv = *reinterpret_cast<const uint4 *>(p.v + row);
+				w[0] = kk.x, w[1] = kk.y, w[2] = kk.z, w[3] = kk.w;
+				x[0] = vv.x, x[1] = vv.y, x[2] = vv.z, x[3] = vv.w;
+				pos = (int32_t)token_pos(p.seqs, sp, t);
 			}
 		}
-		float dot = 0.0f;
-		for (uint32_t t = 0; t < PER_LANE; t++)
-			dot += q[t] * kv[t];
-		const float s = warp_sum(dot) * p.scale;
-		const float m_new = fmaxf(m, s), corr = expf(m - m_new), w = expf(s - m_new);
-		l = l * corr + w;
-		for (uint32_t t = 0; t < PER_LANE; t++)
-			acc[t] = acc[t] * corr + w * vv[t];
-		m = m_new;
+		*reinterpret_cast<uint4 *>(sk + c * ROW + e0) = make_uint4(w[0], w[1], w[2], w[3]);
+		*reinterpret_cast<uint4 *>(sv + c * ROW + e0) = make_uint4(x[0], x[1], x[2], x[3]);
+		if (e0 == 0)
+			kpos[c] = pos;
 	}
-	if (lane == 0) {
-		s_m[warp] = m;
-		s_l[warp] = l;
+	return bad;
+}
+
+template <typename D, int HD> __global__ void __launch_bounds__(THREADS) flash_kernel(const infs_k_attn_params p)
+{
+	constexpr int ROW = HD + 8; /* padding: the fragment loads hit 32 banks */
+	constexpr int KS = HD / 16, NT = KEYS / 8, DT = HD / 8;
+	__shared__ __align__(16) uint16_t sk[KEYS * ROW], sv[KEYS * ROW];
+	__shared__ int32_t kpos[KEYS];
+	__shared__ int s_qmin, s_qmax;
+
+	const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
+	const uint32_t kvh = blockIdx.y, group = p.n_heads / p.n_kv_heads, per_tile = ROWS / group;
+
+	/* This block's sequence and its tile of tokens: blockIdx.x counts the
+	 * tiles of every sequence in turn; blocks past the last one leave. */
+	uint32_t tile = blockIdx.x, s = 0;
+	seq_span sp;
+	for (;; s++) {
+		if (s >= p.seqs.n_seqs)
+			return;
+		sp = seq_get(p.seqs, s);
+		const uint32_t tiles = div_up_dev(sp.end - sp.start, per_tile);
+		if (tile < tiles)
+			break;
+		tile -= tiles;
 	}
-	for (uint32_t t = 0; t < PER_LANE; t++)
-		if (lane + 32 * t < hd)
-			s_acc[warp][lane + 32 * t] = acc[t];
+	const uint32_t tok0 = sp.start + tile * per_tile;
+	const uint32_t ntok = sp.end - tok0 < per_tile ? sp.end - tok0 : per_tile;
+
+	if (threadIdx.x == 0)
+		s_qmin = INT32_MAX, s_qmax = -1;
+	__syncthreads();
+
+	/* The thread's two rows (g and g + 8 of its warp's 16), their query
+	 * fragments, positions and output places. */
+	int bad = 0;
+	uint32_t qa[KS][4];
+	int64_t qpos[2];
+	size_t orow[2];
+	bool live[2];
+	#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		const uint32_t row = warp * 16 + gq + 8 * r, tl = row / group;
+		const uint32_t tok = tok0 + tl, head = kvh * group + row % group;
+		live[r] = tl < ntok;
+		qpos[r] = live[r] ? token_pos(p.seqs, sp, tok) : -1;
+		orow[r] = ((size_t)tok * p.n_heads + head) * HD;
+		if (live[r]) {
+			if (qpos[r] < 0 || qpos[r] > INT32_MAX || (p.write_cache && cache_offset(p.cache, s, qpos[r], kvh) < 0))
+				bad = 1; /* its own K and V are not in the cache */
+			else {
+				atomicMin(&s_qmin, (int)qpos[r]);
+				atomicMax(&s_qmax, (int)qpos[r]);
+			}
+		}
+	}
+	#pragma unroll
+	for (int ks = 0; ks < KS; ks++)
+		for (int h = 0; h < 2; h++) /* columns 2t, 2t + 1, then 2t + 8, 2t + 9 */
+			#pragma unroll
+			for (int r = 0; r < 2; r++) {
+				float2 v = make_float2(0.0f, 0.0f);
+				if (live[r])
+					v = *reinterpret_cast<const float2 *>(p.q + orow[r] + ks * 16 + h * 8 + tq * 2);
+				qa[ks][2 * h + r] = pack_bf16(v.x, v.y);
+			}
+	__syncthreads();
+	const int64_t qmin = s_qmin, qmax = s_qmax;
+	const key_range kr = keys_of(p, sp, qmin, qmax);
+	const uint32_t per_split = div_up_dev(kr.tiles, gridDim.z);
+	const uint32_t t_begin = blockIdx.z * per_split;
+	const uint32_t t_end = t_begin + per_split < kr.tiles ? t_begin + per_split : kr.tiles;
+
+	const float scale = p.scale * LOG2E; /* exp2 of scores in log2 units */
+	float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
+	float o[DT][4];
+	#pragma unroll
+	for (int d = 0; d < DT; d++)
+		o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+
+	for (uint32_t ti = t_begin; ti < t_end; ti++) {
+		const bool cached = ti < kr.c_tiles;
+		const uint32_t j0 = cached ? kr.c_lo + ti * KEYS : kr.n_lo + (ti - kr.c_tiles) * KEYS;
+		const uint32_t hi = cached ? kr.c_hi : kr.n_hi;
+		const uint32_t count = hi - j0 < (uint32_t)KEYS ? hi - j0 : KEYS;
+		__syncthreads(); /* the previous tile is no longer read */
+		bad |= load_tile<D, HD, ROW>(p, sp, kvh, cached, j0, count, sk, sv, kpos);
+		__syncthreads();
+
+		float sc[NT][4];
+		#pragma unroll
+		for (int n = 0; n < NT; n++) {
+			sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+			const uint16_t *kr0 = sk + (n * 8 + gq) * ROW + tq * 2;
+#pragma unroll
+			for (int ks = 0; ks < KS; ks++) {
+				const uint32_t b0 = *reinterpret_cast<const uint32_t *>(kr0 + ks * 16);
+				const uint32_t b1 = *reinterpret_cast<const uint32_t *>(kr0 + ks * 16 + 8);
+				mma(sc[n], qa[ks], b0, b1);
+			}
+		}
+		float mx[2] = { -INFINITY, -INFINITY };
+		#pragma unroll
+		for (int n = 0; n < NT; n++)
+			for (int e = 0; e < 4; e++) {
+				const int r = e / 2;
+				const int32_t kp = kpos[n * 8 + tq * 2 + e % 2];
+				const bool seen = kp >= 0 && kp <= qpos[r] &&
+				                  (!p.sliding_window || qpos[r] - kp < (int64_t)p.sliding_window);
+				sc[n][e] = seen ? sc[n][e] * scale : -INFINITY;
+				mx[r] = fmaxf(mx[r], sc[n][e]);
+			}
+		float corr[2], base[2];
+		#pragma unroll
+		for (int r = 0; r < 2; r++) {
+			mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+			mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+			const float m_new = fmaxf(m[r], mx[r]);
+			base[r] = m_new == -INFINITY ? 0.0f : m_new; /* nothing seen yet: every p is 0 */
+			corr[r] = exp2f(m[r] - base[r]);
+			m[r] = m_new;
+			l[r] *= corr[r];
+		}
+		#pragma unroll
+		for (int d = 0; d < DT; d++) {
+			o[d][0] *= corr[0], o[d][1] *= corr[0];
+			o[d][2] *= corr[1], o[d][3] *= corr[1];
+		}
+		#pragma unroll
+		for (int n = 0; n < NT; n++)
+			for (int e = 0; e < 4; e++) {
+				sc[n][e] = exp2f(sc[n][e] - base[e / 2]);
+				l[e / 2] += sc[n][e];
+			}
+		/* O += P V: the C fragments of key columns 16c..16c+15 are the A
+		 * fragment of P for that k-step. */
+		#pragma unroll
+		for (int c = 0; c < KEYS / 16; c++) {
+			const uint32_t pa[4] = { pack_bf16(sc[2 * c][0], sc[2 * c][1]), pack_bf16(sc[2 * c][2], sc[2 * c][3]),
+				                 pack_bf16(sc[2 * c + 1][0], sc[2 * c + 1][1]),
+				                 pack_bf16(sc[2 * c + 1][2], sc[2 * c + 1][3]) };
+			const uint16_t *v0 = sv + (c * 16 + tq * 2) * ROW + gq;
+#pragma unroll
+			for (int d = 0; d < DT; d++) {
+				const uint16_t *vp = v0 + d * 8;
+				const uint32_t b0 = vp[0] | (uint32_t)vp[ROW] << 16;
+				const uint32_t b1 = vp[8 * ROW] | (uint32_t)vp[9 * ROW] << 16;
+				mma(o[d], pa, b0, b1);
+			}
+		}
+	}
+	#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+		l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+	}
 	bad = __syncthreads_or(bad);
-	float mx = -INFINITY;
-	for (uint32_t w = 0; w < WARPS; w++)
-		mx = fmaxf(mx, s_m[w]);
-	float sum = 0.0f, scale[WARPS];
-	for (uint32_t w = 0; w < WARPS; w++) {
-		scale[w] = s_m[w] == -INFINITY ? 0.0f : expf(s_m[w] - mx);
-		sum += s_l[w] * scale[w];
+	#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		if (!live[r])
+			continue;
+		if (gridDim.z == 1) {
+			const float inv = bad ? NAN : 1.0f / l[r]; /* l is 0 only when nothing was visible: NaN */
+			#pragma unroll
+			for (int d = 0; d < DT; d++)
+				*reinterpret_cast<uint32_t *>(p.out + orow[r] + d * 8 + tq * 2) =
+					pack_bf16(o[d][2 * r] * inv, o[d][2 * r + 1] * inv);
+		} else {
+			const size_t part = (size_t)blockIdx.z * p.seqs.n_tokens * p.n_heads * HD + orow[r];
+			#pragma unroll
+			for (int d = 0; d < DT; d++)
+				*reinterpret_cast<float2 *>(p.part_o + part + d * 8 + tq * 2) =
+					bad ? make_float2(NAN, NAN) : make_float2(o[d][2 * r], o[d][2 * r + 1]);
+			if (tq == 0)
+				*reinterpret_cast<float2 *>(p.part_ml + part / HD * 2) = make_float2(m[r], l[r]);
+		}
 	}
-	uint16_t *out = p.out + ((size_t)i * p.n_heads + h) * hd;
+}
+
+/* One block per (token, head): the splits' partial results weighed by
+ * exp2(m_split - m_max). */
+__global__ void merge_kernel(const infs_k_attn_params p)
+{
+	const size_t row = blockIdx.x, rows = (size_t)p.seqs.n_tokens * p.n_heads;
+	const uint32_t hd = p.head_dim;
+	float mmax = -INFINITY;
+	for (uint32_t z = 0; z < p.n_splits; z++)
+		mmax = fmaxf(mmax, p.part_ml[(z * rows + row) * 2]);
+	float sum = 0.0f;
+	for (uint32_t z = 0; z < p.n_splits; z++) {
+		const float mz = p.part_ml[(z * rows + row) * 2];
+		sum += mz == -INFINITY ? 0.0f : p.part_ml[(z * rows + row) * 2 + 1] * exp2f(mz - mmax);
+	}
 	for (uint32_t e = threadIdx.x; e < hd; e += blockDim.x) {
-		float o = 0.0f;
-		for (uint32_t w = 0; w < WARPS; w++)
-			o += s_acc[w][e] * scale[w];
-		out[e] = from_float(bf16{}, bad ? NAN : o / sum);
+		float acc = 0.0f;
+		for (uint32_t z = 0; z < p.n_splits; z++) {
+			const float mz = p.part_ml[(z * rows + row) * 2];
+			const float oz = p.part_o[(z * rows + row) * hd + e];
+			acc += mz == -INFINITY ? (isnan(oz) ? oz : 0.0f) : oz * exp2f(mz - mmax);
+		}
+		p.out[row * hd + e] = from_float(bf16{}, acc / sum); /* sum 0: NaN */
+	}
+}
+
+template <typename D, int HD> cudaError_t launch(const infs_k_attn_params &p, cudaStream_t stream)
+{
+	const uint32_t per_tile = ROWS / (p.n_heads / p.n_kv_heads);
+	const uint32_t tiles = div_up(p.seqs.n_tokens, per_tile) + (p.seqs.starts ? p.seqs.n_seqs : 0);
+	flash_kernel<D, HD><<<dim3(tiles, p.n_kv_heads, p.n_splits), THREADS, 0, stream>>>(p);
+	cudaError_t err = cudaGetLastError();
+	if (err == cudaSuccess && p.n_splits > 1) {
+		merge_kernel<<<p.seqs.n_tokens * p.n_heads, 128, 0, stream>>>(p);
+		err = cudaGetLastError();
+	}
+	return err;
+}
+
+template <typename D> cudaError_t launch_hd(const infs_k_attn_params &p, cudaStream_t stream)
+{
+	switch (p.head_dim) {
+	case 16: return launch<D, 16>(p, stream);
+	case 32: return launch<D, 32>(p, stream);
+	case 48: return launch<D, 48>(p, stream);
+	case 64: return launch<D, 64>(p, stream);
+	case 80: return launch<D, 80>(p, stream);
+	case 96: return launch<D, 96>(p, stream);
+	case 112: return launch<D, 112>(p, stream);
+	case 128: return launch<D, 128>(p, stream);
+	default: return cudaErrorInvalidValue;
 	}
 }
 
@@ -96,11 +359,11 @@ template <typename D> __global__ void attn_kernel(const infs_k_attn_params p)
 
 extern "C" cudaError_t infs_k_attention(const infs_k_attn_params *p, cudaStream_t stream)
 {
-	if (p->head_dim > INFS_K_MODEL_MAX_HEAD_DIM || p->n_kv_heads == 0 || p->n_heads % p->n_kv_heads)
+	if (!INFS_K_ATTN_HEAD_DIM_OK(p->head_dim) || p->n_kv_heads == 0 || p->n_heads % p->n_kv_heads ||
+	    p->n_heads / p->n_kv_heads > ROWS || p->n_splits == 0 || p->seqs.n_seqs == 0 ||
+	    (p->n_splits > 1 && (!p->part_o || !p->part_ml)))
 		return cudaErrorInvalidValue;
-	const dim3 grid(p->n_tokens, p->n_heads);
-	return dispatch_dtype(p->cache.dtype, [&](auto d) {
-		attn_kernel<decltype(d)><<<grid, WARPS * 32, 0, stream>>>(*p);
-		return cudaGetLastError();
-	});
+	if (p->seqs.n_tokens == 0)
+		return cudaSuccess;
+	return dispatch_dtype(p->cache.dtype, [&](auto d) { return launch_hd<decltype(d)>(*p, stream); });
 }

@@ -17,22 +17,39 @@
 extern "C" {
 #endif
 
-/* The largest head the attention and RoPE kernels take. */
-#define INFS_K_MODEL_MAX_HEAD_DIM 256u
+/* The largest head the RoPE kernel takes; attention takes head_dim a
+ * multiple of 16 up to 128 (INFS_K_ATTN_HEAD_DIM_OK). */
+#define INFS_K_MODEL_MAX_HEAD_DIM 128u
+#define INFS_K_ATTN_HEAD_DIM_OK(hd) ((hd) % 16 == 0 && (hd) >= 16 && (hd) <= 128)
 
-/* One layer of a paged KV cache: position p lives in block
- * blocks[p / block_size] (checked against n_table and n_blocks), slot
- * p % block_size; element (b, s, h, e) of K is at k + b*stride_block +
- * s*stride_slot + h*stride_head + e*stride_dim elements of dtype (INFS_K_*),
- * likewise for V. */
+/* One layer of a paged KV cache: position p of sequence s lives in block
+ * blocks[s * table_stride + p / block_size] (p / block_size checked against
+ * n_table, the block against n_blocks), slot p % block_size; element
+ * (b, s, h, e) of K is at k + b*stride_block + s*stride_slot +
+ * h*stride_head + e*stride_dim elements of dtype (INFS_K_*), likewise for
+ * V. */
 typedef struct infs_k_cache_layer {
 	void *k, *v;
 	const int32_t *blocks;
-	uint64_t n_table;
+	uint64_t n_table, table_stride;
 	uint32_t n_blocks, block_size;
 	int64_t stride_block, stride_slot, stride_head, stride_dim;
 	int dtype;
 } infs_k_cache_layer;
+
+/* The sequences of a call: sequence s is tokens [starts[s], starts[s + 1])
+ * (starts NULL: one sequence of every token), with cache positions
+ * [0, n_past[s]) (n_past NULL: n_past0 for every sequence). Token i of a
+ * sequence is at positions[i] (NULL: its n_past + its index in the
+ * sequence). Starts are clamped to [0, n_tokens]: bad ones never lead to an
+ * access out of bounds. */
+typedef struct infs_k_seqs {
+	uint32_t n_seqs, n_tokens;
+	const int32_t *starts;
+	const int32_t *n_past;
+	uint32_t n_past0;
+	const int32_t *positions;
+} infs_k_seqs;
 
 /* x[i] = emb[tokens[i]] (bf16 rows of d) in f32; NaN for a token outside
  * 0..n_vocab-1. */
@@ -44,6 +61,11 @@ cudaError_t infs_k_embed(float *x, const uint16_t *emb, const int32_t *tokens, u
 cudaError_t infs_k_rmsnorm(uint16_t *out, const float *x, const float *w, uint32_t n, uint32_t d, float eps,
                            cudaStream_t stream);
 
+/* The same for the last token of each sequence: out[s] from row
+ * seqs.starts[s + 1] - 1 of x, NaN for a sequence without tokens. */
+cudaError_t infs_k_rmsnorm_last(uint16_t *out, const float *x, const float *w, const infs_k_seqs *seqs, uint32_t d,
+                                float eps, cudaStream_t stream);
+
 /* y[i] += b for n rows of d. */
 cudaError_t infs_k_add_bias(float *y, const float *b, uint32_t n, uint32_t d, cudaStream_t stream);
 
@@ -54,41 +76,56 @@ cudaError_t infs_k_swiglu(uint16_t *out, const float *gu, uint32_t n, uint32_t f
 /* The fused q|k|v projection of n tokens, [n][(n_heads + 2 n_kv_heads) *
  * head_dim]: adds bias (NULL: none), normalises each q and k head with
  * q_norm/k_norm (NULL: none; Qwen3), rotates q and k to the token's
- * position (positions NULL: n_past + i) with inv_freq (rotary_dim / 2
- * floats) and attn_scale, NeoX (style 0) or GPT-J (style 1) pairs, and
- * writes q, k, v ([n][heads][head_dim] f32) and the rotated K and V into
- * the cache at the token's position, when its block is valid. */
+ * position with inv_freq (rotary_dim / 2 floats) and attn_scale, NeoX
+ * (style 0) or GPT-J (style 1) pairs, and writes q (f32), k and v (bf16),
+ * each [n][heads][head_dim], and, when write_cache is set, the rotated K
+ * and V into the cache at the token's position when its block is valid.
+ * A token outside every sequence gets NaN q, k and v. */
 typedef struct infs_k_qkv_params {
 	const float *qkv;
 	const float *bias;
 	const float *q_norm, *k_norm;
 	float eps;
-	float *q, *k, *v;
-	const int32_t *positions;
-	uint32_t n_past, n_tokens, n_heads, n_kv_heads, head_dim, rotary_dim;
+	float *q;
+	uint16_t *k, *v;
+	infs_k_seqs seqs;
+	uint32_t n_heads, n_kv_heads, head_dim, rotary_dim;
 	int style;
 	float attn_scale;
 	const float *inv_freq;
 	infs_k_cache_layer cache;
+	int write_cache;
 } infs_k_qkv_params;
 
 cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream);
 
-/* Causal grouped-query attention of n new tokens: token i (position
- * positions[i], NULL: n_past + i) attends to the cache positions
- * [0, n_past) and to the new tokens j (k, v f32 [n][n_kv_heads][head_dim])
- * at positions <= its own, within sliding_window (0: none); softmax in f32
- * with the scores scaled by scale. out is bf16 [n][n_heads][head_dim]; a
- * token whose own position or a visible cache position has no valid block
- * gets NaN. */
+/* Causal grouped-query attention of the new tokens, flash style (tensor
+ * cores, bf16 operands, f32 softmax and accumulation): token i of sequence
+ * s at position p attends to the cache positions of s below its n_past and
+ * <= p, and to the new tokens of s (k, v bf16 [n][n_kv_heads][head_dim]) at
+ * positions <= p, within sliding_window (0: none); scores scaled by scale.
+ * out is bf16 [n][n_heads][head_dim]. Each block takes up to 64 query rows
+ * (the heads sharing a KV head, token by token) of one sequence and one KV
+ * head; with n_splits > 1 the keys are divided among n_splits blocks whose
+ * partial results (part_o f32 [n_splits][n][n_heads][head_dim], part_ml
+ * [n_splits][n][n_heads][2]) a second kernel merges. A token whose own
+ * position (when write_cache) or a visible cache position has no valid
+ * block gets NaN. */
 typedef struct infs_k_attn_params {
 	uint16_t *out;
-	const float *q, *k, *v;
-	const int32_t *positions;
-	uint32_t n_past, n_tokens, n_heads, n_kv_heads, head_dim, sliding_window;
+	const float *q;
+	const uint16_t *k, *v;
+	infs_k_seqs seqs;
+	uint32_t n_heads, n_kv_heads, head_dim, sliding_window;
 	float scale;
 	infs_k_cache_layer cache;
+	int write_cache;
+	uint32_t n_splits;
+	float *part_o, *part_ml;
 } infs_k_attn_params;
+
+/* Query rows one attention block takes. */
+#define INFS_K_ATTN_ROWS 64u
 
 cudaError_t infs_k_attention(const infs_k_attn_params *p, cudaStream_t stream);
 

@@ -20,17 +20,35 @@ __global__ void embed_kernel(float *x, const uint16_t *emb, const int32_t *token
 		x[(size_t)i * d + e] = ok ? to_float(bf16{}, emb[(size_t)t * d + e]) : NAN;
 }
 
-__global__ void rmsnorm_kernel(uint16_t *out, const float *x, const float *w, uint32_t d, float eps)
+/* Row r of x into row blockIdx.x of out; r < 0: NaN. */
+__device__ void rmsnorm_row(uint16_t *out, const float *x, int64_t r, const float *w, uint32_t d, float eps)
 {
 	__shared__ double red[32];
-	const float *row = x + (size_t)blockIdx.x * d;
+	if (r < 0) {
+		for (uint32_t e = threadIdx.x; e < d; e += blockDim.x)
+			out[(size_t)blockIdx.x * d + e] = from_float(bf16{}, NAN);
+		return;
+	}
+	const float *row = x + (size_t)r * d;
 	double ss = 0;
 	for (uint32_t e = threadIdx.x; e < d; e += blockDim.x)
 		ss += (double)row[e] * row[e];
 	ss = block_sum(ss, red);
-	const float r = 1.0f / sqrtf((float)(ss / d) + eps);
+	const float inv = 1.0f / sqrtf((float)(ss / d) + eps);
 	for (uint32_t e = threadIdx.x; e < d; e += blockDim.x)
-		out[(size_t)blockIdx.x * d + e] = from_float(bf16{}, w[e] * (row[e] * r));
+		out[(size_t)blockIdx.x * d + e] = from_float(bf16{}, w[e] * (row[e] * inv));
+}
+
+__global__ void rmsnorm_kernel(uint16_t *out, const float *x, const float *w, uint32_t d, float eps)
+{
+	rmsnorm_row(out, x, blockIdx.x, w, d, eps);
+}
+
+__global__ void rmsnorm_last_kernel(uint16_t *out, const float *x, const float *w, const infs_k_seqs seqs, uint32_t d,
+                                    float eps)
+{
+	const seq_span sp = seq_get(seqs, blockIdx.x);
+	rmsnorm_row(out, x, sp.end > sp.start ? (int64_t)sp.end - 1 : -1, w, d, eps);
 }
 
 __global__ void add_bias_kernel(float *y, const float *b, uint32_t d, size_t total)
@@ -88,6 +106,13 @@ extern "C" cudaError_t infs_k_rmsnorm(uint16_t *out, const float *x, const float
                                       float eps, cudaStream_t stream)
 {
 	rmsnorm_kernel<<<n, THREADS, 0, stream>>>(out, x, w, d, eps);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t infs_k_rmsnorm_last(uint16_t *out, const float *x, const float *w, const infs_k_seqs *seqs,
+                                           uint32_t d, float eps, cudaStream_t stream)
+{
+	rmsnorm_last_kernel<<<seqs->n_seqs, THREADS, 0, stream>>>(out, x, w, *seqs, d, eps);
 	return cudaGetLastError();
 }
 

@@ -32,7 +32,9 @@ template <typename D> __global__ void qkv_kernel(const infs_k_qkv_params p)
 			h[e] = norm[e] * (h[e] * r);
 	}
 	__syncthreads();
-	const int64_t pos = token_pos(p.positions, p.n_past, i);
+	const seq_span sp = seq_of(p.seqs, i);
+	const bool lost = sp.index >= p.seqs.n_seqs; /* outside every sequence */
+	const int64_t pos = lost ? -1 : token_pos(p.seqs, sp, i);
 	if (kind < 2) {
 		/* As infs__rope_cos_sin and infs__rope_apply: the angle in double;
 		 * each pair belongs to one thread. */
@@ -48,13 +50,16 @@ template <typename D> __global__ void qkv_kernel(const infs_k_qkv_params p)
 		__syncthreads();
 	}
 	const uint32_t head = kind == 0 ? slot : kind == 1 ? slot - nq : slot - nq - nkv;
-	float *dst = kind == 0 ? p.q + ((size_t)i * nq + head) * hd
-	                       : (kind == 1 ? p.k : p.v) + ((size_t)i * nkv + head) * hd;
-	for (uint32_t e = threadIdx.x; e < hd; e += blockDim.x)
-		dst[e] = h[e];
-	if (kind == 0)
+	if (kind == 0) {
+		float *dst = p.q + ((size_t)i * nq + head) * hd;
+		for (uint32_t e = threadIdx.x; e < hd; e += blockDim.x)
+			dst[e] = lost ? NAN : h[e];
 		return;
-	const int64_t off = cache_offset(p.cache, pos, head);
+	}
+	uint16_t *dst = (kind == 1 ? p.k : p.v) + ((size_t)i * nkv + head) * hd;
+	for (uint32_t e = threadIdx.x; e < hd; e += blockDim.x)
+		dst[e] = from_float(bf16{}, lost ? NAN : h[e]);
+	const int64_t off = p.write_cache && !lost ? cache_offset(p.cache, sp.index, pos, head) : -1;
 	if (off < 0)
 		return; /* the attention kernel turns this token's output into NaN */
 	typename D::bits *c = (typename D::bits *)(kind == 1 ? p.cache.k : p.cache.v) + off;
@@ -68,7 +73,7 @@ extern "C" cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t strea
 {
 	if (p->head_dim > INFS_K_MODEL_MAX_HEAD_DIM || p->rotary_dim > p->head_dim)
 		return cudaErrorInvalidValue;
-	const dim3 grid(p->n_tokens, p->n_heads + 2 * p->n_kv_heads);
+	const dim3 grid(p->seqs.n_tokens, p->n_heads + 2 * p->n_kv_heads);
 	return dispatch_dtype(p->cache.dtype, [&](auto d) {
 		qkv_kernel<decltype(d)><<<grid, THREADS, 0, stream>>>(*p);
 		return cudaGetLastError();

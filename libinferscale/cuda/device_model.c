@@ -21,6 +21,7 @@
 #define ALIGN 256u
 #define BLAS_WORKSPACE (32u << 20) /* what cuBLAS asks for on Hopper */
 #define STAGE_ELEMS (4u << 20)     /* f32 -> bf16 conversion, 8 MiB at a time */
+#define MAX_SPLITS 32u             /* key ranges one attention row may be split into */
 
 typedef struct dev_layer {
 	float *attn_norm, *ffn_norm, *bqkv, *bo, *q_norm, *k_norm; /* f32, NULL when absent */
@@ -36,8 +37,11 @@ struct infs__model_dev {
 	uint16_t *emb, *output;     /* output == emb when tied */
 	float *out_norm, *inv_freq;
 	/* workspace for max_tokens tokens */
-	float *x, *qkv, *q, *k, *v, *gu;
-	uint16_t *xb, *att, *act;
+	float *x, *qkv, *q, *gu;
+	uint16_t *xb, *k, *v, *att, *act;
+	float *part_o, *part_ml;    /* split attention's partial results */
+	uint32_t part_tokens;       /* tokens x splits they hold */
+	uint32_t n_sm;
 	void *blas_ws;
 };
 
@@ -81,11 +85,14 @@ static void layout(struct infs__model_dev *d, const infs_model *m, carve *c, uin
 	d->xb = take(c, T * D * 2);
 	d->qkv = take(c, T * qkv * 4);
 	d->q = take(c, T * qd * 4);
-	d->k = take(c, T * kvd * 4);
-	d->v = take(c, T * kvd * 4);
+	d->k = take(c, T * kvd * 2);
+	d->v = take(c, T * kvd * 2);
 	d->att = take(c, T * qd * 2);
 	d->gu = take(c, T * 2 * ff * 4);
 	d->act = take(c, T * ff * 2);
+	d->part_tokens = MAX_SPLITS * (T < 128 ? T : 128);
+	d->part_o = take(c, (uint64_t)d->part_tokens * qd * 4);
+	d->part_ml = take(c, (uint64_t)d->part_tokens * g->n_heads * 2 * 4);
 	d->blas_ws = take(c, BLAS_WORKSPACE);
 }
 
@@ -231,9 +238,12 @@ void infs__device_model_release(infs_model *m)
 static int create(infs_model *m, int device, uint64_t budget, uint32_t max_tokens, const uint64_t *random)
 {
 	const infs__model_config *g = &m->cfg;
-	if (g->head_dim > INFS_K_MODEL_MAX_HEAD_DIM)
-		return infs__error(INFS_EUNSUPPORTED, "%s: head_dim %u: the device kernels take at most %u", load_fn,
-		                   g->head_dim, INFS_K_MODEL_MAX_HEAD_DIM);
+	if (!INFS_K_ATTN_HEAD_DIM_OK(g->head_dim))
+		return infs__error(INFS_EUNSUPPORTED, "%s: head_dim %u: the device kernels take multiples of 16 up to 128",
+		                   load_fn, g->head_dim);
+	if (g->n_heads / g->n_kv_heads > INFS_K_ATTN_ROWS)
+		return infs__error(INFS_EUNSUPPORTED, "%s: %u query heads per KV head: the device kernels take at most %u",
+		                   load_fn, g->n_heads / g->n_kv_heads, INFS_K_ATTN_ROWS);
 	struct infs__model_dev *d = calloc(1, sizeof *d);
 	dev_layer *layers = d ? calloc(g->n_layers, sizeof *layers) : NULL;
 	if (!layers) {
@@ -253,9 +263,13 @@ static int create(infs_model *m, int device, uint64_t budget, uint32_t max_token
 	}
 	m->dev = d;
 	size_t free_b = 0, total_b = 0;
+	int n_sm = 0;
 	cudaError_t err = cudaMemGetInfo(&free_b, &total_b);
+	if (err == cudaSuccess)
+		err = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device);
+	d->n_sm = (uint32_t)n_sm;
 	if (err != cudaSuccess)
-		rc = infs__cuda_error(err, load_fn, "reading the device's free memory");
+		rc = infs__cuda_error(err, load_fn, "reading the device's free memory and multiprocessors");
 	else if (budget && d->bytes > budget)
 		rc = infs__error(INFS_EBUDGET,
 		                 "%s: the model needs %llu bytes of device memory (weights in bf16 and a workspace for %u "
@@ -317,6 +331,22 @@ static cublasStatus_t gemm(cublasHandle_t h, float *y, const uint16_t *x, const 
 	                    CUDA_R_16BF, (int)in, &beta, y, CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
+/* Into how many blocks each attention row's keys are split: enough blocks
+ * for two waves over the device, at least two key tiles per block, within
+ * the partial results' workspace. */
+static uint32_t attn_splits(const struct infs__model_dev *d, const infs__model_config *g, uint32_t n_tokens,
+                            uint32_t n_seqs, uint64_t max_keys)
+{
+	const uint64_t per_tile = INFS_K_ATTN_ROWS / (g->n_heads / g->n_kv_heads);
+	const uint64_t blocks = ((n_tokens + per_tile - 1) / per_tile + n_seqs) * g->n_kv_heads;
+	uint64_t s = (2ull * d->n_sm + blocks - 1) / blocks;
+	const uint64_t by_keys = (max_keys + 127) / 128, by_space = d->part_tokens / n_tokens;
+	s = s < by_keys ? s : by_keys;
+	s = s < MAX_SPLITS ? s : MAX_SPLITS;
+	s = s < by_space ? s : by_space;
+	return s ? (uint32_t)s : 1;
+}
+
 int infs__device_model_forward(const infs_model *m, const infs__device_forward *a)
 {
 	const struct infs__model_dev *d = m->dev;
@@ -332,6 +362,10 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 		rc = check_ptr(a->positions, d->device, "positions");
 	if (!rc)
 		rc = check_ptr(a->block_table, d->device, "block_table");
+	if (!rc && a->n_seqs)
+		rc = check_ptr(a->seq_starts, d->device, "seq_starts");
+	if (!rc && a->n_seqs)
+		rc = check_ptr(a->seq_n_past, d->device, "seq_n_past");
 	for (uint32_t l = 0; !rc && l < g->n_layers; l++) {
 		if (!rc)
 			rc = check_ptr(kl->k_layers[l], d->device, "a cache K layer");
@@ -346,10 +380,17 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 	const uint32_t n = a->n_tokens, D = g->n_embd, hd = g->head_dim, ff = g->n_ff;
 	const uint32_t qd = g->n_heads * hd, kvd = g->n_kv_heads * hd, qkv = qd + 2 * kvd;
 	infs_k_cache_layer cl = {
-		.blocks = a->block_table, .n_table = a->block_table_len, .n_blocks = kl->n_blocks,
-		.block_size = kl->block_size, .stride_block = kl->stride_block, .stride_slot = kl->stride_slot,
-		.stride_head = kl->stride_head, .stride_dim = kl->stride_dim, .dtype = (int)kl->dtype,
+		.blocks = a->block_table, .n_table = a->block_table_len, .table_stride = a->table_stride,
+		.n_blocks = kl->n_blocks, .block_size = kl->block_size, .stride_block = kl->stride_block,
+		.stride_slot = kl->stride_slot, .stride_head = kl->stride_head, .stride_dim = kl->stride_dim,
+		.dtype = (int)kl->dtype,
 	};
+	const infs_k_seqs seqs = {
+		.n_seqs = a->n_seqs ? a->n_seqs : 1, .n_tokens = n, .starts = a->n_seqs ? a->seq_starts : NULL,
+		.n_past = a->n_seqs ? a->seq_n_past : NULL, .n_past0 = a->n_past, .positions = a->positions,
+	};
+	const uint64_t max_keys = a->n_seqs ? a->max_context : (uint64_t)a->n_past + n;
+	const uint32_t splits = attn_splits(d, g, n, a->n_seqs, max_keys);
 	cublasStatus_t st = cublasSetStream(d->blas, s);
 	cudaError_t err = infs_k_embed(d->x, d->emb, a->tokens, n, D, g->n_vocab, s);
 	for (uint32_t l = 0; l < g->n_layers && err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS; l++) {
@@ -362,19 +403,19 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS) {
 			infs_k_qkv_params qp = {
 				.qkv = d->qkv, .bias = L->bqkv, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = g->norm_eps,
-				.q = d->q, .k = d->k, .v = d->v, .positions = a->positions, .n_past = a->n_past,
-				.n_tokens = n, .n_heads = g->n_heads, .n_kv_heads = g->n_kv_heads, .head_dim = hd,
-				.rotary_dim = 2 * m->rope.n_pairs, .style = m->rope.style == INFS_ROPE_NEOX ? 0 : 1,
-				.attn_scale = m->rope.attn_scale, .inv_freq = d->inv_freq, .cache = cl,
+				.q = d->q, .k = d->k, .v = d->v, .seqs = seqs, .n_heads = g->n_heads,
+				.n_kv_heads = g->n_kv_heads, .head_dim = hd, .rotary_dim = 2 * m->rope.n_pairs,
+				.style = m->rope.style == INFS_ROPE_NEOX ? 0 : 1, .attn_scale = m->rope.attn_scale,
+				.inv_freq = d->inv_freq, .cache = cl, .write_cache = 1,
 			};
 			err = infs_k_qkv(&qp, s);
 		}
 		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS) {
 			infs_k_attn_params ap = {
-				.out = d->att, .q = d->q, .k = d->k, .v = d->v, .positions = a->positions,
-				.n_past = a->n_past, .n_tokens = n, .n_heads = g->n_heads, .n_kv_heads = g->n_kv_heads,
-				.head_dim = hd, .sliding_window = g->sliding_window, .scale = 1.0f / sqrtf((float)hd),
-				.cache = cl,
+				.out = d->att, .q = d->q, .k = d->k, .v = d->v, .seqs = seqs, .n_heads = g->n_heads,
+				.n_kv_heads = g->n_kv_heads, .head_dim = hd, .sliding_window = g->sliding_window,
+				.scale = 1.0f / sqrtf((float)hd), .cache = cl, .write_cache = 1, .n_splits = splits,
+				.part_o = d->part_o, .part_ml = d->part_ml,
 			};
 			err = infs_k_attention(&ap, s);
 		}
@@ -391,9 +432,18 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
 			st = gemm(d->blas, d->x, d->act, L->wdown, n, ff, D, 1.0f);
 	}
-	const uint32_t rows = a->all_logits ? n : 1;
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
-		err = infs_k_rmsnorm(d->xb, d->x + (size_t)(n - rows) * D, d->out_norm, rows, D, g->norm_eps, s);
+	/* The rows that get logits: every token, each sequence's last, or the
+	 * last token. */
+	uint32_t rows = 1;
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS) {
+		rows = a->all_logits ? n : seqs.n_seqs;
+		if (a->all_logits)
+			err = infs_k_rmsnorm(d->xb, d->x, d->out_norm, n, D, g->norm_eps, s);
+		else if (a->n_seqs)
+			err = infs_k_rmsnorm_last(d->xb, d->x, d->out_norm, &seqs, D, g->norm_eps, s);
+		else
+			err = infs_k_rmsnorm(d->xb, d->x + (size_t)(n - 1) * D, d->out_norm, 1, D, g->norm_eps, s);
+	}
 	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
 		st = gemm(d->blas, a->logits, d->xb, d->output, rows, D, g->n_vocab, 0.0f);
 	infs__device_restore(prev);

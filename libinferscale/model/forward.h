@@ -35,9 +35,9 @@ int infs__forward(const infs_model *m, const infs__forward_args *a);
 
 /* A device forward call (infs_model_forward_device) after its host-side
  * checks: cache is a copy of the caller's layout, on the model's device,
- * of the model's shape, every layer pointer set, block_table_len covers
- * n_past and, with positions NULL, the new positions; n_tokens is within
- * the workspace. */
+ * of the model's shape, every layer pointer set; for one sequence,
+ * block_table_len covers n_past and, with positions NULL, the new
+ * positions; n_tokens and n_seqs are within the workspace. */
 typedef struct infs__device_forward {
 	float *logits;
 	const int32_t *tokens;
@@ -49,6 +49,10 @@ typedef struct infs__device_forward {
 	size_t block_table_len;
 	uint32_t n_past;
 	void *stream;
+	uint32_t n_seqs;            /* 0: one sequence (n_past); else seq_starts and seq_n_past */
+	const int32_t *seq_starts, *seq_n_past;
+	size_t table_stride;
+	uint32_t max_context;       /* with n_seqs: a bound on any sequence's n_past + tokens */
 } infs__device_forward;
 
 /* Attention of one layer for n new tokens. q [n][n_heads][head_dim] and

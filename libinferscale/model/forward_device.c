@@ -37,6 +37,31 @@ static int check_cache(const infs_model *m, const infs_kv_layout *kl)
 	return INFS_OK;
 }
 
+/* A batch of sequences: their starts and n_past are device memory, checked
+ * by the kernels; the host checks their count and the tables' spacing. */
+static int batch(float *logits, const infs_model *m, const int32_t *tokens, const int32_t *positions,
+                 uint32_t n_tokens, const infs_device_forward_options *o, const infs_kv_layout *cache)
+{
+	if (!o->seq_starts || !o->seq_n_past)
+		return infs__error(INFS_EINVAL, "%s: n_seqs %u needs seq_starts and seq_n_past", fn, o->n_seqs);
+	if (o->n_seqs > m->device_max_tokens)
+		return infs__error(INFS_ERANGE, "%s: n_seqs %u is above %u (infs_model_options.device_max_tokens)", fn,
+		                   o->n_seqs, m->device_max_tokens);
+	if (o->block_table_len == 0)
+		return infs__error(INFS_ERANGE, "%s: block_table_len is 0", fn);
+	if (o->n_seqs > 1 && o->block_table_stride && o->block_table_stride < o->block_table_len)
+		return infs__error(INFS_ERANGE, "%s: block_table_stride %zu is below block_table_len %zu: the tables overlap",
+		                   fn, o->block_table_stride, o->block_table_len);
+	const uint64_t capacity = (uint64_t)cache->n_blocks * cache->block_size;
+	uint64_t max_context = o->max_context ? o->max_context : capacity;
+	if (max_context > INT32_MAX)
+		max_context = INT32_MAX;
+	const infs__device_forward a = { logits, tokens, positions, n_tokens, o->all_logits, cache, o->block_table,
+		                         o->block_table_len, 0, o->stream, o->n_seqs, o->seq_starts, o->seq_n_past,
+		                         o->block_table_stride, (uint32_t)max_context };
+	return infs__cuda->model_forward(m, &a);
+}
+
 int infs_model_forward_device(float *logits, const infs_model *m, const int32_t *tokens, const int32_t *positions,
                               uint32_t n_tokens, const infs_device_forward_options *opts)
 {
@@ -62,6 +87,10 @@ int infs_model_forward_device(float *logits, const infs_model *m, const int32_t 
 		return rc;
 	if (!o.block_table)
 		return infs__error(INFS_EINVAL, "%s: block_table is NULL", fn);
+	if (o.n_seqs)
+		return batch(logits, m, tokens, positions, n_tokens, &o, &cache);
+	if (o.seq_starts || o.seq_n_past)
+		return infs__error(INFS_EINVAL, "%s: seq_starts or seq_n_past set with n_seqs 0", fn);
 	/* Positions up to here are known to the host; device positions are
 	 * checked against the table by the kernels. */
 	uint64_t known_end = (uint64_t)o.n_past + (positions ? 0 : n_tokens);
@@ -72,6 +101,6 @@ int infs_model_forward_device(float *logits, const infs_model *m, const int32_t 
 		return infs__error(INFS_ERANGE, "%s: positions up to %llu need %llu block table entries, the table has %zu",
 		                   fn, (unsigned long long)known_end, (unsigned long long)need, o.block_table_len);
 	const infs__device_forward a = { logits, tokens, positions, n_tokens, o.all_logits, &cache, o.block_table,
-		                         o.block_table_len, o.n_past, o.stream };
+		                         o.block_table_len, o.n_past, o.stream, 0, NULL, NULL, 0, 0 };
 	return infs__cuda->model_forward(m, &a);
 }

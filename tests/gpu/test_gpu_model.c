@@ -76,6 +76,22 @@ static void cache_free(dev_cache *c)
 	cudaFree(c->table);
 }
 
+/* The device's logits of position t against the CPU's (want holds every
+ * position's): top-1 identical unless the CPU's two best are within twice
+ * the bound; returns the max |diff|. */
+static float compare_row(const char *name, const char *step, uint32_t t, const float *g, const float *want,
+                         uint32_t V, float bound)
+{
+	const float *w = want + (size_t)t * V;
+	const float d = max_diff(g, w, V);
+	const size_t top_cpu = argmax(w, V), top_dev = argmax(g, V);
+	if (top_cpu != top_dev || !(d <= bound))
+		fprintf(stderr, "%s %s position %u: top-1 device %zu (%g) cpu %zu (%g; device %g); max |diff| %g, bound %g\n",
+		        name, step, t, top_dev, g[top_dev], top_cpu, w[top_cpu], g[top_cpu], d, bound);
+	CHECK(top_cpu == top_dev || w[top_cpu] - w[top_dev] <= 2 * bound);
+	return d;
+}
+
 /* Runs the device forward over tokens[first..first+n) at positions
  * first.. (passed explicitly when explicit_pos), n_past = first, and
  * compares its logits (all, or the last) with want (the CPU's logits of
@@ -110,15 +126,7 @@ static float run_compare(const char *name, const char *step, const infs_model *m
 	CUDA_OK(cudaMemcpy(got, d_logits, (size_t)rows * V * 4, cudaMemcpyDeviceToHost));
 	float worst = 0;
 	for (uint32_t r = 0; r < rows; r++) {
-		const uint32_t t = first + (all ? r : n - 1);
-		const float *w = want + (size_t)t * V, *g = got + (size_t)r * V;
-		const float d = max_diff(g, w, V);
-		const size_t top_cpu = argmax(w, V), top_dev = argmax(g, V);
-		if (top_cpu != top_dev || !(d <= bound))
-			fprintf(stderr, "%s %s position %u: top-1 device %zu (%g) cpu %zu (%g; device %g); max |diff| %g, bound %g\n",
-			        name, step, t, top_dev, g[top_dev], top_cpu, w[top_cpu], g[top_cpu], d, bound);
-		/* Two logits within the bound of each other on the CPU may swap. */
-		CHECK(top_cpu == top_dev || w[top_cpu] - w[top_dev] <= 2 * bound);
+		const float d = compare_row(name, step, first + (all ? r : n - 1), got + (size_t)r * V, want, V, bound);
 		worst = !(d <= worst) ? d : worst;
 	}
 	printf("  %s: %u tokens at n_past %u, max |logit diff| %.3g (bound %.3g)\n", step, n, first, worst, bound);
@@ -129,6 +137,72 @@ static float run_compare(const char *name, const char *step, const infs_model *m
 	cudaFree(d_pos);
 	cudaFree(d_logits);
 	return worst;
+}
+
+/* Two sequences per call (n_seqs 2, each with its own block table, one
+ * cache): a prefill of 7 and of 5 tokens of the prompt, then a decode step
+ * of each with seq_n_past 7 and 5; the logits of each sequence's last
+ * token against the CPU's. Then a sequence without tokens gets NaN. */
+static void run_batch(const char *name, const infs_model *md, const infs_geometry *g, const int32_t *tokens,
+                      const float *want, uint32_t V, float bound)
+{
+	static const int32_t tables[2][NB] = { { 6, 2, 7, 0, 5, 1, 3, 4 }, { 1, 5, 0, 3, 4, 6, 2, 7 } };
+	dev_cache c;
+	cache_make(&c, g);
+	int32_t *d_tables, *d_tok, *d_starts, *d_past;
+	float *d_logits, *got = malloc(2 * (size_t)V * sizeof *got);
+	CUDA_OK(cudaMalloc((void **)&d_tables, sizeof tables));
+	CUDA_OK(cudaMalloc((void **)&d_tok, 12 * 4));
+	CUDA_OK(cudaMalloc((void **)&d_starts, 3 * 4));
+	CUDA_OK(cudaMalloc((void **)&d_past, 2 * 4));
+	CUDA_OK(cudaMalloc((void **)&d_logits, 2 * (size_t)V * 4));
+	CUDA_OK(cudaMemcpy(d_tables, tables, sizeof tables, cudaMemcpyHostToDevice));
+	infs_device_forward_options o = INFS_DEVICE_FORWARD_OPTIONS_INIT;
+	o.cache = &c.kl;
+	o.block_table = d_tables;
+	o.block_table_len = NB;
+	o.block_table_stride = NB;
+	o.n_seqs = 2;
+	o.seq_starts = d_starts;
+	o.seq_n_past = d_past;
+	o.max_context = 8;
+	int32_t tok[12], starts[3] = { 0, 7, 12 }, past[2] = { 0, 0 };
+	memcpy(tok, tokens, 7 * 4);
+	memcpy(tok + 7, tokens, 5 * 4);
+	const uint32_t last[2][2] = { { 6, 4 }, { 7, 5 } }; /* the positions whose logits each step gives */
+	for (int step = 0; step < 2; step++) {
+		if (step == 1) { /* one new token each */
+			tok[0] = tokens[7], tok[1] = tokens[5];
+			starts[1] = 1, starts[2] = 2, past[0] = 7, past[1] = 5;
+		}
+		const uint32_t n = (uint32_t)starts[2];
+		CUDA_OK(cudaMemcpy(d_tok, tok, n * 4, cudaMemcpyHostToDevice));
+		CUDA_OK(cudaMemcpy(d_starts, starts, sizeof starts, cudaMemcpyHostToDevice));
+		CUDA_OK(cudaMemcpy(d_past, past, sizeof past, cudaMemcpyHostToDevice));
+		CHECK_OK(infs_model_forward_device(d_logits, md, d_tok, NULL, n, &o));
+		CUDA_OK(cudaMemcpy(got, d_logits, 2 * (size_t)V * 4, cudaMemcpyDeviceToHost));
+		const char *what = step ? "batch decode" : "batch prefill";
+		float worst = 0;
+		for (int s = 0; s < 2; s++) {
+			const float d = compare_row(name, what, last[step][s], got + (size_t)s * V, want, V, bound);
+			worst = !(d <= worst) ? d : worst;
+		}
+		printf("  %s: 2 sequences of %d and %d tokens, max |logit diff| %.3g (bound %.3g)\n", what,
+		       starts[1], starts[2] - starts[1], worst, bound);
+		CHECK(worst <= bound);
+	}
+	starts[1] = 0; /* the first sequence has no tokens */
+	CUDA_OK(cudaMemcpy(d_starts, starts, sizeof starts, cudaMemcpyHostToDevice));
+	CHECK_OK(infs_model_forward_device(d_logits, md, d_tok, NULL, 2, &o));
+	CUDA_OK(cudaMemcpy(got, d_logits, 2 * (size_t)V * 4, cudaMemcpyDeviceToHost));
+	CHECK(isnan(got[0]) && isfinite(got[V]));
+	free(got);
+	cudaFree(d_tables);
+	cudaFree(d_tok);
+	cudaFree(d_starts);
+	cudaFree(d_past);
+	cudaFree(d_logits);
+	cache_free(&c);
 }
 
 /* The cache at positions [0, n) holds K (the CPU's pre-RoPE key rotated to
@@ -212,6 +286,21 @@ static void refusals(const char *path, infs_model *mc, infs_model *md, const inf
 	c.kl.n_kv_heads++;
 	CHECK_ERR(infs_model_forward_device(d_logits, md, d_tok, NULL, 1, &o), INFS_EMISMATCH);
 	c.kl.n_kv_heads--;
+	/* Batches: starts and n_past are needed, tables must not overlap, one
+	 * logits row per sequence must fit the workspace. */
+	o.n_seqs = 2;
+	CHECK_ERR(infs_model_forward_device(d_logits, md, d_tok, NULL, 1, &o), INFS_EINVAL);
+	o.seq_starts = d_tok;
+	o.seq_n_past = d_tok;
+	o.block_table_stride = NB - 1;
+	CHECK_ERR(infs_model_forward_device(d_logits, md, d_tok, NULL, 1, &o), INFS_ERANGE);
+	CHECK(strstr(infs_error_last(), "the tables overlap"));
+	o.block_table_stride = 0;
+	o.n_seqs = MAX_T + 1;
+	CHECK_ERR(infs_model_forward_device(d_logits, md, d_tok, NULL, 1, &o), INFS_ERANGE);
+	o.n_seqs = 0;
+	CHECK_ERR(infs_model_forward_device(d_logits, md, d_tok, NULL, 1, &o), INFS_EINVAL);
+	o.seq_starts = o.seq_n_past = NULL;
 	void *saved = c.k_layers[0];
 	c.k_layers[0] = (void *)host_tok;
 	CHECK_ERR(infs_model_forward_device(d_logits, md, d_tok, NULL, 1, &o), INFS_EINVAL);
@@ -278,6 +367,7 @@ static void check_model(const char *path, const char *name, int with_refusals)
 	run_compare(name, "decode", md, &c, tokens, 7, 1, 0, 1, want, V, bound);
 	check_cache(name, &c, &g, k, v, N, 8, kv_bound);
 	cache_free(&c);
+	run_batch(name, md, &g, tokens, want, V, bound);
 
 	/* Positions 0..4 injected from a store of the CPU's K/V, the rest
 	 * prefilled over them. */
