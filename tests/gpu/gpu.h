@@ -4,6 +4,7 @@
 #define INFS_TEST_GPU_H
 
 #include <cuda_runtime_api.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,14 @@ static inline void gpu_require(void)
 		printf("no CUDA device (%s): skipped\n", err != cudaSuccess ? cudaGetErrorString(err) : "count 0");
 		exit(77);
 	}
+}
+
+/* The bound of docs/model-runtime.md on the device model's error: 8 u
+ * sqrt(2 L + 1) (u = 2^-8, bf16's unit roundoff) relative to the largest
+ * logit (K and V: of the largest value). */
+static inline float bf16_bound(uint32_t n_layers, float scale)
+{
+	return 8 * (1.0f / 256) * sqrtf(2.0f * n_layers + 1) * (1 + scale);
 }
 
 /* A row's score, for CPU references of the top-k kernels: qsort with

@@ -21,16 +21,6 @@
 enum { BS = 4, NB = 8, MAX_T = 16 };
 static const int32_t table[NB] = { 6, 2, 7, 0, 5, 1, 3, 4 };
 
-/* bf16's unit roundoff, 2^-8. */
-#define BF16_U (1.0f / 256)
-
-/* The bound of docs/model-runtime.md: 8 u sqrt(2 L + 1) relative to the
- * largest logit (K and V: of the largest value) */
-static float bf16_bound(uint32_t n_layers, float scale)
-{
-	return 8 * BF16_U * sqrtf(2.0f * n_layers + 1) * (1 + scale);
-}
-
 typedef struct dev_cache {
 	infs_kv_layout kl;
 	void *k_layers[64], *v_layers[64];
