@@ -32,6 +32,9 @@
  * 32 full prefill: B32_RUNS after B32_WARMUP); every logit the measured
  * case leaves must be finite, else the benchmark stops.
  * Usage: bench_model_gpu out.json
+ *        bench_model_gpu --profile K   one full prefill of the K-fact
+ *        prompt, one question step and one decode step, after a warm-up
+ *        call, for a profiler (ncu) to time their kernels
  * White-box: the random model (infs__model_random_device, model/model.h)
  * is internal to the library, so it links the internal core. */
 #include <math.h>
@@ -226,8 +229,9 @@ static int32_t *upload(const int32_t *h, size_t n)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: bench_model_gpu out.json\n");
+	const int profile = argc == 3 && strcmp(argv[1], "--profile") == 0;
+	if (argc != 2 && !profile) {
+		fprintf(stderr, "usage: bench_model_gpu out.json | --profile K\n");
 		return 2;
 	}
 	int n_dev = 0;
@@ -299,6 +303,25 @@ int main(int argc, char **argv)
 	call c = { m, d_logits, d_tokens, 0, INFS_DEVICE_FORWARD_OPTIONS_INIT, "", NULL };
 	c.o.cache = &kl, c.o.block_table = d_table, c.o.block_table_len = NB1, c.o.stream = stream;
 
+	if (profile) {
+		const uint32_t ctx = SYS + (uint32_t)atoi(argv[2]) * FACT;
+		if (ctx + QUESTION > B_TOKENS) {
+			fprintf(stderr, "--profile %s: at most %d facts\n", argv[2], (B_TOKENS - SYS - QUESTION) / FACT);
+			return 2;
+		}
+		c.what = "profiled full prefill";
+		c.tokens = d_tokens, c.n_tokens = ctx + QUESTION, c.o.n_past = 0;
+		forward_run(&c, 0);
+		forward_run(&c, 0);
+		c.what = "profiled question";
+		c.tokens = d_tokens + ctx, c.n_tokens = QUESTION, c.o.n_past = ctx;
+		forward_run(&c, 0);
+		c.what = "profiled decode";
+		c.tokens = d_tokens + ctx + QUESTION, c.n_tokens = 1, c.o.n_past = ctx + QUESTION;
+		forward_run(&c, 0);
+		CUDA_OK(cudaStreamSynchronize(stream));
+		return 0;
+	}
 	FILE *out = fopen(argv[1], "w");
 	if (!out) {
 		perror(argv[1]);

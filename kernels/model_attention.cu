@@ -70,9 +70,57 @@ __device__ key_range keys_of(const infs_k_attn_params &p, const seq_span &sp, in
 	return r;
 }
 
-/* Stages keys [j0, j0 + count) of one part (cache or new tokens) as bf16
- * rows of ROW elements in sk and sv, their positions in kpos (-1: none).
- * Returns nonzero when a cache position has no valid block. */
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes from global to shared memory without passing through registers:
+ * the copy runs while the block computes on the other buffer. */
+__device__ __forceinline__ void copy16_async(void *dst, const void *src)
+{
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+}
+
+__device__ __forceinline__ void copy_commit()
+{
+	asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N> __device__ __forceinline__ void copy_wait()
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* Four 8x8 tiles of bf16 from shared memory, lane l giving the address of
+ * row l % 8 of tile l / 8 (trans: each lane gets a column pair). */
+__device__ __forceinline__ void ldsm4(uint32_t r[4], const void *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldsm2(uint32_t r[2], const void *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+	             : "=r"(r[0]), "=r"(r[1])
+	             : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldsm4_trans(uint32_t r[4], const void *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(smem_addr(p)));
+}
+
+/* Starts staging keys [j0, j0 + count) of one part (cache or new tokens)
+ * as bf16 rows of ROW elements in sk and sv, their positions in kpos (-1:
+ * none; their rows zero). bf16 rows of 16-byte aligned chunks (the new
+ * tokens, a vLLM-layout bf16 cache) are copied asynchronously; other
+ * caches are converted through registers. Returns nonzero when a cache
+ * position has no valid block. */
 template <typename D, int HD, int ROW>
 __device__ int load_tile(const infs_k_attn_params &p, const seq_span &sp, uint32_t g, bool cached, uint32_t j0,
                          uint32_t count, uint16_t *sk, uint16_t *sv, int32_t *kpos)
@@ -80,10 +128,12 @@ __device__ int load_tile(const infs_k_attn_params &p, const seq_span &sp, uint32
 	using bits = typename D::bits;
 	constexpr int CHUNKS = HD / 8; /* 8 elements, 16 bytes of bf16 */
 	int bad = 0;
-	for (int idx = threadIdx.x; idx < KEYS * CHUNKS; idx += THREADS) {
-		const int c = idx / CHUNKS, e0 = idx % CHUNKS * 8;
-		uint32_t w[4] = { 0, 0, 0, 0 }, x[4] = { 0, 0, 0, 0 }; /* zero keys are masked and add nothing */
+#pragma unroll
+	for (int i = 0; i < KEYS * CHUNKS / THREADS; i++) {
+		const int idx = threadIdx.x + i * THREADS, c = idx / CHUNKS, e0 = idx % CHUNKS * 8;
+		uint16_t *dk = sk + c * ROW + e0, *dv = sv + c * ROW + e0;
 		int32_t pos = -1;
+		bool done = false;
 		if ((uint32_t)c < count) {
 			const uint32_t j = j0 + c;
 			if (cached) {
@@ -91,46 +141,50 @@ __device__ int load_tile(const infs_k_attn_params &p, const seq_span &sp, uint32
 				if (off < 0) {
 					bad = 1;
 				} else {
-					const bits *ck = (const bits *)p.cache.k + off, *cv = (const bits *)p.cache.v + off;
+					const bits *ck = (const bits *)p.cache.k + off + e0, *cv = (const bits *)p.cache.v + off + e0;
 					const int64_t sd = p.cache.stride_dim;
-					const bool packed = std::is_same<D, bf16>::value && sd == 1 &&
-					                    (((uintptr_t)(ck + e0) | (uintptr_t)(cv + e0)) & 15) == 0;
-					if (packed) { /* vLLM's layout in bf16: 16 bytes at once */
-						const uint4 kk = *reinterpret_cast<const uint4 *>(ck + e0);
-						const uint4 vv = *reinterpret_cast<const uint4 *>(cv + e0);
-						w[0] = kk.x, w[1] = kk.y, w[2] = kk.z, w[3] = kk.w;
-						x[0] = vv.x, x[1] = vv.y, x[2] = vv.z, x[3] = vv.w;
-					}
-					for (int e = 0; !packed && e < 8; e += 2) {
-						w[e / 2] = pack_bf16(to_float(D{}, ck[(e0 + e) * sd]), to_float(D{}, ck[(e0 + e + 1) * sd]));
-						x[e / 2] = pack_bf16(to_float(D{}, cv[(e0 + e) * sd]), to_float(D{}, cv[(e0 + e + 1) * sd]));
+					if (std::is_same<D, bf16>::value && sd == 1 && (((uintptr_t)ck | (uintptr_t)cv) & 15) == 0) {
+						copy16_async(dk, ck);
+						copy16_async(dv, cv);
+					} else {
+						uint32_t w[4], x[4];
+#pragma unroll
+						for (int e = 0; e < 8; e += 2) {
+							w[e / 2] = pack_bf16(to_float(D{}, ck[e * sd]), to_float(D{}, ck[(e + 1) * sd]));
+							x[e / 2] = pack_bf16(to_float(D{}, cv[e * sd]), to_float(D{}, cv[(e + 1) * sd]));
+						}
+						*reinterpret_cast<uint4 *>(dk) = make_uint4(w[0], w[1], w[2], w[3]);
+						*reinterpret_cast<uint4 *>(dv) = make_uint4(x[0], x[1], x[2], x[3]);
 					}
 					pos = (int32_t)j;
+					done = true;
 				}
 			} else {
 				const uint32_t t = sp.start + j;
 				const size_t row = ((size_t)t * p.n_kv_heads + g) * HD + e0;
-				const uint4 kk = *reinterpret_cast<const uint4 *>(p.k + row);
-				const uint4 vv = *reinterpret_cast<const uint4 *>(p.v + row);
-				w[0] = kk.x, w[1] = kk.y, w[2] = kk.z, w[3] = kk.w;
-				x[0] = vv.x, x[1] = vv.y, x[2] = vv.z, x[3] = vv.w;
-				pos = (int32_t)token_pos(p.seqs, sp, t);
+				copy16_async(dk, p.k + row);
+				copy16_async(dv, p.v + row);
+				if (e0 == 0)
+					pos = (int32_t)token_pos(p.seqs, sp, t);
+				done = true;
 			}
 		}
-		*reinterpret_cast<uint4 *>(sk + c * ROW + e0) = make_uint4(w[0], w[1], w[2], w[3]);
-		*reinterpret_cast<uint4 *>(sv + c * ROW + e0) = make_uint4(x[0], x[1], x[2], x[3]);
+		if (!done) { /* zero keys are masked and add nothing */
+			*reinterpret_cast<uint4 *>(dk) = make_uint4(0, 0, 0, 0);
+			*reinterpret_cast<uint4 *>(dv) = make_uint4(0, 0, 0, 0);
+		}
 		if (e0 == 0)
 			kpos[c] = pos;
 	}
 	return bad;
 }
 
-template <typename D, int HD> __global__ void __launch_bounds__(THREADS) flash_kernel(const infs_k_attn_params p)
+template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 2) flash_kernel(const infs_k_attn_params p)
 {
 	constexpr int ROW = HD + 8; /* padding: the fragment loads hit 32 banks */
-	constexpr int KS = HD / 16, NT = KEYS / 8, DT = HD / 8;
-	__shared__ __align__(16) uint16_t sk[KEYS * ROW], sv[KEYS * ROW];
-	__shared__ int32_t kpos[KEYS];
+	constexpr int KS = HD / 16, NT = KEYS / 8, DT = HD / 8, TILE = KEYS * ROW;
+	extern __shared__ __align__(16) uint16_t smem[]; /* K and V of two tiles: one loads while one is used */
+	__shared__ int32_t kpos[2][KEYS];
 	__shared__ int s_qmin, s_qmax;
 
 	const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
@@ -163,7 +217,7 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS) flash_k
 	int64_t qpos[2];
 	size_t orow[2];
 	bool live[2];
-	#pragma unroll
+#pragma unroll
 	for (int r = 0; r < 2; r++) {
 		const uint32_t row = warp * 16 + gq + 8 * r, tl = row / group;
 		const uint32_t tok = tok0 + tl, head = kvh * group + row % group;
@@ -179,10 +233,11 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS) flash_k
 			}
 		}
 	}
-	#pragma unroll
+#pragma unroll
 	for (int ks = 0; ks < KS; ks++)
+#pragma unroll
 		for (int h = 0; h < 2; h++) /* columns 2t, 2t + 1, then 2t + 8, 2t + 9 */
-			#pragma unroll
+#pragma unroll
 			for (int r = 0; r < 2; r++) {
 				float2 v = make_float2(0.0f, 0.0f);
 				if (live[r])
@@ -199,44 +254,82 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS) flash_k
 	const float scale = p.scale * LOG2E; /* exp2 of scores in log2 units */
 	float m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
 	float o[DT][4];
-	#pragma unroll
+#pragma unroll
 	for (int d = 0; d < DT; d++)
 		o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
 
-	for (uint32_t ti = t_begin; ti < t_end; ti++) {
+	/* Tile ti's first key, the end of its part, whether it is cached. */
+	auto tile_at = [&](uint32_t ti, uint32_t &j0, uint32_t &count) {
 		const bool cached = ti < kr.c_tiles;
-		const uint32_t j0 = cached ? kr.c_lo + ti * KEYS : kr.n_lo + (ti - kr.c_tiles) * KEYS;
+		j0 = cached ? kr.c_lo + ti * KEYS : kr.n_lo + (ti - kr.c_tiles) * KEYS;
 		const uint32_t hi = cached ? kr.c_hi : kr.n_hi;
-		const uint32_t count = hi - j0 < (uint32_t)KEYS ? hi - j0 : KEYS;
-		__syncthreads(); /* the previous tile is no longer read */
-		bad |= load_tile<D, HD, ROW>(p, sp, kvh, cached, j0, count, sk, sv, kpos);
+		count = hi - j0 < (uint32_t)KEYS ? hi - j0 : KEYS;
+		return cached;
+	};
+	if (t_begin < t_end) {
+		uint32_t j0, count;
+		const bool cached = tile_at(t_begin, j0, count);
+		bad |= load_tile<D, HD, ROW>(p, sp, kvh, cached, j0, count, smem, smem + TILE, kpos[0]);
+	}
+	copy_commit();
+	for (uint32_t ti = t_begin; ti < t_end; ti++) {
+		const int buf = (ti - t_begin) & 1;
+		if (ti + 1 < t_end) {
+			uint32_t j1, c1;
+			const bool cached1 = tile_at(ti + 1, j1, c1);
+			uint16_t *nb = smem + (buf ^ 1) * 2 * TILE;
+			bad |= load_tile<D, HD, ROW>(p, sp, kvh, cached1, j1, c1, nb, nb + TILE, kpos[buf ^ 1]);
+			copy_commit();
+			copy_wait<1>(); /* this tile's copies are done, the next one's may run */
+		} else {
+			copy_wait<0>();
+		}
 		__syncthreads();
+		const uint16_t *sk = smem + buf * 2 * TILE, *sv = sk + TILE;
+		const int32_t *kp = kpos[buf];
+		uint32_t j0, count;
+		const bool cached = tile_at(ti, j0, count);
+		/* A tile every row sees whole needs no mask: full, its positions
+		 * (implicit) all at or below the first row's, within the window. */
+		const int64_t pos_lo = cached ? (int64_t)j0 : (int64_t)sp.n_past + j0;
+		const bool unmasked = !p.seqs.positions && count == (uint32_t)KEYS && pos_lo + KEYS - 1 <= qmin &&
+		                      (!p.sliding_window || qmax - pos_lo < (int64_t)p.sliding_window);
 
 		float sc[NT][4];
-		#pragma unroll
+#pragma unroll
 		for (int n = 0; n < NT; n++) {
 			sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
-			const uint16_t *kr0 = sk + (n * 8 + gq) * ROW + tq * 2;
+			/* lanes 8i..8i+7 address rows n*8.. of columns 8i.. of each pair of k-steps */
+			const uint16_t *kr0 = sk + (n * 8 + (lane & 7)) * ROW + (lane >> 3) * 8;
 #pragma unroll
-			for (int ks = 0; ks < KS; ks++) {
-				const uint32_t b0 = *reinterpret_cast<const uint32_t *>(kr0 + ks * 16);
-				const uint32_t b1 = *reinterpret_cast<const uint32_t *>(kr0 + ks * 16 + 8);
-				mma(sc[n], qa[ks], b0, b1);
+			for (int ks = 0; ks + 1 < KS; ks += 2) {
+				uint32_t b[4];
+				ldsm4(b, kr0 + ks * 16);
+				mma(sc[n], qa[ks], b[0], b[1]);
+				mma(sc[n], qa[ks + 1], b[2], b[3]);
+			}
+			if (KS % 2) {
+				uint32_t b[2];
+				ldsm2(b, kr0 + (KS - 1) * 16);
+				mma(sc[n], qa[KS - 1], b[0], b[1]);
 			}
 		}
 		float mx[2] = { -INFINITY, -INFINITY };
-		#pragma unroll
+#pragma unroll
 		for (int n = 0; n < NT; n++)
+#pragma unroll
 			for (int e = 0; e < 4; e++) {
 				const int r = e / 2;
-				const int32_t kp = kpos[n * 8 + tq * 2 + e % 2];
-				const bool seen = kp >= 0 && kp <= qpos[r] &&
-				                  (!p.sliding_window || qpos[r] - kp < (int64_t)p.sliding_window);
+				bool seen = true;
+				if (!unmasked) {
+					const int32_t k = kp[n * 8 + tq * 2 + e % 2];
+					seen = k >= 0 && k <= qpos[r] && (!p.sliding_window || qpos[r] - k < (int64_t)p.sliding_window);
+				}
 				sc[n][e] = seen ? sc[n][e] * scale : -INFINITY;
 				mx[r] = fmaxf(mx[r], sc[n][e]);
 			}
 		float corr[2], base[2];
-		#pragma unroll
+#pragma unroll
 		for (int r = 0; r < 2; r++) {
 			mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
 			mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
@@ -246,33 +339,37 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS) flash_k
 			m[r] = m_new;
 			l[r] *= corr[r];
 		}
-		#pragma unroll
+#pragma unroll
 		for (int d = 0; d < DT; d++) {
 			o[d][0] *= corr[0], o[d][1] *= corr[0];
 			o[d][2] *= corr[1], o[d][3] *= corr[1];
 		}
-		#pragma unroll
+#pragma unroll
 		for (int n = 0; n < NT; n++)
+#pragma unroll
 			for (int e = 0; e < 4; e++) {
 				sc[n][e] = exp2f(sc[n][e] - base[e / 2]);
 				l[e / 2] += sc[n][e];
 			}
 		/* O += P V: the C fragments of key columns 16c..16c+15 are the A
-		 * fragment of P for that k-step. */
-		#pragma unroll
+		 * fragment of P for that k-step; V's B fragments come transposed,
+		 * lanes 8i..8i+7 addressing keys 16c + 8 (i % 2).. of columns
+		 * 8 (d + i / 2).. */
+#pragma unroll
 		for (int c = 0; c < KEYS / 16; c++) {
 			const uint32_t pa[4] = { pack_bf16(sc[2 * c][0], sc[2 * c][1]), pack_bf16(sc[2 * c][2], sc[2 * c][3]),
 				                 pack_bf16(sc[2 * c + 1][0], sc[2 * c + 1][1]),
 				                 pack_bf16(sc[2 * c + 1][2], sc[2 * c + 1][3]) };
-			const uint16_t *v0 = sv + (c * 16 + tq * 2) * ROW + gq;
+			const uint16_t *v0 = sv + (c * 16 + (lane & 7) + (lane >> 3 & 1) * 8) * ROW + (lane >> 4) * 8;
 #pragma unroll
-			for (int d = 0; d < DT; d++) {
-				const uint16_t *vp = v0 + d * 8;
-				const uint32_t b0 = vp[0] | (uint32_t)vp[ROW] << 16;
-				const uint32_t b1 = vp[8 * ROW] | (uint32_t)vp[9 * ROW] << 16;
-				mma(o[d], pa, b0, b1);
+			for (int d = 0; d < DT; d += 2) {
+				uint32_t b[4];
+				ldsm4_trans(b, v0 + d * 8);
+				mma(o[d], pa, b[0], b[1]);
+				mma(o[d + 1], pa, b[2], b[3]);
 			}
 		}
+		__syncthreads(); /* this buffer is loaded again two tiles on */
 	}
 	#pragma unroll
 	for (int r = 0; r < 2; r++) {
@@ -331,8 +428,16 @@ template <typename D, int HD> cudaError_t launch(const infs_k_attn_params &p, cu
 {
 	const uint32_t per_tile = ROWS / (p.n_heads / p.n_kv_heads);
 	const uint32_t tiles = div_up(p.seqs.n_tokens, per_tile) + (p.seqs.starts ? p.seqs.n_seqs : 0);
-	flash_kernel<D, HD><<<dim3(tiles, p.n_kv_heads, p.n_splits), THREADS, 0, stream>>>(p);
-	cudaError_t err = cudaGetLastError();
+	const size_t smem = 2 * 2 * KEYS * (HD + 8) * sizeof(uint16_t);
+	static bool sized; /* above 48 KiB a kernel must ask; asking twice is harmless */
+	cudaError_t err = cudaSuccess;
+	if (!sized && smem > 48 * 1024)
+		err = cudaFuncSetAttribute(flash_kernel<D, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+	sized = err == cudaSuccess;
+	if (err != cudaSuccess)
+		return err;
+	flash_kernel<D, HD><<<dim3(tiles, p.n_kv_heads, p.n_splits), THREADS, smem, stream>>>(p);
+	err = cudaGetLastError();
 	if (err == cudaSuccess && p.n_splits > 1) {
 		merge_kernel<<<p.seqs.n_tokens * p.n_heads, 128, 0, stream>>>(p);
 		err = cudaGetLastError();

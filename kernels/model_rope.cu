@@ -1,6 +1,7 @@
 /* The fused q|k|v projection's epilogue: bias, Qwen3's per-head norms,
  * RoPE of q and k at each token's position, and the new K and V into the
- * paged cache. One block per (token, head of q, k or v). */
+ * paged cache. A block per token (or, for few tokens, per token and group
+ * of heads): its cos/sin computed once, then a warp per head. */
 #include <math.h>
 
 #include "model_common.cuh"
@@ -9,62 +10,67 @@ using namespace infs;
 
 namespace {
 
-const unsigned THREADS = 128;
+const unsigned WARPS = 8;
+const unsigned MAX_HD = INFS_K_MODEL_MAX_HEAD_DIM;
 
-template <typename D> __global__ void qkv_kernel(const infs_k_qkv_params p)
+template <typename D> __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(const infs_k_qkv_params p)
 {
-	__shared__ float h[INFS_K_MODEL_MAX_HEAD_DIM];
-	__shared__ double red[32];
-	const uint32_t i = blockIdx.x, slot = blockIdx.y, hd = p.head_dim;
-	const uint32_t nq = p.n_heads, nkv = p.n_kv_heads;
-	const int kind = slot < nq ? 0 : slot < nq + nkv ? 1 : 2; /* q, k, v */
-	const float *src = p.qkv + (size_t)i * (nq + 2 * nkv) * hd + (size_t)slot * hd;
-	for (uint32_t e = threadIdx.x; e < hd; e += blockDim.x)
-		h[e] = src[e] + (p.bias ? p.bias[(size_t)slot * hd + e] : 0.0f);
-	const float *norm = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : NULL;
-	if (norm) { /* the same in every block of a launch: the branch is uniform */
-		double ss = 0;
-		for (uint32_t e = threadIdx.x; e < hd; e += blockDim.x)
-			ss += (double)h[e] * h[e];
-		ss = block_sum(ss, red);
-		const float r = 1.0f / sqrtf((float)(ss / hd) + p.eps);
-		for (uint32_t e = threadIdx.x; e < hd; e += blockDim.x)
-			h[e] = norm[e] * (h[e] * r);
-	}
-	__syncthreads();
+	__shared__ float cs[MAX_HD / 2], sn[MAX_HD / 2], heads[WARPS][MAX_HD];
+	const uint32_t i = blockIdx.x, hd = p.head_dim, nq = p.n_heads, nkv = p.n_kv_heads;
+	const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, np = p.rotary_dim / 2;
 	const seq_span sp = seq_of(p.seqs, i);
 	const bool lost = sp.index >= p.seqs.n_seqs; /* outside every sequence */
 	const int64_t pos = lost ? -1 : token_pos(p.seqs, sp, i);
-	if (kind < 2) {
-		/* As infs__rope_cos_sin and infs__rope_apply: the angle in double;
-		 * each pair belongs to one thread. */
-		const uint32_t np = p.rotary_dim / 2;
-		for (uint32_t t = threadIdx.x; t < np; t += blockDim.x) {
-			const uint32_t a = p.style == 0 ? t : 2 * t, b = p.style == 0 ? t + np : 2 * t + 1;
-			const double ang = (double)pos * (double)p.inv_freq[t];
-			const float c = (float)cos(ang) * p.attn_scale, s = (float)sin(ang) * p.attn_scale;
-			const float x0 = h[a], x1 = h[b];
-			h[a] = x0 * c - x1 * s;
-			h[b] = x1 * c + x0 * s;
+	/* As infs__rope_cos_sin: the angle in double. */
+	for (uint32_t t = threadIdx.x; t < np; t += blockDim.x) {
+		const double ang = (double)pos * (double)p.inv_freq[t];
+		cs[t] = (float)cos(ang) * p.attn_scale;
+		sn[t] = (float)sin(ang) * p.attn_scale;
+	}
+	__syncthreads();
+	float *h = heads[warp];
+	for (uint32_t slot = blockIdx.y * WARPS + warp; slot < nq + 2 * nkv; slot += gridDim.y * WARPS) {
+		const int kind = slot < nq ? 0 : slot < nq + nkv ? 1 : 2; /* q, k, v */
+		const float *src = p.qkv + (size_t)i * (nq + 2 * nkv) * hd + (size_t)slot * hd;
+		for (uint32_t e = lane; e < hd; e += 32)
+			h[e] = src[e] + (p.bias ? p.bias[(size_t)slot * hd + e] : 0.0f);
+		const float *norm = kind == 0 ? p.q_norm : kind == 1 ? p.k_norm : NULL;
+		if (norm) { /* each lane reads back only what it wrote */
+			double ss = 0;
+			for (uint32_t e = lane; e < hd; e += 32)
+				ss += (double)h[e] * h[e];
+			ss = warp_sum(ss);
+			const float r = 1.0f / sqrtf((float)(ss / hd) + p.eps);
+			for (uint32_t e = lane; e < hd; e += 32)
+				h[e] = norm[e] * (h[e] * r);
 		}
-		__syncthreads();
+		__syncwarp();
+		if (kind < 2) { /* as infs__rope_apply: each pair belongs to one lane */
+			for (uint32_t t = lane; t < np; t += 32) {
+				const uint32_t a = p.style == 0 ? t : 2 * t, b = p.style == 0 ? t + np : 2 * t + 1;
+				const float x0 = h[a], x1 = h[b];
+				h[a] = x0 * cs[t] - x1 * sn[t];
+				h[b] = x1 * cs[t] + x0 * sn[t];
+			}
+			__syncwarp();
+		}
+		const uint32_t head = kind == 0 ? slot : kind == 1 ? slot - nq : slot - nq - nkv;
+		if (kind == 0) {
+			float *dst = p.q + ((size_t)i * nq + head) * hd;
+			for (uint32_t e = lane; e < hd; e += 32)
+				dst[e] = lost ? NAN : h[e];
+		} else {
+			uint16_t *dst = (kind == 1 ? p.k : p.v) + ((size_t)i * nkv + head) * hd;
+			for (uint32_t e = lane; e < hd; e += 32)
+				dst[e] = from_float(bf16{}, lost ? NAN : h[e]);
+			/* A bad block: the attention kernel turns this token's output into NaN. */
+			const int64_t off = p.write_cache && !lost ? cache_offset(p.cache, sp.index, pos, head) : -1;
+			typename D::bits *c = (typename D::bits *)(kind == 1 ? p.cache.k : p.cache.v) + (off < 0 ? 0 : off);
+			for (uint32_t e = lane; off >= 0 && e < hd; e += 32)
+				c[e * p.cache.stride_dim] = from_float(D{}, h[e]);
+		}
+		__syncwarp(); /* h is the next head's */
 	}
-	const uint32_t head = kind == 0 ? slot : kind == 1 ? slot - nq : slot - nq - nkv;
-	if (kind == 0) {
-		float *dst = p.q + ((size_t)i * nq + head) * hd;
-		for (uint32_t e = threadIdx.x; e < hd; e += blockDim.x)
-			dst[e] = lost ? NAN : h[e];
-		return;
-	}
-	uint16_t *dst = (kind == 1 ? p.k : p.v) + ((size_t)i * nkv + head) * hd;
-	for (uint32_t e = threadIdx.x; e < hd; e += blockDim.x)
-		dst[e] = from_float(bf16{}, lost ? NAN : h[e]);
-	const int64_t off = p.write_cache && !lost ? cache_offset(p.cache, sp.index, pos, head) : -1;
-	if (off < 0)
-		return; /* the attention kernel turns this token's output into NaN */
-	typename D::bits *c = (typename D::bits *)(kind == 1 ? p.cache.k : p.cache.v) + off;
-	for (uint32_t e = threadIdx.x; e < hd; e += blockDim.x)
-		c[e * p.cache.stride_dim] = from_float(D{}, h[e]);
 }
 
 } /* namespace */
@@ -73,9 +79,11 @@ extern "C" cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t strea
 {
 	if (p->head_dim > INFS_K_MODEL_MAX_HEAD_DIM || p->rotary_dim > p->head_dim)
 		return cudaErrorInvalidValue;
-	const dim3 grid(p->seqs.n_tokens, p->n_heads + 2 * p->n_kv_heads);
+	/* Few tokens: spread each token's heads over several blocks. */
+	const unsigned slots = p->n_heads + 2 * p->n_kv_heads;
+	const dim3 grid(p->seqs.n_tokens, p->seqs.n_tokens < 64 ? div_up(slots, WARPS) : 1);
 	return dispatch_dtype(p->cache.dtype, [&](auto d) {
-		qkv_kernel<decltype(d)><<<grid, THREADS, 0, stream>>>(*p);
+		qkv_kernel<decltype(d)><<<grid, WARPS * 32, 0, stream>>>(*p);
 		return cudaGetLastError();
 	});
 }
