@@ -44,6 +44,11 @@ template <typename D> __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(c
 			for (uint32_t e = lane; e < hd; e += 32)
 				h[e] = norm[e] * (h[e] * r);
 		}
+		if (kind > 0 && (kind == 1 ? p.k_pre : p.v_pre)) {
+			float *pre = (kind == 1 ? p.k_pre : p.v_pre) + ((size_t)i * nkv + slot - nq - (kind == 2 ? nkv : 0)) * hd;
+			for (uint32_t e = lane; e < hd; e += 32)
+				pre[e] = lost ? NAN : h[e];
+		}
 		__syncwarp();
 		if (kind < 2) { /* as infs__rope_apply: each pair belongs to one lane */
 			for (uint32_t t = lane; t < np; t += 32) {

@@ -355,7 +355,7 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 	int prev, rc = infs__device_enter(&prev, d->device, fwd_fn);
 	if (rc)
 		return rc;
-	rc = check_ptr(a->logits, d->device, "logits");
+	rc = a->logits ? check_ptr(a->logits, d->device, "logits") : INFS_OK;
 	if (!rc)
 		rc = check_ptr(a->tokens, d->device, "tokens");
 	if (!rc && a->positions)
@@ -366,6 +366,10 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 		rc = check_ptr(a->seq_starts, d->device, "seq_starts");
 	if (!rc && a->n_seqs)
 		rc = check_ptr(a->seq_n_past, d->device, "seq_n_past");
+	if (!rc && a->k_out)
+		rc = check_ptr(a->k_out, d->device, "k_out");
+	if (!rc && a->v_out)
+		rc = check_ptr(a->v_out, d->device, "v_out");
 	for (uint32_t l = 0; !rc && l < g->n_layers; l++) {
 		if (!rc)
 			rc = check_ptr(kl->k_layers[l], d->device, "a cache K layer");
@@ -406,7 +410,9 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 				.q = d->q, .k = d->k, .v = d->v, .seqs = seqs, .n_heads = g->n_heads,
 				.n_kv_heads = g->n_kv_heads, .head_dim = hd, .rotary_dim = 2 * m->rope.n_pairs,
 				.style = m->rope.style == INFS_ROPE_NEOX ? 0 : 1, .attn_scale = m->rope.attn_scale,
-				.inv_freq = d->inv_freq, .cache = cl, .write_cache = 1,
+				.inv_freq = d->inv_freq, .cache = cl, .write_cache = !a->no_cache_write,
+				.k_pre = a->k_out ? a->k_out + (size_t)l * n * kvd : NULL,
+				.v_pre = a->v_out ? a->v_out + (size_t)l * n * kvd : NULL,
 			};
 			err = infs_k_qkv(&qp, s);
 		}
@@ -414,7 +420,7 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 			infs_k_attn_params ap = {
 				.out = d->att, .q = d->q, .k = d->k, .v = d->v, .seqs = seqs, .n_heads = g->n_heads,
 				.n_kv_heads = g->n_kv_heads, .head_dim = hd, .sliding_window = g->sliding_window,
-				.scale = 1.0f / sqrtf((float)hd), .cache = cl, .write_cache = 1, .n_splits = splits,
+				.scale = 1.0f / sqrtf((float)hd), .cache = cl, .write_cache = !a->no_cache_write, .n_splits = splits,
 				.part_o = d->part_o, .part_ml = d->part_ml,
 			};
 			err = infs_k_attention(&ap, s);
@@ -435,7 +441,7 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 	/* The rows that get logits: every token, each sequence's last, or the
 	 * last token. */
 	uint32_t rows = 1;
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS) {
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS && a->logits) {
 		rows = a->all_logits ? n : seqs.n_seqs;
 		if (a->all_logits)
 			err = infs_k_rmsnorm(d->xb, d->x, d->out_norm, n, D, g->norm_eps, s);
@@ -444,7 +450,7 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 		else
 			err = infs_k_rmsnorm(d->xb, d->x + (size_t)(n - 1) * D, d->out_norm, 1, D, g->norm_eps, s);
 	}
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS && a->logits)
 		st = gemm(d->blas, a->logits, d->xb, d->output, rows, D, g->n_vocab, 0.0f);
 	infs__device_restore(prev);
 	if (err != cudaSuccess)

@@ -53,6 +53,13 @@ typedef struct infs__device_forward {
 	const int32_t *seq_starts, *seq_n_past;
 	size_t table_stride;
 	uint32_t max_context;       /* with n_seqs: a bound on any sequence's n_past + tokens */
+	/* Fact encoding (internal callers only): the new tokens' K and V stay
+	 * out of the cache (every sequence may then share the context's table),
+	 * their pre-RoPE K and V go to k_out/v_out (device, f32
+	 * [n_layers][n_tokens][n_kv_heads * head_dim]) when set, and logits may
+	 * be NULL (none computed). */
+	int no_cache_write;
+	float *k_out, *v_out;
 } infs__device_forward;
 
 /* Attention of one layer for n new tokens. q [n][n_heads][head_dim] and

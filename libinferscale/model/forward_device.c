@@ -56,9 +56,13 @@ static int batch(float *logits, const infs_model *m, const int32_t *tokens, cons
 	uint64_t max_context = o->max_context ? o->max_context : capacity;
 	if (max_context > INT32_MAX)
 		max_context = INT32_MAX;
-	const infs__device_forward a = { logits, tokens, positions, n_tokens, o->all_logits, cache, o->block_table,
-		                         o->block_table_len, 0, o->stream, o->n_seqs, o->seq_starts, o->seq_n_past,
-		                         o->block_table_stride, (uint32_t)max_context };
+	const infs__device_forward a = {
+		.logits = logits, .tokens = tokens, .positions = positions, .n_tokens = n_tokens,
+		.all_logits = o->all_logits, .cache = cache, .block_table = o->block_table,
+		.block_table_len = o->block_table_len, .stream = o->stream, .n_seqs = o->n_seqs,
+		.seq_starts = o->seq_starts, .seq_n_past = o->seq_n_past, .table_stride = o->block_table_stride,
+		.max_context = (uint32_t)max_context,
+	};
 	return infs__cuda->model_forward(m, &a);
 }
 
@@ -100,7 +104,10 @@ int infs_model_forward_device(float *logits, const infs_model *m, const int32_t 
 	if (need > o.block_table_len)
 		return infs__error(INFS_ERANGE, "%s: positions up to %llu need %llu block table entries, the table has %zu",
 		                   fn, (unsigned long long)known_end, (unsigned long long)need, o.block_table_len);
-	const infs__device_forward a = { logits, tokens, positions, n_tokens, o.all_logits, &cache, o.block_table,
-		                         o.block_table_len, o.n_past, o.stream, 0, NULL, NULL, 0, 0 };
+	const infs__device_forward a = {
+		.logits = logits, .tokens = tokens, .positions = positions, .n_tokens = n_tokens,
+		.all_logits = o.all_logits, .cache = &cache, .block_table = o.block_table,
+		.block_table_len = o.block_table_len, .n_past = o.n_past, .stream = o.stream,
+	};
 	return infs__cuda->model_forward(m, &a);
 }
