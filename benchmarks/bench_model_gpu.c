@@ -32,13 +32,16 @@
  * 32 full prefill: B32_RUNS after B32_WARMUP); every logit the measured
  * case leaves must be finite, else the benchmark stops.
  * Usage: bench_model_gpu out.json
- *        bench_model_gpu --profile K   one full prefill of the K-fact
- *        prompt, one question step and one decode step, after a warm-up
- *        call, for a profiler (ncu) to time their kernels
+ *        bench_model_gpu --profile K STEP   after a warm-up call, one
+ *        STEP (full: prefill of the K-fact prompt; question: the question
+ *        over it; decode: one token after it) between cudaProfilerStart and
+ *        cudaProfilerStop, for ncu --profile-from-start off
  * White-box: the random model (infs__model_random_device, model/model.h)
  * is internal to the library, so it links the internal core. */
 #include <math.h>
 #include <stdint.h>
+
+#include <cuda_profiler_api.h>
 
 #include "inferscale/inferscale.h"
 
@@ -229,9 +232,9 @@ static int32_t *upload(const int32_t *h, size_t n)
 
 int main(int argc, char **argv)
 {
-	const int profile = argc == 3 && strcmp(argv[1], "--profile") == 0;
+	const int profile = argc == 4 && strcmp(argv[1], "--profile") == 0;
 	if (argc != 2 && !profile) {
-		fprintf(stderr, "usage: bench_model_gpu out.json | --profile K\n");
+		fprintf(stderr, "usage: bench_model_gpu out.json | --profile K full|question|decode\n");
 		return 2;
 	}
 	int n_dev = 0;
@@ -309,17 +312,26 @@ int main(int argc, char **argv)
 			fprintf(stderr, "--profile %s: at most %d facts\n", argv[2], (B_TOKENS - SYS - QUESTION) / FACT);
 			return 2;
 		}
+		const char *step = argv[3];
 		c.what = "profiled full prefill";
 		c.tokens = d_tokens, c.n_tokens = ctx + QUESTION, c.o.n_past = 0;
 		forward_run(&c, 0);
-		forward_run(&c, 0);
-		c.what = "profiled question";
-		c.tokens = d_tokens + ctx, c.n_tokens = QUESTION, c.o.n_past = ctx;
-		forward_run(&c, 0);
-		c.what = "profiled decode";
-		c.tokens = d_tokens + ctx + QUESTION, c.n_tokens = 1, c.o.n_past = ctx + QUESTION;
+		if (strcmp(step, "question") == 0) {
+			c.what = "profiled question";
+			c.tokens = d_tokens + ctx, c.n_tokens = QUESTION, c.o.n_past = ctx;
+		} else if (strcmp(step, "decode") == 0) {
+			c.what = "profiled decode";
+			c.tokens = d_tokens + ctx + QUESTION, c.n_tokens = 1, c.o.n_past = ctx + QUESTION;
+		} else if (strcmp(step, "full") != 0) {
+			fprintf(stderr, "--profile: step %s is not full, question or decode\n", step);
+			return 2;
+		}
+		forward_run(&c, 0); /* the warm-up */
+		CUDA_OK(cudaStreamSynchronize(stream));
+		CUDA_OK(cudaProfilerStart());
 		forward_run(&c, 0);
 		CUDA_OK(cudaStreamSynchronize(stream));
+		CUDA_OK(cudaProfilerStop());
 		return 0;
 	}
 	FILE *out = fopen(argv[1], "w");

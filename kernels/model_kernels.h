@@ -70,7 +70,7 @@ cudaError_t infs_k_rmsnorm_last(uint16_t *out, const float *x, const float *w, c
 cudaError_t infs_k_add_bias(float *y, const float *b, uint32_t n, uint32_t d, cudaStream_t stream);
 
 /* out[i][j] = bf16(silu(gu[i][j]) * gu[i][ff + j]): gate then up in each
- * row of gu. */
+ * row of gu; ff a multiple of 4. */
 cudaError_t infs_k_swiglu(uint16_t *out, const float *gu, uint32_t n, uint32_t ff, cudaStream_t stream);
 
 /* The fused q|k|v projection of n tokens, [n][(n_heads + 2 n_kv_heads) *

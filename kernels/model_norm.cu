@@ -20,23 +20,43 @@ __global__ void embed_kernel(float *x, const uint16_t *emb, const int32_t *token
 		x[(size_t)i * d + e] = ok ? to_float(bf16{}, emb[(size_t)t * d + e]) : NAN;
 }
 
-/* Row r of x into row blockIdx.x of out; r < 0: NaN. */
+/* Row r of x into row blockIdx.x of out; r < 0: NaN. Rows whose width is a
+ * multiple of 4 go 16 bytes at a time. */
 __device__ void rmsnorm_row(uint16_t *out, const float *x, int64_t r, const float *w, uint32_t d, float eps)
 {
 	__shared__ double red[32];
+	uint16_t *o = out + (size_t)blockIdx.x * d;
 	if (r < 0) {
 		for (uint32_t e = threadIdx.x; e < d; e += blockDim.x)
-			out[(size_t)blockIdx.x * d + e] = from_float(bf16{}, NAN);
+			o[e] = from_float(bf16{}, NAN);
 		return;
 	}
 	const float *row = x + (size_t)r * d;
+	const bool wide = d % 4 == 0;
 	double ss = 0;
-	for (uint32_t e = threadIdx.x; e < d; e += blockDim.x)
-		ss += (double)row[e] * row[e];
+	if (wide)
+		for (uint32_t e = threadIdx.x * 4; e < d; e += blockDim.x * 4) {
+			const float4 v = *reinterpret_cast<const float4 *>(row + e);
+			ss += (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z + (double)v.w * v.w;
+		}
+	else
+		for (uint32_t e = threadIdx.x; e < d; e += blockDim.x)
+			ss += (double)row[e] * row[e];
 	ss = block_sum(ss, red);
 	const float inv = 1.0f / sqrtf((float)(ss / d) + eps);
-	for (uint32_t e = threadIdx.x; e < d; e += blockDim.x)
-		out[(size_t)blockIdx.x * d + e] = from_float(bf16{}, w[e] * (row[e] * inv));
+	if (wide)
+		for (uint32_t e = threadIdx.x * 4; e < d; e += blockDim.x * 4) {
+			const float4 v = *reinterpret_cast<const float4 *>(row + e);
+			const float4 g = *reinterpret_cast<const float4 *>(w + e);
+			const uint2 b = make_uint2((uint32_t)from_float(bf16{}, g.x * (v.x * inv)) |
+			                                   (uint32_t)from_float(bf16{}, g.y * (v.y * inv)) << 16,
+			                           (uint32_t)from_float(bf16{}, g.z * (v.z * inv)) |
+			                                   (uint32_t)from_float(bf16{}, g.w * (v.w * inv)) << 16);
+			*reinterpret_cast<uint2 *>(o + e) = b;
+		}
+	else
+		for (uint32_t e = threadIdx.x; e < d; e += blockDim.x)
+			o[e] = from_float(bf16{}, w[e] * (row[e] * inv));
 }
 
 __global__ void rmsnorm_kernel(uint16_t *out, const float *x, const float *w, uint32_t d, float eps)
@@ -57,12 +77,19 @@ __global__ void add_bias_kernel(float *y, const float *b, uint32_t d, size_t tot
 		y[i] += b[i % d];
 }
 
+/* Four outputs per thread: ff is a multiple of 4 (checked by the launcher). */
 __global__ void swiglu_kernel(uint16_t *out, const float *gu, uint32_t ff, size_t total)
 {
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+	for (size_t i = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * 4; i < total;
+	     i += (size_t)gridDim.x * blockDim.x * 4) {
 		const size_t row = i / ff, j = i % ff;
-		const float g = gu[row * 2 * ff + j], u = gu[row * 2 * ff + ff + j];
-		out[i] = from_float(bf16{}, g / (1.0f + expf(-g)) * u);
+		const float4 g = *reinterpret_cast<const float4 *>(gu + row * 2 * ff + j);
+		const float4 u = *reinterpret_cast<const float4 *>(gu + row * 2 * ff + ff + j);
+		const uint2 b = make_uint2((uint32_t)from_float(bf16{}, g.x / (1.0f + expf(-g.x)) * u.x) |
+		                                   (uint32_t)from_float(bf16{}, g.y / (1.0f + expf(-g.y)) * u.y) << 16,
+		                           (uint32_t)from_float(bf16{}, g.z / (1.0f + expf(-g.z)) * u.z) |
+		                                   (uint32_t)from_float(bf16{}, g.w / (1.0f + expf(-g.w)) * u.w) << 16);
+		*reinterpret_cast<uint2 *>(out + i) = b;
 	}
 }
 
@@ -125,8 +152,10 @@ extern "C" cudaError_t infs_k_add_bias(float *y, const float *b, uint32_t n, uin
 
 extern "C" cudaError_t infs_k_swiglu(uint16_t *out, const float *gu, uint32_t n, uint32_t ff, cudaStream_t stream)
 {
+	if (ff % 4)
+		return cudaErrorInvalidValue;
 	const size_t total = (size_t)n * ff;
-	swiglu_kernel<<<grid_for(total), THREADS, 0, stream>>>(out, gu, ff, total);
+	swiglu_kernel<<<grid_for(total / 4), THREADS, 0, stream>>>(out, gu, ff, total);
 	return cudaGetLastError();
 }
 

@@ -241,6 +241,8 @@ static int create(infs_model *m, int device, uint64_t budget, uint32_t max_token
 	if (!INFS_K_ATTN_HEAD_DIM_OK(g->head_dim))
 		return infs__error(INFS_EUNSUPPORTED, "%s: head_dim %u: the device kernels take multiples of 16 up to 128",
 		                   load_fn, g->head_dim);
+	if (g->n_ff % 4)
+		return infs__error(INFS_EUNSUPPORTED, "%s: n_ff %u: the device kernels take multiples of 4", load_fn, g->n_ff);
 	if (g->n_heads / g->n_kv_heads > INFS_K_ATTN_ROWS)
 		return infs__error(INFS_EUNSUPPORTED, "%s: %u query heads per KV head: the device kernels take at most %u",
 		                   load_fn, g->n_heads / g->n_kv_heads, INFS_K_ATTN_ROWS);
