@@ -25,7 +25,7 @@ rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('
 by = collections.defaultdict(lambda: [0, 0.0])
 for r in rows:
     name = r["Kernel Name"].split("(")[0][:70]
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}[r["Metric Unit"]]
+    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[r["Metric Unit"]]
     by[name][0] += 1
     by[name][1] += float(r["Metric Value"].replace(",", "")) * scale
 total = sum(v[1] for v in by.values())
