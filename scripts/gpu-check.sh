@@ -3,7 +3,8 @@
 # suites (the gpu suite included), compute-sanitizer memcheck and racecheck
 # over the gpu suite, and the benchmarks. Logs and JSON go to $OUT (default
 # ./gpu-out): gpu-check.log, testlog.txt, sanitizer.log, inject.json,
-# retrieve.json, benchmarks.json, benchmarks.md. Exits non-zero when a build,
+# retrieve.json, benchmarks.json, benchmarks.md, and those of
+# scripts/gpu-bench-model.sh (gpu-runtime-h200.json, ...). Exits non-zero when a build,
 # test or sanitizer check fails.
 #   GPU_CHECK_SKIP=bench   skips the benchmarks; =sanitizer skips the sanitizer;
 #   =tests skips the test suites (words combine: GPU_CHECK_SKIP=tests,bench)
@@ -75,6 +76,8 @@ if [[ $skip != *bench* ]]; then
 	"$BUILD/benchmarks/bench_retrieve" "$OUT/retrieve.json" || fail=1
 	PYTHONUNBUFFERED=1 python3 benchmarks/torch_compare.py "$OUT/inject.json" "$OUT/retrieve.json" \
 		"$OUT/benchmarks.json" "$OUT/benchmarks.md" || fail=1
+	# the model runtime at 8B geometry beside the torch engine and transformers
+	OUT=$OUT BUILD=$BUILD scripts/gpu-bench-model.sh || fail=1
 fi
 
 echo "== gpu-check: $([ $fail = 0 ] && echo passed || echo FAILED)"
