@@ -191,8 +191,10 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 2) flas
 	const uint32_t kvh = blockIdx.y, group = p.n_heads / p.n_kv_heads, per_tile = ROWS / group;
 
 	/* This block's sequence and its tile of tokens: blockIdx.x counts the
-	 * tiles of every sequence in turn; blocks past the last one leave. */
-	uint32_t tile = blockIdx.x, s = 0;
+	 * tiles of every sequence in turn, from the end, so that the tiles with
+	 * the most keys start first and the last wave is short; blocks past
+	 * the last tile leave. */
+	uint32_t tile = gridDim.x - 1 - blockIdx.x, s = 0;
 	seq_span sp;
 	for (;; s++) {
 		if (s >= p.seqs.n_seqs)
