@@ -166,11 +166,16 @@ static void take_rows(void *dst, infs_dtype dtype, const float *src, uint32_t n_
 	for (uint32_t l = 0; l < n_layers; l++) {
 		const float *s = src + ((size_t)l * n_src + from) * row;
 		const size_t d = (size_t)l * n * row;
+		/* One loop per dtype: this conversion runs on every element a
+		 * batch brings back. */
 		if (dtype == INFS_DTYPE_F32)
 			memcpy((float *)dst + d, s, n * row * sizeof *s);
+		else if (dtype == INFS_DTYPE_BF16)
+			for (size_t i = 0; i < n * row; i++)
+				((uint16_t *)dst)[d + i] = infs__f32_to_bf16(s[i]);
 		else
 			for (size_t i = 0; i < n * row; i++)
-				infs__store(dst, dtype, d + i, s[i]);
+				((uint16_t *)dst)[d + i] = infs__f32_to_f16(s[i]);
 	}
 }
 
@@ -185,7 +190,8 @@ static int run_batch(infs__encode_ws *w, const infs__encode_job *job, size_t i0,
 		const uint32_t s = (uint32_t)(i - i0), len = job->n_own[i] + job->n_tokens[i];
 		w->h_starts[s] = (int32_t)at;
 		w->h_n_past[s] = (int32_t)job->n_context;
-		memcpy(w->h_tokens + at, job->own[i], (size_t)job->n_own[i] * 4);
+		if (job->n_own[i])
+			memcpy(w->h_tokens + at, job->own[i], (size_t)job->n_own[i] * 4);
 		memcpy(w->h_tokens + at + job->n_own[i], job->tokens[i], (size_t)job->n_tokens[i] * 4);
 		at += len;
 		longest = len > longest ? len : longest;
