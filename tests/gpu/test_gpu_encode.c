@@ -16,7 +16,6 @@
 
 #include "gpu.h"
 #include "../model_store_util.h"
-#include "../cache_path.h"
 
 enum { MAX_T = 24, N_CTX = 31, N_FACTS = 9, EMBED = 4, CANCEL_AT = 3 };
 static const uint32_t fact_len[N_FACTS] = { 5, 1, 12, 20, 3, 7, 16, 2, 9 };
@@ -109,8 +108,11 @@ static int compare_fact(const char *name, uint32_t i, const infs_fact_record *wa
 		size_t at = 0;
 		for (size_t j = 0; j < n; j++) {
 			const float d = fabsf(infs__load(a, g->kv_dtype, j) - infs__load(b, g->kv_dtype, j));
-			if (!(d <= worst))
+			if (isnan(d) || d > worst) {
 				worst = d, at = j;
+				if (isnan(d))
+					break;
+			}
 		}
 		if (!(worst <= bound)) {
 			fprintf(stderr, "%s fact %u %c: layer %zu token %zu element %zu: device %g host %g (|diff| %g, bound %g)\n",
@@ -129,21 +131,13 @@ static void store_remove(infs_store *st, const char *path)
 	scratch_cleanup();
 }
 
-static void check_model(const char *path, const char *name, infs_dtype dt)
+static void check_model(const char *path, const char *name, int nth)
 {
+	const infs_dtype dt = dtypes[nth % 3];
 	printf("%s (KV in dtype %d)\n", name, (int)dt);
-	infs_model *mc = NULL, *md = NULL;
-	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
-	mo.n_threads = 2;
-	CHECK_OK(infs_model_load(&mc, path, &mo));
-	mo.device = 0;
-	mo.device_max_tokens = MAX_T;
-	CHECK_OK(infs_model_load(&md, path, &mo));
-	if (!mc || !md) {
-		infs_model_free(mc);
-		infs_model_free(md);
+	infs_model *mc, *md;
+	if (!gpu_load_pair(&mc, &md, path, MAX_T))
 		return;
-	}
 	infs_model_info info = { .version = INFS_MODEL_INFO_VERSION };
 	CHECK_OK(infs_model_info_get(&info, mc));
 	facts *f = malloc(sizeof *f);
@@ -215,18 +209,6 @@ int main(int argc, char **argv)
 {
 	gpu_require();
 	CHECK(argc >= 3);
-	char path[1024];
-	for (int i = 2; i < argc; i++) {
-		snprintf(path, sizeof path, "%s/%s", argv[1], argv[i]);
-		check_model(path, argv[i], dtypes[i % 3]);
-	}
-	cache_path(path, sizeof path, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-	FILE *f = fopen(path, "rb");
-	if (f) {
-		fclose(f);
-		check_model(path, "SmolLM2-135M-Instruct.Q4_1", INFS_DTYPE_BF16);
-	} else {
-		printf("SmolLM2 not found at %s: its comparison is left out\n", path);
-	}
+	gpu_each_model(argc, argv, "comparison is", check_model);
 	CHECK_DONE();
 }
