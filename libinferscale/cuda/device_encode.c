@@ -89,6 +89,8 @@ int infs__device_encode_begin(infs__encode_ws **out, const infs_model *m, uint32
 		what = "creating a stream";
 	else if ((err = cudaMalloc((void **)&w->kv, 2 * g->n_layers * half * sizeof *w->kv)) != cudaSuccess)
 		what = "allocating the context's cache";
+	else if ((err = cudaMemset(w->kv, 0, 2 * g->n_layers * half * sizeof *w->kv)) != cudaSuccess)
+		what = "zeroing the context's cache"; /* slots past the context may be read masked: no NaN there */
 	else if ((err = cudaMalloc((void **)&w->d_table, w->n_blocks * sizeof *w->d_table)) != cudaSuccess ||
 	         (err = cudaMalloc((void **)&w->d_tokens, (size_t)T * sizeof *w->d_tokens)) != cudaSuccess ||
 	         (err = cudaMalloc((void **)&w->d_starts, ((size_t)T + 1) * sizeof *w->d_starts)) != cudaSuccess ||
