@@ -26,6 +26,7 @@
  * loop's over DECODE_STEPS (the mean step), median of RUNS loops. And
  * weight_read_floor_ms (the bytes of weights a forward call reads over the
  * device-to-device copy bandwidth measured here, read + write, of 1 GiB).
+ * Then encode_facts_per_s: fact encoding on the device (bench_encode).
  * Graphs are captured on a non-blocking stream in
  * cudaStreamCaptureModeGlobal. Each time is the median of RUNS calls (or
  * replays) timed with CUDA events on that stream after WARMUP ones (batch
@@ -40,12 +41,14 @@
  * is internal to the library, so it links the internal core. */
 #include <math.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <cuda_profiler_api.h>
 
 #include "inferscale/inferscale.h"
 
 #include "bench_gpu.h"
+#include "cuda/device_copy.h"
 #include "model/model.h"
 #include "util/splitmix.h"
 
@@ -230,6 +233,66 @@ static int32_t *upload(const int32_t *h, size_t n)
 	return d;
 }
 
+/* Fact encoding below the store (cuda/device_encode.c): as many facts of
+ * FACT random tokens as one forward call of the model's max tokens takes,
+ * after a SYS-token context, through infs__device_encode_run with its
+ * buffers allocated once: the context's prefill, the facts' forward, the
+ * K/V copy to pinned host memory and its conversion to bf16 per fact, to a
+ * callback that keeps nothing. Facts per second, median of ENC_RUNS runs
+ * timed on the host after one more; *n_facts receives the count. */
+enum { ENC_RUNS = 3 };
+
+static int encode_sink(void *user, size_t i, const void *k, const void *v)
+{
+	(void)k, (void)v;
+	*(size_t *)user = i + 1;
+	return 0;
+}
+
+static float bench_encode(const infs_model *m, uint64_t *rng, size_t *n_facts)
+{
+	const size_t B = m->device_max_tokens / FACT;
+	int32_t ctx[SYS], *tokens = malloc(B * FACT * sizeof *tokens);
+	const int32_t **tok = malloc(B * sizeof *tok), **own = calloc(B, sizeof *own);
+	uint32_t *n_tok = malloc(B * sizeof *n_tok), *n_own = calloc(B, sizeof *n_own);
+	if (!tokens || !tok || !own || !n_tok || !n_own) {
+		fprintf(stderr, "encode: out of memory\n");
+		exit(1);
+	}
+	for (int i = 0; i < SYS; i++)
+		ctx[i] = (int32_t)(infs__splitmix64(rng) % m->cfg.n_vocab);
+	for (size_t i = 0; i < B; i++) {
+		for (int t = 0; t < FACT; t++)
+			tokens[i * FACT + t] = (int32_t)(infs__splitmix64(rng) % m->cfg.n_vocab);
+		tok[i] = tokens + i * FACT;
+		n_tok[i] = FACT;
+	}
+	size_t done = 0;
+	const infs__encode_job job = { ctx, SYS, B, own, n_own, tok, n_tok, INFS_DTYPE_BF16, encode_sink, &done };
+	infs__encode_ws *w = NULL;
+	if (infs__device_encode_begin(&w, m, SYS)) {
+		fprintf(stderr, "infs__device_encode_begin: %s\n", infs_error_last());
+		exit(1);
+	}
+	float rate[ENC_RUNS];
+	for (int r = -1; r < ENC_RUNS; r++) {
+		struct timespec t0, t1;
+		done = 0;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		if (infs__device_encode_run(w, &job) || done != B) {
+			fprintf(stderr, "encode: %s (%zu of %zu facts)\n", infs_error_last(), done, B);
+			exit(1);
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (r >= 0)
+			rate[r] = (float)(B / ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)));
+	}
+	infs__device_encode_end(w);
+	free(tokens), free(tok), free(own), free(n_tok), free(n_own);
+	*n_facts = B;
+	return median(rate, ENC_RUNS);
+}
+
 int main(int argc, char **argv)
 {
 	const int profile = argc == 4 && strcmp(argv[1], "--profile") == 0;
@@ -393,6 +456,9 @@ int main(int argc, char **argv)
 	c.o.seq_starts = d_starts_1;
 	const float decode32 = time_decode(&c, d_dec_n_past, d_dec_tokens, &rng, V);
 	fprintf(stderr, "decode (batch 32, graph) from n_past %d: %.3f ms a step\n", B_PROMPT, decode32);
+	size_t enc_facts;
+	const float enc_rate = bench_encode(m, &rng, &enc_facts);
+	fprintf(stderr, "encode: %zu facts of %d tokens after %d: %.0f facts/s\n", enc_facts, FACT, SYS, enc_rate);
 	infs_model_free(m);
 	CUDA_OK(cudaFree(cache));
 
@@ -407,9 +473,12 @@ int main(int argc, char **argv)
 	fprintf(out, "  \"decode_ms\": %.3f, \"decode_batch32_ms\": %.3f, \"decode_n_past\": %d, "
 	             "\"decode_steps\": %d, \"decode_time\": \"mean step of a graph-replay loop, median of runs\", "
 	             "\"weight_read_floor_ms\": %.3f, \"weight_bytes\": %llu, \"copy_read_plus_write_gbps\": %.1f, "
-	             "\"runs\": %d, \"batch32_full_runs\": %d}\n]\n",
+	             "\"runs\": %d, \"batch32_full_runs\": %d, \"encode_facts_per_s\": %.1f, \"encode_facts\": %zu, "
+	             "\"encode_time\": \"%d-token facts after a %d-token context in batches of device_max_tokens: "
+	             "context prefill, forward, K/V copy to pinned host memory, bf16 conversion per fact; buffers "
+	             "allocated once, no store; median of %d runs\"}\n]\n",
 	        decode, decode32, B_PROMPT, DECODE_STEPS, floor_ms, (unsigned long long)weight_bytes, copy_bw / 1e9,
-	        RUNS, B32_RUNS);
+	        RUNS, B32_RUNS, enc_rate, enc_facts, FACT, SYS, ENC_RUNS);
 	if (fclose(out) != 0) {
 		perror(argv[1]);
 		return 1;

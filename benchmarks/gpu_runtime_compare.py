@@ -12,8 +12,8 @@ benchmarks/hf_runtime.py's: rows {"k", "batch", "hf_full_ms"} and one object hol
 Writes OUT.json (default benchmarks/results/gpu-runtime-h200.json): rows {"k", "batch",
 "ours_full_ms", "ours_full_eager_ms", "ours_full_graph_ms", "ours_question_ms",
 "ours_question_eager_ms", "ref_full_ms", "ref_question_graph_ms", "hf_full_ms"}, then
-{"decode_ms", "decode_batch32_ms", "weight_read_floor_ms", "encode_facts_per_s": null,
-"gpu", "transformers"}; prints a markdown table with the ratios ours / ref and ours /
+{"decode_ms", "decode_batch32_ms", "weight_read_floor_ms", "encode_facts_per_s",
+"encode_facts", "gpu", "transformers"}; prints a markdown table with the ratios ours / ref and ours /
 transformers (below 1: ours is faster).
 """
 import argparse
@@ -74,7 +74,8 @@ def main():
                      "hf_full_ms": h.get("hf_full_ms")})
     rows.append({"decode_ms": ours_sum.get("decode_ms"), "decode_batch32_ms": ours_sum.get("decode_batch32_ms"),
                  "weight_read_floor_ms": ours_sum.get("weight_read_floor_ms"),
-                 "encode_facts_per_s": None, "gpu": ours_sum.get("gpu"),
+                 "encode_facts_per_s": ours_sum.get("encode_facts_per_s"),
+                 "encode_facts": ours_sum.get("encode_facts"), "gpu": ours_sum.get("gpu"),
                  "transformers": hf_sum.get("transformers")})
     for other, name in ((ref_sum, "the reference"), (hf_sum, "transformers")):
         if other.get("gpu") and other["gpu"] != ours_sum.get("gpu"):
@@ -100,6 +101,9 @@ def main():
           f"{ours_sum.get('decode_n_past')}): batch 1 {ms(s['decode_ms'])} ms, batch 32 "
           f"{ms(s['decode_batch32_ms'])} ms; weight-read floor {ms(s['weight_read_floor_ms'])} ms "
           f"(batch-1 decode / floor {ratio(s['decode_ms'], s['weight_read_floor_ms'])})")
+    rate = s["encode_facts_per_s"]
+    print(f"fact encoding (device, {s['encode_facts']} facts of 24 tokens after a 32-token context, "
+          f"K/V to the host in bf16): {f'{rate:.0f}' if rate is not None else '-'} facts/s")
     print(f"written: {a.out}")
 
 

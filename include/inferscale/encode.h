@@ -70,7 +70,14 @@ INFS_API int infs_fact_input_init(infs_fact_input *fact, unsigned version);
  * argument is checked and every text tokenized before anything is stored.
  * If encoding stops early (a callback's cancel: INFS_ECANCELED, or an I/O
  * error), the facts already stored stay stored with their ids in out_ids
- * and the others' ids are 0 (ids start at 1). */
+ * and the others' ids are 0 (ids start at 1).
+ * A model loaded with infs_model_options.device >= 0 encodes on its device,
+ * batched: the shared context once, then as many whole facts (own context
+ * + tokens) as fit in device_max_tokens per forward call, with bf16
+ * weights and activations at the matrix products and f32 accumulation, so
+ * the stored K/V match the host's within the bf16 bound of
+ * docs/model-runtime.md; a fact whose own context and tokens exceed
+ * device_max_tokens is refused (INFS_ERANGE) before anything is stored. */
 INFS_API int infs_fact_encode(uint64_t *out_ids, infs_store *store, const char *ns,
                               const infs_model *model, const infs_fact_input *facts, size_t n_facts,
                               const infs_encode_options *opts);

@@ -12,6 +12,24 @@ struct infs__inject_plan;
 struct infs_model;
 struct infs__device_forward;
 
+/* Fact encoding on the device (engine/encode.c): every fact runs after the
+ * shared context, then its own context; fact i's own tokens' pre-RoPE K
+ * and V go to fact() in order, [n_layers][n_tokens[i]][n_kv_heads *
+ * head_dim] in kv_dtype, valid during the call. A non-zero return from
+ * fact() stops the encoding and is returned. */
+typedef struct infs__encode_job {
+	const int32_t *context;
+	uint32_t n_context;
+	size_t n_facts;
+	const int32_t *const *own;    /* per fact: its own context (n_own[i] tokens) */
+	const uint32_t *n_own;
+	const int32_t *const *tokens; /* per fact: its tokens (n_tokens[i], at least 1) */
+	const uint32_t *n_tokens;
+	infs_dtype kv_dtype;
+	int (*fact)(void *user, size_t i, const void *k, const void *v);
+	void *user;
+} infs__encode_job;
+
 typedef struct infs__device_backend {
 	/* Builds the device copy of every live record of a store opened with
 	 * options.device >= 0 and installs its hooks in the INFS_EXT_DEVICE
@@ -36,6 +54,12 @@ typedef struct infs__device_backend {
 	/* infs_model_forward_device, its host-side arguments checked by
 	 * model/forward_device.c (model/forward.h). */
 	int (*model_forward)(const struct infs_model *m, const struct infs__device_forward *a);
+	/* Encodes job's facts with model->dev (cuda/device_encode.c): the
+	 * shared context once into a bf16 paged cache made for the call, then
+	 * the facts in batches of whole facts within device_max_tokens tokens.
+	 * A fact whose own context and tokens exceed device_max_tokens is
+	 * refused (INFS_ERANGE) before anything runs. */
+	int (*model_encode)(const struct infs_model *m, const infs__encode_job *job);
 } infs__device_backend;
 
 /* The CUDA backend, or NULL in a build without CUDA. */

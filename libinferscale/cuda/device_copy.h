@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 
+#include "cuda/device.h"
 #include "store/store.h"
 
 /* Sets the calling thread's message for a failed CUDA call and returns
@@ -89,6 +90,16 @@ int infs__device_model_upload(struct infs_model *m, int device, uint64_t budget,
 int infs__device_model_random(struct infs_model *m, int device, uint32_t max_tokens, uint64_t seed);
 void infs__device_model_release(struct infs_model *m);
 int infs__device_model_forward(const struct infs_model *m, const struct infs__device_forward *a);
+
+/* Fact encoding (device_encode.c): model_encode is begin, run, end; the
+ * GPU benchmark times run alone. begin allocates, on the model's device,
+ * a cache for n_context tokens and the buffers of device_max_tokens
+ * tokens; run encodes a job whose n_context is at most begin's. */
+typedef struct infs__encode_ws infs__encode_ws;
+int infs__device_encode_begin(infs__encode_ws **out, const struct infs_model *m, uint32_t n_context);
+int infs__device_encode_run(infs__encode_ws *w, const infs__encode_job *job);
+void infs__device_encode_end(infs__encode_ws *w);
+int infs__device_model_encode(const struct infs_model *m, const infs__encode_job *job);
 
 /* Releases d's cuBLAS handle, if it has one (device_retrieve.c). */
 void infs__device_blas_destroy(infs__device *d);

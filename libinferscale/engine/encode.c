@@ -10,6 +10,7 @@
 #include "store/store.h"
 #include "model/forward.h"
 #include "engine/kvcache.h"
+#include "cuda/device.h"
 
 /* Facts embedded per infs_embed call: one batch of the embedder, and the
  * granularity at which a cancel is noticed while embedding. */
@@ -223,6 +224,119 @@ int infs__encode_context(infs__kvcache *c, const infs_model *model, const infs_g
 	return rc;
 }
 
+/* What storing the facts of one call needs, whichever path computed
+ * their K/V. */
+typedef struct encoder {
+	uint64_t *out_ids;
+	infs_store *store;
+	const char *ns;
+	const plan *p;
+	const infs_encode_options *o;
+	const infs_geometry *g;
+	float *emb;                 /* EMBED_CHUNK embeddings */
+	size_t slot[EMBED_CHUNK];   /* each fact's of the chunk being stored */
+} encoder;
+
+/* Embeds the facts [c0, c0 + EMBED_CHUNK) that need it, in one call. */
+static int embed_chunk(encoder *e, size_t c0)
+{
+	const size_t c1 = c0 + EMBED_CHUNK < e->p->n ? c0 + EMBED_CHUNK : e->p->n;
+	const char *texts[EMBED_CHUNK];
+	size_t n_texts = 0;
+	for (size_t i = c0; i < c1; i++) {
+		const infs_fact_input *f = &e->p->facts[i];
+		if (f->flags & INFS_FACT_SEGMENT || f->embedding)
+			continue;
+		e->slot[i - c0] = n_texts;
+		texts[n_texts++] = f->embed_text ? f->embed_text : f->text;
+	}
+	return n_texts ? infs_embed(e->emb, e->o->embedder, texts, n_texts, NULL) : INFS_OK;
+}
+
+/* Stores fact i with its K/V (g->kv_dtype, [n_layers][n_tokens][row]),
+ * embedding first the chunk it opens; then progress. Facts come in order. */
+static int store_fact(void *user, size_t i, const void *k, const void *v)
+{
+	encoder *e = user;
+	const infs_fact_input *f = &e->p->facts[i];
+	int rc = i % EMBED_CHUNK ? INFS_OK : embed_chunk(e, i);
+	if (rc)
+		return rc;
+	infs_fact fact = INFS_FACT_INIT;
+	fact.flags = f->flags;
+	fact.n_tokens = e->p->n_tokens[i];
+	fact.tokens = e->p->tokens[i];
+	fact.embedding = f->flags & INFS_FACT_SEGMENT ? NULL
+	                 : f->embedding ? f->embedding : e->emb + e->slot[i % EMBED_CHUNK] * e->g->embed_dim;
+	fact.k = k;
+	fact.v = v;
+	fact.text = f->text;
+	fact.metadata = f->metadata;
+	fact.source_id = f->source_id;
+	fact.timestamp = f->timestamp;
+	if ((rc = infs__fact_put(&e->out_ids[i], e->store, e->ns, &fact)))
+		return rc;
+	const size_t n = e->p->n;
+	if (e->o->progress && e->o->progress(e->o->progress_user, i + 1, n))
+		return infs__error(INFS_ECANCELED, "infs_fact_encode: canceled after %zu of %zu facts", i + 1, n);
+	return INFS_OK;
+}
+
+/* The CPU model: the context once into an f32 cache, then fact by fact. */
+static int encode_host(encoder *e, const infs_model *model)
+{
+	const plan *p = e->p;
+	const infs_encode_options *o = e->o;
+	infs__pool *pool = NULL;
+	infs__kvcache ctx = { 0 };
+	uint32_t max_n = 0;
+	for (size_t i = 0; i < p->n; i++)
+		max_n = p->n_tokens[i] > max_n ? p->n_tokens[i] : max_n;
+	size_t kv_bytes = infs_geometry_kv_token_bytes(e->g) * max_n;
+	void *k = malloc(kv_bytes), *v = malloc(kv_bytes);
+	int rc = k && v ? INFS_OK : infs__error(INFS_ENOMEM, "infs_fact_encode: out of memory for %u tokens of KV", max_n);
+	if (!rc)
+		rc = infs__pool_create(&pool, model->n_threads);
+	if (!rc && o->n_context)
+		rc = infs__encode_context(&ctx, model, e->g, o->context, o->n_context, pool);
+	for (size_t i = 0; i < p->n && !rc; i++) {
+		const infs_fact_input *f = &p->facts[i];
+		rc = infs__encode_kv(k, v, model, e->g, o->n_context ? &ctx : NULL, o->n_context, f->context,
+		                     f->n_context, p->tokens[i], p->n_tokens[i], pool);
+		if (!rc)
+			rc = store_fact(e, i, k, v);
+	}
+	infs__kvcache_free(&ctx);
+	infs__pool_free(pool);
+	free(k);
+	free(v);
+	return rc;
+}
+
+/* The model's device (cuda/device_encode.c), batched. */
+static int encode_device(encoder *e, const infs_model *model)
+{
+	const plan *p = e->p;
+	const int32_t **own = malloc(p->n * sizeof *own);
+	uint32_t *n_own = malloc(p->n * sizeof *n_own);
+	int rc = INFS_OK;
+	if (!own || !n_own)
+		rc = infs__error(INFS_ENOMEM, "infs_fact_encode: out of memory for %zu facts", p->n);
+	for (size_t i = 0; !rc && i < p->n; i++) {
+		own[i] = p->facts[i].context;
+		n_own[i] = p->facts[i].n_context;
+	}
+	const infs__encode_job job = {
+		.context = e->o->context, .n_context = e->o->n_context, .n_facts = p->n, .own = own, .n_own = n_own,
+		.tokens = p->tokens, .n_tokens = p->n_tokens, .kv_dtype = e->g->kv_dtype, .fact = store_fact, .user = e,
+	};
+	if (!rc)
+		rc = infs__cuda->model_encode(model, &job);
+	free(own);
+	free(n_own);
+	return rc;
+}
+
 int infs_fact_encode(uint64_t *out_ids, infs_store *store, const char *ns, const infs_model *model,
                      const infs_fact_input *facts, size_t n_facts, const infs_encode_options *opts)
 {
@@ -261,68 +375,13 @@ int infs__fact_encode(uint64_t *out_ids, infs_store *store, const char *ns, cons
 		return INFS_OK;
 	}
 
-	infs__pool *pool = NULL;
-	infs__kvcache ctx = { 0 };
-	uint32_t max_n = 0;
-	for (size_t i = 0; i < n_facts; i++)
-		max_n = p.n_tokens[i] > max_n ? p.n_tokens[i] : max_n;
-	size_t kv_bytes = infs_geometry_kv_token_bytes(&g) * max_n;
-	void *k = malloc(kv_bytes), *v = malloc(kv_bytes);
-	float *emb = g.embed_dim ? malloc((size_t)EMBED_CHUNK * g.embed_dim * sizeof *emb) : NULL;
-	if (!k || !v || (g.embed_dim && !emb)) {
-		rc = infs__error(INFS_ENOMEM, "infs_fact_encode: out of memory for %u tokens of KV", max_n);
-		goto done;
+	encoder e = { out_ids, store, ns, &p, &o, &g, NULL, { 0 } };
+	if (g.embed_dim && !(e.emb = malloc((size_t)EMBED_CHUNK * g.embed_dim * sizeof *e.emb))) {
+		plan_free(&p);
+		return infs__error(INFS_ENOMEM, "infs_fact_encode: out of memory for %u embeddings", EMBED_CHUNK);
 	}
-	if ((rc = infs__pool_create(&pool, model->n_threads)))
-		goto done;
-	if (o.n_context && (rc = infs__encode_context(&ctx, model, &g, o.context, o.n_context, pool)))
-		goto done;
-
-	for (size_t c0 = 0; c0 < n_facts && !rc; c0 += EMBED_CHUNK) {
-		size_t c1 = c0 + EMBED_CHUNK < n_facts ? c0 + EMBED_CHUNK : n_facts;
-		/* Embed the chunk's facts that need it, in one call. */
-		const char *texts[EMBED_CHUNK];
-		size_t slot[EMBED_CHUNK], n_texts = 0;
-		for (size_t i = c0; i < c1; i++) {
-			const infs_fact_input *f = &p.facts[i];
-			if (f->flags & INFS_FACT_SEGMENT || f->embedding)
-				continue;
-			slot[i - c0] = n_texts;
-			texts[n_texts++] = f->embed_text ? f->embed_text : f->text;
-		}
-		if (n_texts && (rc = infs_embed(emb, o.embedder, texts, n_texts, NULL)))
-			break;
-		for (size_t i = c0; i < c1 && !rc; i++) {
-			const infs_fact_input *f = &p.facts[i];
-			int segment = (f->flags & INFS_FACT_SEGMENT) != 0;
-			rc = infs__encode_kv(k, v, model, &g, o.n_context ? &ctx : NULL, o.n_context, f->context,
-			                     f->n_context, p.tokens[i], p.n_tokens[i], pool);
-			if (rc)
-				break;
-			infs_fact fact = INFS_FACT_INIT;
-			fact.flags = f->flags;
-			fact.n_tokens = p.n_tokens[i];
-			fact.tokens = p.tokens[i];
-			fact.embedding = segment ? NULL : f->embedding ? f->embedding : emb + slot[i - c0] * g.embed_dim;
-			fact.k = k;
-			fact.v = v;
-			fact.text = f->text;
-			fact.metadata = f->metadata;
-			fact.source_id = f->source_id;
-			fact.timestamp = f->timestamp;
-			if ((rc = infs__fact_put(&out_ids[i], store, ns, &fact)))
-				break;
-			if (o.progress && o.progress(o.progress_user, i + 1, n_facts))
-				rc = infs__error(INFS_ECANCELED, "infs_fact_encode: canceled after %zu of %zu facts",
-				                 i + 1, n_facts);
-		}
-	}
-done:
-	infs__kvcache_free(&ctx);
-	infs__pool_free(pool);
-	free(emb);
-	free(k);
-	free(v);
+	rc = model->dev ? encode_device(&e, model) : encode_host(&e, model);
+	free(e.emb);
 	plan_free(&p);
 	return rc;
 }

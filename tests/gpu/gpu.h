@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../cache_path.h"
 #include "../check.h"
 #include "../test_util.h"
 #include "cuda/cuda_ok.h"
@@ -22,6 +23,45 @@ static inline void gpu_require(void)
 	if (err != cudaSuccess || n == 0) {
 		printf("no CUDA device (%s): skipped\n", err != cudaSuccess ? cudaGetErrorString(err) : "count 0");
 		exit(77);
+	}
+}
+
+/* path loaded on the host (*mc, 2 threads) and on device 0 with
+ * device_max_tokens max_t (*md); 0, both freed, when either fails. */
+static inline int gpu_load_pair(infs_model **mc, infs_model **md, const char *path, uint32_t max_t)
+{
+	*mc = *md = NULL;
+	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
+	mo.n_threads = 2;
+	CHECK_OK(infs_model_load(mc, path, &mo));
+	mo.device = 0;
+	mo.device_max_tokens = max_t;
+	CHECK_OK(infs_model_load(md, path, &mo));
+	if (*mc && *md)
+		return 1;
+	infs_model_free(*mc);
+	infs_model_free(*md);
+	return 0;
+}
+
+/* check(path, name, nth) on each tiny model argv[2..] of the folder argv[1]
+ * (nth = 0, 1, ...), then on SmolLM2 from $INFS_CACHE (nth = argc - 2) when it
+ * is there; otherwise says that its `what` are left out. */
+static inline void gpu_each_model(int argc, char **argv, const char *what,
+                                  void (*check)(const char *path, const char *name, int nth))
+{
+	char path[1024];
+	for (int i = 2; i < argc; i++) {
+		snprintf(path, sizeof path, "%s/%s", argv[1], argv[i]);
+		check(path, argv[i], i - 2);
+	}
+	cache_path(path, sizeof path, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+	FILE *f = fopen(path, "rb");
+	if (f) {
+		fclose(f);
+		check(path, "SmolLM2-135M-Instruct.Q4_1", argc - 2);
+	} else {
+		printf("SmolLM2 not found at %s: its %s left out\n", path, what);
 	}
 }
 

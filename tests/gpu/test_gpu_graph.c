@@ -21,7 +21,6 @@
 #include "gpu.h"
 #include "../model_compare.h"
 #include "inferscale/model.h"
-#include "../cache_path.h"
 
 enum { BS = 4, NBS = 6, NB = 2 * NBS, MAX_T = 16, P = 8, Q = 4, STEPS = 4 };
 /* Row s of the table is entries [s NBS, (s + 1) NBS). */
@@ -334,7 +333,7 @@ static void check_decode(const char *name, const infs_model *md, const infs_geom
 	cudaFree(d_l1);
 }
 
-static void check_model(const char *path, const char *name)
+static void check_model(const char *path, const char *name, int nth)
 {
 	printf("%s\n", name);
 	infs_model *md = NULL;
@@ -370,18 +369,6 @@ int main(int argc, char **argv)
 {
 	gpu_require();
 	CHECK(argc >= 3);
-	char path[1024];
-	for (int i = 2; i < argc; i++) {
-		snprintf(path, sizeof path, "%s/%s", argv[1], argv[i]);
-		check_model(path, argv[i]);
-	}
-	cache_path(path, sizeof path, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-	FILE *f = fopen(path, "rb");
-	if (f) {
-		fclose(f);
-		check_model(path, "SmolLM2-135M-Instruct.Q4_1");
-	} else {
-		printf("SmolLM2 not found at %s: its graphs are left out\n", path);
-	}
+	gpu_each_model(argc, argv, "graphs are", check_model);
 	CHECK_DONE();
 }

@@ -16,7 +16,6 @@
 #include "../model_store_util.h"
 #include "inferscale/model.h"
 #include "inject/rope.h"
-#include "../cache_path.h"
 
 enum { BS = 4, NB = 8, MAX_T = 16 };
 static const int32_t table[NB] = { 6, 2, 7, 0, 5, 1, 3, 4 };
@@ -319,21 +318,12 @@ static void refusals(const char *path, infs_model *mc, infs_model *md, const inf
 	cache_free(&c);
 }
 
-static void check_model(const char *path, const char *name, int with_refusals)
+static void check_model(const char *path, const char *name, int nth)
 {
 	printf("%s\n", name);
-	infs_model *mc = NULL, *md = NULL;
-	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
-	mo.n_threads = 2;
-	CHECK_OK(infs_model_load(&mc, path, &mo));
-	mo.device = 0;
-	mo.device_max_tokens = MAX_T;
-	CHECK_OK(infs_model_load(&md, path, &mo));
-	if (!mc || !md) {
-		infs_model_free(mc);
-		infs_model_free(md);
+	infs_model *mc, *md;
+	if (!gpu_load_pair(&mc, &md, path, MAX_T))
 		return;
-	}
 	infs_model_info info = { .version = INFS_MODEL_INFO_VERSION };
 	CHECK_OK(infs_model_info_get(&info, mc));
 	infs_geometry g;
@@ -392,7 +382,7 @@ static void check_model(const char *path, const char *name, int with_refusals)
 		free(fv);
 		infs_store_close(st);
 	}
-	if (with_refusals)
+	if (nth == 0)
 		refusals(path, mc, md, &g, V);
 	free(want);
 	free(k);
@@ -405,18 +395,6 @@ int main(int argc, char **argv)
 {
 	gpu_require();
 	CHECK(argc >= 3);
-	char path[1024];
-	for (int i = 2; i < argc; i++) {
-		snprintf(path, sizeof path, "%s/%s", argv[1], argv[i]);
-		check_model(path, argv[i], i == 2);
-	}
-	cache_path(path, sizeof path, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-	FILE *f = fopen(path, "rb");
-	if (f) {
-		fclose(f);
-		check_model(path, "SmolLM2-135M-Instruct.Q4_1", 0);
-	} else {
-		printf("SmolLM2 not found at %s: its comparison is left out\n", path);
-	}
+	gpu_each_model(argc, argv, "comparison is", check_model);
 	CHECK_DONE();
 }
