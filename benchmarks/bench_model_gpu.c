@@ -237,8 +237,8 @@ static int32_t *upload(const int32_t *h, size_t n)
  * FACT random tokens as one forward call of the model's max tokens takes,
  * after a SYS-token context, through infs__device_encode_run with its
  * buffers allocated once: the context's prefill, the facts' forward, the
- * K/V copy to pinned host memory and its conversion to bf16 per fact, to a
- * callback that keeps nothing. Facts per second, median of ENC_RUNS runs
+ * K/V (written in bf16 by the forward) copied to pinned host memory and
+ * each fact's rows gathered, to a callback that keeps nothing. Facts per second, median of ENC_RUNS runs
  * timed on the host after one more; *n_facts receives the count. */
 enum { ENC_RUNS = 3 };
 
@@ -475,7 +475,7 @@ int main(int argc, char **argv)
 	             "\"weight_read_floor_ms\": %.3f, \"weight_bytes\": %llu, \"copy_read_plus_write_gbps\": %.1f, "
 	             "\"runs\": %d, \"batch32_full_runs\": %d, \"encode_facts_per_s\": %.1f, \"encode_facts\": %zu, "
 	             "\"encode_time\": \"%d-token facts after a %d-token context in batches of device_max_tokens: "
-	             "context prefill, forward, K/V copy to pinned host memory, bf16 conversion per fact; buffers "
+	             "context prefill, forward (K/V written in bf16), K/V copy to pinned host memory, each fact's rows gathered; buffers "
 	             "allocated once, no store; median of %d runs\"}\n]\n",
 	        decode, decode32, B_PROMPT, DECODE_STEPS, floor_ms, (unsigned long long)weight_bytes, copy_bw / 1e9,
 	        RUNS, B32_RUNS, enc_rate, enc_facts, FACT, SYS, ENC_RUNS);

@@ -44,10 +44,18 @@ template <typename D> __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(c
 			for (uint32_t e = lane; e < hd; e += 32)
 				h[e] = norm[e] * (h[e] * r);
 		}
-		if (kind > 0 && (kind == 1 ? p.k_pre : p.v_pre)) {
-			float *pre = (kind == 1 ? p.k_pre : p.v_pre) + ((size_t)i * nkv + slot - nq - (kind == 2 ? nkv : 0)) * hd;
-			for (uint32_t e = lane; e < hd; e += 32)
-				pre[e] = lost ? NAN : h[e];
+		void *pre = kind == 0 ? NULL : kind == 1 ? p.k_pre : p.v_pre;
+		if (pre) {
+			const size_t at = ((size_t)i * nkv + slot - nq - (kind == 2 ? nkv : 0)) * hd;
+			for (uint32_t e = lane; e < hd; e += 32) {
+				const float x = lost ? NAN : h[e];
+				if (p.pre_dtype == INFS_K_F32)
+					((float *)pre)[at + e] = x;
+				else if (p.pre_dtype == INFS_K_F16)
+					((uint16_t *)pre)[at + e] = from_float(f16{}, x);
+				else
+					((uint16_t *)pre)[at + e] = from_float(bf16{}, x);
+			}
 		}
 		__syncwarp();
 		if (kind < 2) { /* as infs__rope_apply: each pair belongs to one lane */
@@ -82,7 +90,9 @@ template <typename D> __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(c
 
 extern "C" cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream)
 {
-	if (p->head_dim > INFS_K_MODEL_MAX_HEAD_DIM || p->rotary_dim > p->head_dim)
+	if (p->head_dim > INFS_K_MODEL_MAX_HEAD_DIM || p->rotary_dim > p->head_dim ||
+	    ((p->k_pre || p->v_pre) && p->pre_dtype != INFS_K_F32 && p->pre_dtype != INFS_K_F16 &&
+	     p->pre_dtype != INFS_K_BF16))
 		return cudaErrorInvalidValue;
 	/* Few tokens: spread each token's heads over several blocks. */
 	const unsigned slots = p->n_heads + 2 * p->n_kv_heads;

@@ -2,16 +2,15 @@
  * paged cache (vLLM layout, block size 16) made for the call; then the
  * facts run in batches, each fact a sequence of its own context and its
  * tokens at positions n_context.., all sharing the context's block table
- * and writing nothing to it; the forward's pre-RoPE K and V (f32) of a
- * batch come back to pinned host memory in one copy, and each fact's own
- * tokens' rows go to the caller in the store's kv dtype. */
+ * and writing nothing to it; the forward writes their pre-RoPE K and V in
+ * the store's kv dtype, a batch's come back to pinned host memory in one
+ * copy, and each fact's own tokens' rows go to the caller. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda/device_copy.h"
 #include "model/forward.h"
 #include "model/model.h"
-#include "util/dtype.h"
 #include "util/error.h"
 
 #define BLOCK 16u
@@ -27,8 +26,8 @@ struct infs__encode_ws {
 	void **layers;              /* k_layers then v_layers */
 	uint16_t *kv;               /* the cache */
 	int32_t *d_table, *d_tokens, *d_starts, *d_n_past;
-	float *d_out;               /* a batch's K then V, [n_layers][n][row] each */
-	float *h_out;               /* its pinned host copy */
+	char *d_out;                /* a batch's K then V, [n_layers][n][row] each */
+	char *h_out;                /* its pinned host copy */
 	int32_t *h_table, *h_tokens, *h_starts, *h_n_past;
 };
 
@@ -73,7 +72,7 @@ int infs__device_encode_begin(infs__encode_ws **out, const infs_model *m, uint32
 	w->n_blocks = n_context ? (n_context + BLOCK - 1) / BLOCK : 1;
 	w->cap = w->n_blocks * BLOCK;
 	const size_t half = (size_t)w->n_blocks * BLOCK * row; /* one layer's K (or V) elements */
-	const size_t out_floats = 2 * (size_t)g->n_layers * T * row;
+	const size_t out_bytes = 2 * (size_t)g->n_layers * T * row * sizeof(float); /* room for any kv dtype */
 	w->layers = malloc(2 * g->n_layers * sizeof *w->layers);
 	w->h_table = malloc(w->n_blocks * sizeof *w->h_table);
 	w->h_tokens = malloc((size_t)T * sizeof *w->h_tokens);
@@ -96,9 +95,9 @@ int infs__device_encode_begin(infs__encode_ws **out, const infs_model *m, uint32
 	         (err = cudaMalloc((void **)&w->d_starts, ((size_t)T + 1) * sizeof *w->d_starts)) != cudaSuccess ||
 	         (err = cudaMalloc((void **)&w->d_n_past, (size_t)T * sizeof *w->d_n_past)) != cudaSuccess)
 		what = "allocating the token buffers";
-	else if ((err = cudaMalloc((void **)&w->d_out, out_floats * sizeof *w->d_out)) != cudaSuccess)
+	else if ((err = cudaMalloc((void **)&w->d_out, out_bytes)) != cudaSuccess)
 		what = "allocating the K/V outputs";
-	else if ((err = cudaMallocHost((void **)&w->h_out, out_floats * sizeof *w->h_out)) != cudaSuccess)
+	else if ((err = cudaMallocHost((void **)&w->h_out, out_bytes)) != cudaSuccess)
 		what = "allocating pinned host memory for the K/V outputs";
 	if (what) {
 		rc = infs__cuda_error(err, fn, what);
@@ -161,24 +160,12 @@ static int run_context(infs__encode_ws *w, const int32_t *tokens, uint32_t n)
 }
 
 /* The rows [from, from + n) of every layer of src ([n_layers][n_src][row]
- * f32) into dst ([n_layers][n][row]) as dtype. */
-static void take_rows(void *dst, infs_dtype dtype, const float *src, uint32_t n_layers, size_t n_src, size_t from,
-                      size_t n, size_t row)
+ * elements of es bytes) into dst ([n_layers][n][row]). */
+static void take_rows(void *dst, const char *src, uint32_t n_layers, size_t n_src, size_t from, size_t n,
+                      size_t row_bytes)
 {
-	for (uint32_t l = 0; l < n_layers; l++) {
-		const float *s = src + ((size_t)l * n_src + from) * row;
-		const size_t d = (size_t)l * n * row;
-		/* One loop per dtype: this conversion runs on every element a
-		 * batch brings back. */
-		if (dtype == INFS_DTYPE_F32)
-			memcpy((float *)dst + d, s, n * row * sizeof *s);
-		else if (dtype == INFS_DTYPE_BF16)
-			for (size_t i = 0; i < n * row; i++)
-				((uint16_t *)dst)[d + i] = infs__f32_to_bf16(s[i]);
-		else
-			for (size_t i = 0; i < n * row; i++)
-				((uint16_t *)dst)[d + i] = infs__f32_to_f16(s[i]);
-	}
+	for (uint32_t l = 0; l < n_layers; l++)
+		memcpy((char *)dst + (size_t)l * n * row_bytes, src + ((size_t)l * n_src + from) * row_bytes, n * row_bytes);
 }
 
 /* Facts [i0, i1) as one forward call of n tokens, then each to job->fact. */
@@ -186,7 +173,8 @@ static int run_batch(infs__encode_ws *w, const infs__encode_job *job, size_t i0,
                      void *k, void *v)
 {
 	const infs__model_config *g = &w->m->cfg;
-	const size_t row = (size_t)g->n_kv_heads * g->head_dim, half = (size_t)g->n_layers * n * row;
+	const size_t row = (size_t)g->n_kv_heads * g->head_dim * infs_dtype_size(job->kv_dtype);
+	const size_t half = (size_t)g->n_layers * n * row; /* bytes */
 	uint32_t at = 0, longest = 0;
 	for (size_t i = i0; i < i1; i++) {
 		const uint32_t s = (uint32_t)(i - i0), len = job->n_own[i] + job->n_tokens[i];
@@ -212,20 +200,20 @@ static int run_batch(infs__encode_ws *w, const infs__encode_job *job, size_t i0,
 		.tokens = w->d_tokens, .n_tokens = n, .cache = &w->cache, .block_table = w->d_table,
 		.block_table_len = w->n_blocks, .stream = w->stream, .n_seqs = n_seqs, .seq_starts = w->d_starts,
 		.seq_n_past = w->d_n_past, .table_stride = 0, .max_context = job->n_context + longest,
-		.no_cache_write = 1, .k_out = w->d_out, .v_out = w->d_out + half,
+		.no_cache_write = 1, .k_out = w->d_out, .v_out = w->d_out + half, .out_dtype = job->kv_dtype,
 	};
 	int rc = infs__device_model_forward(w->m, &a);
 	if (rc)
 		return rc;
-	err = cudaMemcpyAsync(w->h_out, w->d_out, 2 * half * sizeof *w->h_out, cudaMemcpyDeviceToHost, w->stream);
+	err = cudaMemcpyAsync(w->h_out, w->d_out, 2 * half, cudaMemcpyDeviceToHost, w->stream);
 	if (err == cudaSuccess)
 		err = cudaStreamSynchronize(w->stream);
 	if (err != cudaSuccess)
 		return infs__cuda_error(err, fn, "running the facts and copying their K/V back");
 	for (size_t i = i0; i < i1 && !rc; i++) {
 		const size_t from = (size_t)w->h_starts[i - i0] + job->n_own[i];
-		take_rows(k, job->kv_dtype, w->h_out, g->n_layers, n, from, job->n_tokens[i], row);
-		take_rows(v, job->kv_dtype, w->h_out + half, g->n_layers, n, from, job->n_tokens[i], row);
+		take_rows(k, w->h_out, g->n_layers, n, from, job->n_tokens[i], row);
+		take_rows(v, w->h_out + half, g->n_layers, n, from, job->n_tokens[i], row);
 		rc = job->fact(job->user, i, k, v);
 	}
 	return rc;

@@ -55,11 +55,12 @@ typedef struct infs__device_forward {
 	uint32_t max_context;       /* with n_seqs: a bound on any sequence's n_past + tokens */
 	/* Fact encoding (internal callers only): the new tokens' K and V stay
 	 * out of the cache (every sequence may then share the context's table),
-	 * their pre-RoPE K and V go to k_out/v_out (device, f32
-	 * [n_layers][n_tokens][n_kv_heads * head_dim]) when set, and logits may
-	 * be NULL (none computed). */
+	 * their pre-RoPE K and V go to k_out/v_out (device,
+	 * [n_layers][n_tokens][n_kv_heads * head_dim] of out_dtype) when set,
+	 * and logits may be NULL (none computed). */
 	int no_cache_write;
-	float *k_out, *v_out;
+	void *k_out, *v_out;
+	infs_dtype out_dtype;
 } infs__device_forward;
 
 /* Attention of one layer for n new tokens. q [n][n_heads][head_dim] and
