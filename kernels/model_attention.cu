@@ -179,7 +179,7 @@ __device__ int load_tile(const infs_k_attn_params &p, const seq_span &sp, uint32
 	return bad;
 }
 
-template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 2) flash_kernel(const infs_k_attn_params p)
+template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 3) flash_kernel(const infs_k_attn_params p)
 {
 	constexpr int ROW = HD + 8; /* padding: the fragment loads hit 32 banks */
 	constexpr int KS = HD / 16, NT = KEYS / 8, DT = HD / 8, TILE = KEYS * ROW;
@@ -431,10 +431,15 @@ template <typename D, int HD> cudaError_t launch(const infs_k_attn_params &p, cu
 	const uint32_t per_tile = ROWS / (p.n_heads / p.n_kv_heads);
 	const uint32_t tiles = div_up(p.seqs.n_tokens, per_tile) + (p.seqs.starts ? p.seqs.n_seqs : 0);
 	const size_t smem = 2 * 2 * KEYS * (HD + 8) * sizeof(uint16_t);
-	static bool sized; /* above 48 KiB a kernel must ask; asking twice is harmless */
+	/* Above 48 KiB a kernel must ask, and three blocks per multiprocessor
+	 * need most of its memory as shared memory; asking twice is harmless. */
+	static bool sized;
 	cudaError_t err = cudaSuccess;
 	if (!sized && smem > 48 * 1024)
 		err = cudaFuncSetAttribute(flash_kernel<D, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+	if (!sized && err == cudaSuccess)
+		err = cudaFuncSetAttribute(flash_kernel<D, HD>, cudaFuncAttributePreferredSharedMemoryCarveout,
+		                           cudaSharedmemCarveoutMaxShared);
 	sized = err == cudaSuccess;
 	if (err != cudaSuccess)
 		return err;

@@ -81,7 +81,9 @@ cudaError_t infs_k_swiglu(uint16_t *out, const float *gu, uint32_t n, uint32_t f
  * each [n][heads][head_dim], and, when write_cache is set, the rotated K
  * and V into the cache at the token's position when its block is valid;
  * with k_pre/v_pre set, also the token's K before RoPE (after q/k norm) and
- * V, [n][n_kv_heads][head_dim] of pre_dtype (INFS_K_*). A token outside every sequence gets
+ * V of layer pre_layer of pre_layers, in pre_dtype (INFS_K_*): each
+ * sequence's [pre_layers][its tokens][n_kv_heads][head_dim] from element
+ * starts[s] * pre_layers * n_kv_heads * head_dim. A token outside every sequence gets
  * NaN q, k and v. */
 typedef struct infs_k_qkv_params {
 	const float *qkv;
@@ -99,6 +101,7 @@ typedef struct infs_k_qkv_params {
 	int write_cache;
 	void *k_pre, *v_pre;
 	int pre_dtype;
+	uint32_t pre_layer, pre_layers;
 } infs_k_qkv_params;
 
 cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream);

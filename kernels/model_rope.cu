@@ -44,11 +44,15 @@ template <typename D> __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(c
 			for (uint32_t e = lane; e < hd; e += 32)
 				h[e] = norm[e] * (h[e] * r);
 		}
-		void *pre = kind == 0 ? NULL : kind == 1 ? p.k_pre : p.v_pre;
+		void *pre = kind == 0 || lost ? NULL : kind == 1 ? p.k_pre : p.v_pre;
 		if (pre) {
-			const size_t at = ((size_t)i * nkv + slot - nq - (kind == 2 ? nkv : 0)) * hd;
+			/* Each sequence's rows [layer][its token][head][dim] from row
+			 * n_layers * its start: a fact's K and V in the store's layout. */
+			const size_t len = sp.end - sp.start, row = (size_t)nkv * hd;
+			const size_t at = ((size_t)sp.start * p.pre_layers + (size_t)p.pre_layer * len + (i - sp.start)) * row +
+			                  (size_t)(slot - nq - (kind == 2 ? nkv : 0)) * hd;
 			for (uint32_t e = lane; e < hd; e += 32) {
-				const float x = lost ? NAN : h[e];
+				const float x = h[e];
 				if (p.pre_dtype == INFS_K_F32)
 					((float *)pre)[at + e] = x;
 				else if (p.pre_dtype == INFS_K_F16)
@@ -90,7 +94,7 @@ template <typename D> __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(c
 
 extern "C" cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream)
 {
-	if (p->head_dim > INFS_K_MODEL_MAX_HEAD_DIM || p->rotary_dim > p->head_dim ||
+	if (p->head_dim > INFS_K_MODEL_MAX_HEAD_DIM || p->rotary_dim > p->head_dim || p->pre_layer >= p->pre_layers ||
 	    ((p->k_pre || p->v_pre) && p->pre_dtype != INFS_K_F32 && p->pre_dtype != INFS_K_F16 &&
 	     p->pre_dtype != INFS_K_BF16))
 		return cudaErrorInvalidValue;

@@ -160,7 +160,7 @@ static int run_context(infs__encode_ws *w, const int32_t *tokens, uint32_t n)
 }
 
 /* The rows [from, from + n) of every layer of src ([n_layers][n_src][row]
- * elements of es bytes) into dst ([n_layers][n][row]). */
+ * of row_bytes) into dst ([n_layers][n][row]). */
 static void take_rows(void *dst, const char *src, uint32_t n_layers, size_t n_src, size_t from, size_t n,
                       size_t row_bytes)
 {
@@ -210,11 +210,19 @@ static int run_batch(infs__encode_ws *w, const infs__encode_job *job, size_t i0,
 		err = cudaStreamSynchronize(w->stream);
 	if (err != cudaSuccess)
 		return infs__cuda_error(err, fn, "running the facts and copying their K/V back");
+	/* The forward wrote each fact's K and V as the store keeps them,
+	 * [n_layers][its tokens][row] from row n_layers * its start: a fact
+	 * without its own context goes out as it lies, the others without
+	 * their own context's rows. */
 	for (size_t i = i0; i < i1 && !rc; i++) {
-		const size_t from = (size_t)w->h_starts[i - i0] + job->n_own[i];
-		take_rows(k, w->h_out, g->n_layers, n, from, job->n_tokens[i], row);
-		take_rows(v, w->h_out + half, g->n_layers, n, from, job->n_tokens[i], row);
-		rc = job->fact(job->user, i, k, v);
+		const uint32_t len = job->n_own[i] + job->n_tokens[i];
+		const char *fk = w->h_out + (size_t)w->h_starts[i - i0] * g->n_layers * row, *fv = fk + half;
+		if (job->n_own[i]) {
+			take_rows(k, fk, g->n_layers, len, job->n_own[i], job->n_tokens[i], row);
+			take_rows(v, fv, g->n_layers, len, job->n_own[i], job->n_tokens[i], row);
+			fk = k, fv = v;
+		}
+		rc = job->fact(job->user, i, fk, fv);
 	}
 	return rc;
 }

@@ -385,7 +385,6 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 	const cudaStream_t s = (cudaStream_t)a->stream;
 	const uint32_t n = a->n_tokens, D = g->n_embd, hd = g->head_dim, ff = g->n_ff;
 	const uint32_t qd = g->n_heads * hd, kvd = g->n_kv_heads * hd, qkv = qd + 2 * kvd;
-	const size_t out_size = infs_dtype_size(a->out_dtype);
 	infs_k_cache_layer cl = {
 		.blocks = a->block_table, .n_table = a->block_table_len, .table_stride = a->table_stride,
 		.n_blocks = kl->n_blocks, .block_size = kl->block_size, .stride_block = kl->stride_block,
@@ -414,9 +413,8 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 				.n_kv_heads = g->n_kv_heads, .head_dim = hd, .rotary_dim = 2 * m->rope.n_pairs,
 				.style = m->rope.style == INFS_ROPE_NEOX ? 0 : 1, .attn_scale = m->rope.attn_scale,
 				.inv_freq = d->inv_freq, .cache = cl, .write_cache = !a->no_cache_write,
-				.k_pre = a->k_out ? (char *)a->k_out + (size_t)l * n * kvd * out_size : NULL,
-				.v_pre = a->v_out ? (char *)a->v_out + (size_t)l * n * kvd * out_size : NULL,
-				.pre_dtype = (int)a->out_dtype,
+				.k_pre = a->k_out, .v_pre = a->v_out, .pre_dtype = (int)a->out_dtype, .pre_layer = l,
+				.pre_layers = g->n_layers,
 			};
 			err = infs_k_qkv(&qp, s);
 		}

@@ -55,9 +55,10 @@ typedef struct infs__device_forward {
 	uint32_t max_context;       /* with n_seqs: a bound on any sequence's n_past + tokens */
 	/* Fact encoding (internal callers only): the new tokens' K and V stay
 	 * out of the cache (every sequence may then share the context's table),
-	 * their pre-RoPE K and V go to k_out/v_out (device,
-	 * [n_layers][n_tokens][n_kv_heads * head_dim] of out_dtype) when set,
-	 * and logits may be NULL (none computed). */
+	 * their pre-RoPE K and V go to k_out/v_out (device, of out_dtype) when
+	 * set, each sequence's as the store keeps a fact's, [n_layers][its
+	 * tokens][n_kv_heads * head_dim], from row n_layers * its start; and
+	 * logits may be NULL (none computed). */
 	int no_cache_write;
 	void *k_out, *v_out;
 	infs_dtype out_dtype;
