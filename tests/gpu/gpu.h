@@ -65,6 +65,38 @@ static inline void gpu_each_model(int argc, char **argv, const char *what,
 	}
 }
 
+/* A zeroed bf16 paged cache in vLLM's layout, (2, n_blocks, block_size,
+ * heads, dim) per layer, on device 0: *mem, k[l] and v[l] its layers
+ * (g->n_layers <= 64 of each), *kl its description. Returns one layer's
+ * elements (K and V). */
+static inline size_t gpu_vllm_cache(infs_kv_layout *kl, uint16_t **mem, void **k, void **v, const infs_geometry *g,
+                                    uint32_t n_blocks, uint32_t block_size)
+{
+	const size_t row = (size_t)g->n_kv_heads * g->head_dim, per_layer = 2 * (size_t)n_blocks * block_size * row;
+	CHECK(g->n_layers <= 64);
+	CUDA_OK(cudaMalloc((void **)mem, g->n_layers * per_layer * 2));
+	CUDA_OK(cudaMemset(*mem, 0, g->n_layers * per_layer * 2));
+	for (uint32_t l = 0; l < g->n_layers; l++) {
+		k[l] = *mem + l * per_layer;
+		v[l] = *mem + l * per_layer + per_layer / 2;
+	}
+	*kl = (infs_kv_layout)INFS_KV_LAYOUT_INIT;
+	kl->device = 0;
+	kl->dtype = INFS_DTYPE_BF16;
+	kl->n_layers = g->n_layers;
+	kl->n_kv_heads = g->n_kv_heads;
+	kl->head_dim = g->head_dim;
+	kl->n_blocks = n_blocks;
+	kl->block_size = block_size;
+	kl->k_layers = k;
+	kl->v_layers = v;
+	kl->stride_block = (int64_t)block_size * row;
+	kl->stride_slot = (int64_t)row;
+	kl->stride_head = g->head_dim;
+	kl->stride_dim = 1;
+	return per_layer;
+}
+
 /* The bound of docs/model-runtime.md on the device model's error: 8 u
  * sqrt(2 L + 1) (u = 2^-8, bf16's unit roundoff) relative to the largest
  * logit (K and V: of the largest value). */

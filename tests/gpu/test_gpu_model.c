@@ -28,33 +28,11 @@ typedef struct dev_cache {
 	int32_t *table;
 } dev_cache;
 
-/* A vLLM cache (2, NB, BS, heads, dim) per layer, zeroed, in bf16. */
+/* A vLLM cache (2, NB, BS, heads, dim) per layer, zeroed, in bf16, and
+ * the block table on the device. */
 static void cache_make(dev_cache *c, const infs_geometry *g)
 {
-	const size_t row = (size_t)g->n_kv_heads * g->head_dim;
-	CHECK(g->n_layers <= 64);
-	c->per_layer = 2 * (size_t)NB * BS * row;
-	CUDA_OK(cudaMalloc((void **)&c->mem, g->n_layers * c->per_layer * 2));
-	CUDA_OK(cudaMemset(c->mem, 0, g->n_layers * c->per_layer * 2));
-	for (uint32_t l = 0; l < g->n_layers; l++) {
-		c->k_layers[l] = c->mem + l * c->per_layer;
-		c->v_layers[l] = c->mem + l * c->per_layer + (size_t)NB * BS * row;
-	}
-	infs_kv_layout kl = INFS_KV_LAYOUT_INIT;
-	kl.device = 0;
-	kl.dtype = INFS_DTYPE_BF16;
-	kl.n_layers = g->n_layers;
-	kl.n_kv_heads = g->n_kv_heads;
-	kl.head_dim = g->head_dim;
-	kl.n_blocks = NB;
-	kl.block_size = BS;
-	kl.k_layers = c->k_layers;
-	kl.v_layers = c->v_layers;
-	kl.stride_block = (int64_t)BS * row;
-	kl.stride_slot = (int64_t)row;
-	kl.stride_head = g->head_dim;
-	kl.stride_dim = 1;
-	c->kl = kl;
+	c->per_layer = gpu_vllm_cache(&c->kl, &c->mem, c->k_layers, c->v_layers, g, NB, BS);
 	CUDA_OK(cudaMalloc((void **)&c->table, sizeof table));
 	CUDA_OK(cudaMemcpy(c->table, table, sizeof table, cudaMemcpyHostToDevice));
 }
