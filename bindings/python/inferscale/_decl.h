@@ -357,7 +357,7 @@ int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model
                        const int32_t *tokens, const int32_t *positions, uint32_t n_tokens,
                        const infs_forward_options *opts);
 
-#define INFS_DEVICE_FORWARD_OPTIONS_VERSION 1
+#define INFS_DEVICE_FORWARD_OPTIONS_VERSION 2
 
 typedef struct infs_device_forward_options {
 	unsigned version;
@@ -367,6 +367,11 @@ typedef struct infs_device_forward_options {
 	size_t block_table_len;
 	uint32_t n_past;
 	void *stream;
+	uint32_t n_seqs;
+	const int32_t *seq_starts;
+	const int32_t *seq_n_past;
+	size_t block_table_stride;
+	uint32_t max_context;
 } infs_device_forward_options;
 
 int infs_device_forward_options_init(infs_device_forward_options *opts, unsigned version);
