@@ -1,7 +1,8 @@
 /* Attention, both paths (matrix products with BLAS, rows in plain C),
  * against a double-precision reference: grouped heads, earlier tokens,
  * positions out of order and repeated, a sliding window, independent
- * sequences interleaved; 1 and 3 threads. */
+ * sequences interleaved, queries in place (their own rows among the
+ * cache's: selective recompute); 1 and 3 threads. */
 #include <math.h>
 
 #include "check.h"
@@ -10,7 +11,7 @@
 
 static void reference(float *out, const infs__attn_args *a)
 {
-	uint32_t n_past = a->n_ctx - a->n, hd = a->head_dim, qs = a->n_heads * hd, ks = a->n_kv_heads * hd;
+	uint32_t n_past = a->in_place ? a->n_ctx : a->n_ctx - a->n, hd = a->head_dim, qs = a->n_heads * hd, ks = a->n_kv_heads * hd;
 	double *w = malloc(a->n_ctx * sizeof *w);
 	for (uint32_t i = 0; i < a->n; i++)
 		for (uint32_t h = 0; h < a->n_heads; h++) {
@@ -41,10 +42,10 @@ static void reference(float *out, const infs__attn_args *a)
 }
 
 static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv, uint32_t hd, uint32_t window,
-                       int shuffled, int seqs, infs__pool *pool)
+                       int shuffled, int seqs, int in_place, infs__pool *pool)
 {
-	uint64_t seed = n * 977 + n_past * 31 + heads + window;
-	uint32_t n_ctx = n + n_past;
+	uint64_t seed = n * 977 + n_past * 31 + heads + window + (uint64_t)in_place;
+	uint32_t n_ctx = in_place ? n_past : n + n_past;
 	size_t qn = (size_t)n * heads * hd, kn = (size_t)n_ctx * kv * hd;
 	float *q = malloc(qn * 4), *k = malloc(kn * 4), *v = malloc(kn * 4);
 	float *o1 = malloc(qn * 4), *o2 = malloc(qn * 4), *want = malloc(qn * 4);
@@ -63,7 +64,9 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 	if (seqs)
 		for (uint32_t i = 0; i < n; i++)
 			pos[i] = (int32_t)(i / 3);
-	infs__attn_args a = { o1, q, k, v, pos, n, n_ctx, heads, kv, hd, window, seqs ? seq : NULL, rows };
+	for (uint32_t i = 0; in_place && i < n; i++) /* rows of the cache, out of order */
+		pos[i] = (int32_t)((i * 7 + 3) % n_past);
+	infs__attn_args a = { o1, q, k, v, pos, n, n_ctx, heads, kv, hd, window, seqs ? seq : NULL, rows, in_place };
 	infs__attention(&a, pool);
 	a.out = o2;
 	infs__attention_rows(&a, pool);
@@ -96,14 +99,17 @@ int main(void)
 		CHECK_OK(infs__pool_create(&pool, threads));
 		if (!pool)
 			break;
-		check_case(1, 0, 2, 1, 8, 0, 0, 0, pool);
-		check_case(1, 9, 4, 2, 16, 0, 0, 0, pool);
-		check_case(17, 0, 4, 2, 16, 0, 0, 0, pool);
-		check_case(17, 5, 6, 3, 18, 0, 1, 0, pool);
-		check_case(30, 4, 4, 1, 8, 6, 0, 0, pool);
-		check_case(300, 10, 2, 2, 4, 0, 1, 0, pool);
-		check_case(31, 0, 4, 2, 16, 0, 0, 1, pool);
-		check_case(40, 0, 4, 2, 8, 5, 0, 1, pool);
+		check_case(1, 0, 2, 1, 8, 0, 0, 0, 0, pool);
+		check_case(1, 9, 4, 2, 16, 0, 0, 0, 0, pool);
+		check_case(17, 0, 4, 2, 16, 0, 0, 0, 0, pool);
+		check_case(17, 5, 6, 3, 18, 0, 1, 0, 0, pool);
+		check_case(30, 4, 4, 1, 8, 6, 0, 0, 0, pool);
+		check_case(300, 10, 2, 2, 4, 0, 1, 0, 0, pool);
+		check_case(31, 0, 4, 2, 16, 0, 0, 1, 0, pool);
+		check_case(40, 0, 4, 2, 8, 5, 0, 1, 0, pool);
+		check_case(1, 9, 4, 2, 16, 0, 0, 0, 1, pool);
+		check_case(12, 40, 4, 2, 16, 0, 0, 0, 1, pool);
+		check_case(25, 33, 6, 3, 8, 7, 0, 0, 1, pool);
 		infs__pool_free(pool);
 	}
 	CHECK_DONE();

@@ -53,10 +53,17 @@ typedef struct attn_job {
 	uint32_t n_qblocks;
 } attn_job;
 
+/* Rows of k and v that are earlier tokens at positions 0..: all of them
+ * in place, else all but the new tokens' rows at the end. */
+static uint32_t past_rows(const infs__attn_args *a)
+{
+	return a->in_place ? a->n_ctx : a->n_ctx - a->n;
+}
+
 /* Whether key j (of n_ctx) is visible to new token i. */
 static int visible(const infs__attn_args *a, uint32_t j, uint32_t i)
 {
-	uint32_t n_past = a->n_ctx - a->n;
+	uint32_t n_past = past_rows(a);
 	int64_t p = a->pos[i], pj = j < n_past ? (int64_t)j : (int64_t)a->pos[j - n_past];
 	if (pj > p)
 		return 0;
@@ -145,7 +152,7 @@ static void softmax_task(void *arg, uint32_t r, uint32_t worker)
  * queries; keys past the block's last visible one are left out. */
 static int attention_gemm(const infs__attn_args *a, infs__pool *pool)
 {
-	uint32_t n_past = a->n_ctx - a->n, hd = a->head_dim;
+	uint32_t n_past = past_rows(a), hd = a->head_dim;
 	/* Query blocks of up to 256 rows, the score block kept within 64 MiB. */
 	uint32_t bq = (1u << 24) / a->n_ctx;
 	bq = bq < 1 ? 1 : bq > 256 ? 256 : bq;
@@ -160,8 +167,8 @@ static int attention_gemm(const infs__attn_args *a, infs__pool *pool)
 		int32_t maxp = a->pos[i0];
 		for (uint32_t i = i0; i < i0 + nq; i++)
 			maxp = a->pos[i] > maxp ? a->pos[i] : maxp;
-		uint32_t n_keys = n_past;
-		for (uint32_t j = 0; j < a->n; j++)
+		uint32_t n_keys = a->in_place && maxp >= 0 && (uint32_t)maxp < n_past ? (uint32_t)maxp + 1 : n_past;
+		for (uint32_t j = 0; !a->in_place && j < a->n; j++)
 			if (a->pos[j] <= maxp)
 				n_keys = n_past + j + 1;
 		for (uint32_t h = 0; h < a->n_heads; h++) {

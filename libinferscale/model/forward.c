@@ -173,6 +173,125 @@ static void put_kv(void *out, infs_dtype dt, const infs__model_config *c, uint32
 		infs__store(out, dt, base + i, src[i]);
 }
 
+/* The cache's positions [0, n_past) of layer l into the scratch's first
+ * rows. */
+static void gather_past(const infs_kv_layout *kl, const infs__paged_kv *pk, uint32_t l, scratch *s)
+{
+	const size_t hd = kl->head_dim, kvd = (size_t)kl->n_kv_heads * hd;
+	for (uint32_t p = 0; p < pk->n_past; p++)
+		for (uint32_t h = 0; h < kl->n_kv_heads; h++) {
+			size_t o = (size_t)p * kvd + (size_t)h * hd;
+			cache_gather(s->k + o, kl, kl->k_layers, l, p, pk->block_table, h);
+			cache_gather(s->v + o, kl, kl->v_layers, l, p, pk->block_table, h);
+		}
+}
+
+/* The n rows' K and V of layer l into the cache at their positions, when
+ * the cache is written. */
+static void scatter_rows(const infs_kv_layout *kl, const infs__paged_kv *pk, uint32_t l, const scratch *s,
+                         uint32_t n, const float *k_new, const float *v_new)
+{
+	const size_t hd = kl->head_dim, kvd = (size_t)kl->n_kv_heads * hd;
+	for (uint32_t i = 0; pk->write && i < n; i++)
+		for (uint32_t h = 0; h < kl->n_kv_heads; h++) {
+			size_t o = (size_t)i * kvd + (size_t)h * hd;
+			uint32_t p = (uint32_t)s->pos[i];
+			cache_scatter(kl, kl->k_layers, l, p, pk->block_table, h, k_new + o);
+			cache_scatter(kl, kl->v_layers, l, p, pk->block_table, h, v_new + o);
+		}
+}
+
+/* What one layer reads and writes besides the scratch: the cache (NULL:
+ * none); in_place: the rows' positions are already in the cache, their
+ * new K/V overwrite it and the attention reads only the cache; pre-RoPE
+ * K/V outputs; dev (NULL, or a float per row): the squared distance of
+ * each row's new rotated keys from the cache's before they are
+ * overwritten. */
+typedef struct layer_io {
+	const infs__paged_kv *pk;
+	int in_place;
+	const int32_t *seq;
+	void *k_out, *v_out;
+	infs_dtype kv_dtype;
+	float *dev;
+} layer_io;
+
+/* Layer l over the n rows of s->x at s->pos (s->cos, s->sin): RMSNorm ->
+ * q/k/v -> RoPE -> attention over the cache and the rows -> output
+ * projection and residual -> RMSNorm -> SwiGLU -> residual. */
+static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, const layer_io *io,
+                      infs__pool *pool)
+{
+	const infs__model_config *c = &m->cfg;
+	const infs__layer *L = &m->layers[l];
+	const infs__paged_kv *pk = io->pk;
+	const uint32_t d = c->n_embd, hd = c->head_dim, np = m->rope.n_pairs, n_past = pk ? pk->n_past : 0;
+	const size_t qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd;
+	float *k_new = s->k + (size_t)n_past * kvd, *v_new = s->v + (size_t)n_past * kvd;
+	for (uint32_t i = 0; i < n; i++)
+		rmsnorm(s->xb + (size_t)i * d, s->x + (size_t)i * d, L->attn_norm, d, c->norm_eps);
+	infs__matmul(s->q, s->xb, L->wq, L->bq, n, d, (uint32_t)qd, pool);
+	infs__matmul(k_new, s->xb, L->wk, L->bk, n, d, (uint32_t)kvd, pool);
+	infs__matmul(v_new, s->xb, L->wv, L->bv, n, d, (uint32_t)kvd, pool);
+	if (c->qk_norm) {
+		for (size_t r = 0; r < (size_t)n * c->n_heads; r++)
+			rmsnorm(s->q + r * hd, s->q + r * hd, L->q_norm, hd, c->norm_eps);
+		for (size_t r = 0; r < (size_t)n * c->n_kv_heads; r++)
+			rmsnorm(k_new + r * hd, k_new + r * hd, L->k_norm, hd, c->norm_eps);
+	}
+	if (io->k_out)
+		put_kv(io->k_out, io->kv_dtype, c, l, n, k_new);
+	if (io->v_out)
+		put_kv(io->v_out, io->kv_dtype, c, l, n, v_new);
+	for (uint32_t i = 0; i < n; i++) {
+		const float *cs = s->cos + (size_t)i * np, *sn = s->sin + (size_t)i * np;
+		for (uint32_t h = 0; h < c->n_heads; h++)
+			infs__rope_apply(&m->rope, s->q + i * qd + (size_t)h * hd, cs, sn);
+		for (uint32_t h = 0; h < c->n_kv_heads; h++)
+			infs__rope_apply(&m->rope, k_new + i * kvd + (size_t)h * hd, cs, sn);
+	}
+	if (pk) {
+		const infs_kv_layout *kl = pk->cache;
+		for (uint32_t i = 0; io->dev && i < n; i++) {
+			double sum = 0;
+			for (uint32_t h = 0; h < c->n_kv_heads; h++) {
+				float *old = s->att; /* free until the attention */
+				cache_gather(old, kl, kl->k_layers, l, (uint32_t)s->pos[i], pk->block_table, h);
+				for (uint32_t e = 0; e < hd; e++) {
+					double t = (double)k_new[i * kvd + (size_t)h * hd + e] - old[e];
+					sum += t * t;
+				}
+			}
+			io->dev[i] = (float)sum;
+		}
+		/* In place the rows' own positions take their new K/V before the
+		 * cache is read; otherwise the cache is read first. */
+		if (io->in_place)
+			scatter_rows(kl, pk, l, s, n, k_new, v_new);
+		gather_past(kl, pk, l, s);
+		if (!io->in_place)
+			scatter_rows(kl, pk, l, s, n, k_new, v_new);
+	}
+	infs__attn_args aa = { s->att, s->q, s->k, s->v, s->pos, n, io->in_place ? n_past : n_past + n, c->n_heads,
+		               c->n_kv_heads, hd, c->sliding_window, io->seq, s->attn_rows, io->in_place };
+	infs__attention(&aa, pool);
+	infs__matmul(s->xb, s->att, L->wo, L->bo, n, (uint32_t)qd, d, pool);
+	for (size_t i = 0; i < (size_t)n * d; i++)
+		s->x[i] += s->xb[i];
+
+	for (uint32_t i = 0; i < n; i++)
+		rmsnorm(s->xb + (size_t)i * d, s->x + (size_t)i * d, L->ffn_norm, d, c->norm_eps);
+	infs__matmul(s->gate, s->xb, L->w_gate, NULL, n, d, c->n_ff, pool);
+	infs__matmul(s->up, s->xb, L->w_up, NULL, n, d, c->n_ff, pool);
+	for (size_t i = 0; i < (size_t)n * c->n_ff; i++) {
+		float g = s->gate[i];
+		s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];
+	}
+	infs__matmul(s->xb, s->gate, L->w_down, NULL, n, c->n_ff, d, pool);
+	for (size_t i = 0; i < (size_t)n * d; i++)
+		s->x[i] += s->xb[i];
+}
+
 int infs__forward(const infs_model *m, const infs__forward_args *a)
 {
 	if (!m)
@@ -224,65 +343,9 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 		memcpy(s.x + (size_t)i * d, m->tok_embd + (size_t)a->tokens[i] * d, d * sizeof(float));
 	}
 
-	float *k_new = s.k + (size_t)n_past * kvd, *v_new = s.v + (size_t)n_past * kvd;
 	for (uint32_t l = 0; l < c->n_layers; l++) {
-		const infs__layer *L = &m->layers[l];
-		for (uint32_t i = 0; i < n; i++)
-			rmsnorm(s.xb + (size_t)i * d, s.x + (size_t)i * d, L->attn_norm, d, c->norm_eps);
-		infs__matmul(s.q, s.xb, L->wq, L->bq, n, d, (uint32_t)qd, pool);
-		infs__matmul(k_new, s.xb, L->wk, L->bk, n, d, (uint32_t)kvd, pool);
-		infs__matmul(v_new, s.xb, L->wv, L->bv, n, d, (uint32_t)kvd, pool);
-		if (c->qk_norm) {
-			for (size_t r = 0; r < (size_t)n * c->n_heads; r++)
-				rmsnorm(s.q + r * hd, s.q + r * hd, L->q_norm, hd, c->norm_eps);
-			for (size_t r = 0; r < (size_t)n * c->n_kv_heads; r++)
-				rmsnorm(k_new + r * hd, k_new + r * hd, L->k_norm, hd, c->norm_eps);
-		}
-		if (a->k_out)
-			put_kv(a->k_out, a->kv_dtype, c, l, n, k_new);
-		if (a->v_out)
-			put_kv(a->v_out, a->kv_dtype, c, l, n, v_new);
-		for (uint32_t i = 0; i < n; i++) {
-			const float *cs = s.cos + (size_t)i * np, *sn = s.sin + (size_t)i * np;
-			for (uint32_t h = 0; h < c->n_heads; h++)
-				infs__rope_apply(&m->rope, s.q + i * qd + (size_t)h * hd, cs, sn);
-			for (uint32_t h = 0; h < c->n_kv_heads; h++)
-				infs__rope_apply(&m->rope, k_new + i * kvd + (size_t)h * hd, cs, sn);
-		}
-		if (pk) {
-			const infs_kv_layout *kl = pk->cache;
-			for (uint32_t p = 0; p < n_past; p++)
-				for (uint32_t h = 0; h < c->n_kv_heads; h++) {
-					size_t o = (size_t)p * kvd + (size_t)h * hd;
-					cache_gather(s.k + o, kl, kl->k_layers, l, p, pk->block_table, h);
-					cache_gather(s.v + o, kl, kl->v_layers, l, p, pk->block_table, h);
-				}
-			for (uint32_t i = 0; pk->write && i < n; i++)
-				for (uint32_t h = 0; h < c->n_kv_heads; h++) {
-					size_t o = (size_t)i * kvd + (size_t)h * hd;
-					uint32_t p = (uint32_t)s.pos[i];
-					cache_scatter(kl, kl->k_layers, l, p, pk->block_table, h, k_new + o);
-					cache_scatter(kl, kl->v_layers, l, p, pk->block_table, h, v_new + o);
-				}
-		}
-		infs__attn_args aa = { s.att, s.q, s.k, s.v, s.pos, n, n_ctx, c->n_heads, c->n_kv_heads, hd,
-		                       c->sliding_window, a->seq, s.attn_rows };
-		infs__attention(&aa, pool);
-		infs__matmul(s.xb, s.att, L->wo, L->bo, n, (uint32_t)qd, d, pool);
-		for (size_t i = 0; i < (size_t)n * d; i++)
-			s.x[i] += s.xb[i];
-
-		for (uint32_t i = 0; i < n; i++)
-			rmsnorm(s.xb + (size_t)i * d, s.x + (size_t)i * d, L->ffn_norm, d, c->norm_eps);
-		infs__matmul(s.gate, s.xb, L->w_gate, NULL, n, d, c->n_ff, pool);
-		infs__matmul(s.up, s.xb, L->w_up, NULL, n, d, c->n_ff, pool);
-		for (size_t i = 0; i < (size_t)n * c->n_ff; i++) {
-			float g = s.gate[i];
-			s.gate[i] = g / (1.0f + expf(-g)) * s.up[i];
-		}
-		infs__matmul(s.xb, s.gate, L->w_down, NULL, n, c->n_ff, d, pool);
-		for (size_t i = 0; i < (size_t)n * d; i++)
-			s.x[i] += s.xb[i];
+		const layer_io io = { pk, 0, a->seq, a->k_out, a->v_out, a->kv_dtype, NULL };
+		run_layer(m, l, &s, n, &io, pool);
 	}
 
 	if (a->logits) {

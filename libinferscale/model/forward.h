@@ -67,7 +67,8 @@ typedef struct infs__device_forward {
 /* Attention of one layer for n new tokens. q [n][n_heads][head_dim] and
  * k/v [n_ctx][n_kv_heads][head_dim] already rotated, where rows
  * [0, n_ctx - n) are earlier tokens at positions 0.. and the rest are the new
- * tokens at pos[]. out [n][n_heads][head_dim]. */
+ * tokens at pos[] (in_place: every row is a position 0.., the new tokens'
+ * own among them). out [n][n_heads][head_dim]. */
 typedef struct infs__attn_args {
 	float *out;
 	const float *q, *k, *v;
@@ -77,6 +78,7 @@ typedef struct infs__attn_args {
 	uint32_t sliding_window;
 	const int32_t *seq;         /* NULL, or per new token: keys of another sequence are masked */
 	float *scratch;             /* pool size * n_ctx floats */
+	int in_place;
 } infs__attn_args;
 
 void infs__attention(const infs__attn_args *a, infs__pool *pool);
