@@ -105,7 +105,7 @@ INFS_API int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engin
 
 /* --- The main job. --- */
 
-#define INFS_ASK_OPTIONS_VERSION 1
+#define INFS_ASK_OPTIONS_VERSION 2
 
 typedef struct infs_ask_options {
 	unsigned version;
@@ -115,9 +115,18 @@ typedef struct infs_ask_options {
 	const uint64_t *fact_ids; /* use these facts (best first) instead of retrieving */
 	size_t n_fact_ids;
 	infs_generate_options generate;
+	/* version 2: accuracy recovery with injection (docs/end-to-end.md,
+	 * "Accuracy recovery"). Before the question is prefilled, the injected
+	 * facts' and footer's tokens run again in place through layers
+	 * 0..check_layer, their new K/V written over the injected ones; there
+	 * the share recompute_ratio of them whose keys deviate most from the
+	 * injected ones go on through the later layers. */
+	float recompute_ratio;    /* 0: plain injection; 1: the whole prompt prefilled, as
+	                             full_recompute */
+	uint32_t check_layer;     /* below the model's layer count */
 } infs_ask_options;
 
-#define INFS_ASK_OPTIONS_INIT { INFS_ASK_OPTIONS_VERSION, 0, 0, INFS_METRIC_COSINE, NULL, 0, INFS_GENERATE_OPTIONS_INIT }
+#define INFS_ASK_OPTIONS_INIT { INFS_ASK_OPTIONS_VERSION, 0, 0, INFS_METRIC_COSINE, NULL, 0, INFS_GENERATE_OPTIONS_INIT, 0.0f, 0 }
 
 INFS_API int infs_ask_options_init(infs_ask_options *opts, unsigned version);
 
@@ -136,6 +145,9 @@ typedef struct infs_answer {
 	float *first_logits;        /* n_vocab logits of the first answer token */
 	uint32_t n_vocab;
 	double embed_ms, retrieve_ms, inject_ms, prefill_ms, ttft_ms, decode_ms;
+	/* Accuracy recovery (infs_ask_options.recompute_ratio): */
+	uint32_t n_recomputable;    /* injected fact and footer tokens it may recompute */
+	uint32_t n_recomputed;      /* of which went through every layer again */
 } infs_answer;
 
 /* Answers question for namespace ns of store: embeds it with embedder,

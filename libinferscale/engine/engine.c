@@ -375,6 +375,48 @@ static int fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const 
 	return INFS_OK;
 }
 
+/* Accuracy recovery after the injection of header, facts (order[0..nh))
+ * and footer: the facts' and footer's tokens, which lie right after the
+ * header, recomputed in place (infs__recompute). */
+static int recover(infs_answer *a, infs_engine *e, infs_store *store, const char *ns, const uint64_t *order,
+                   size_t nh, const infs_ask_options *o)
+{
+	int32_t *ft = NULL, *tok = NULL, *pos = NULL;
+	uint32_t nf = 0;
+	int rc = fact_tokens(&ft, &nf, store, ns, order, nh);
+	if (rc)
+		return rc;
+	const uint32_t first = e->prompt.n_header, n = nf + e->prompt.n_footer;
+	if (first + n != e->n_past) {
+		free(ft);
+		return infs__error(INFS_EFORMAT, "infs_engine_ask: the injected prompt holds %u positions, its tokens %u",
+		                   e->n_past, first + n);
+	}
+	tok = malloc((n ? n : 1) * sizeof *tok);
+	pos = malloc((n ? n : 1) * sizeof *pos);
+	if (!tok || !pos) {
+		rc = infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
+	} else {
+		if (nf)
+			memcpy(tok, ft, nf * sizeof *tok);
+		memcpy(tok + nf, e->prompt.footer, e->prompt.n_footer * sizeof *tok);
+		for (uint32_t i = 0; i < n; i++)
+			pos[i] = (int32_t)(first + i);
+		const uint32_t keep = (uint32_t)((double)o->recompute_ratio * n + 0.5);
+		infs__paged_kv past = { &e->cache.layout, e->cache.table, e->cache.layout.n_blocks, e->n_past, 1 };
+		infs__recompute_args ra = { .tokens = tok, .positions = pos, .n_tokens = n,
+			                    .check_layer = o->check_layer, .n_keep = keep < n ? keep : n,
+			                    .past = &past, .pool = e->pool };
+		rc = n ? infs__recompute(e->model, &ra) : INFS_OK;
+		a->n_recomputable = n;
+		a->n_recomputed = ra.n_keep;
+	}
+	free(ft);
+	free(tok);
+	free(pos);
+	return rc;
+}
+
 int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
                     const char *ns, const char *question, const infs_ask_options *opts)
 {
@@ -398,6 +440,15 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 		return infs__error(INFS_EINVAL, "infs_engine_ask: n_fact_ids %zu with NULL fact_ids", o.n_fact_ids);
 	if (!o.fact_ids && !embedder)
 		return infs__error(INFS_EINVAL, "infs_engine_ask: no embedder to retrieve with");
+	if (!(o.recompute_ratio >= 0.0f && o.recompute_ratio <= 1.0f))
+		return infs__error(INFS_ERANGE, "infs_engine_ask: recompute_ratio %g is not in [0, 1]",
+		                   (double)o.recompute_ratio);
+	if (o.check_layer >= e->geom.n_layers)
+		return infs__error(INFS_ERANGE, "infs_engine_ask: check_layer %u: the model has %u layers", o.check_layer,
+		                   e->geom.n_layers);
+	/* Recomputing every token is full recompute, exactly. */
+	if (o.recompute_ratio >= 1.0f)
+		o.full_recompute = 1;
 
 	infs_answer *a = calloc(1, sizeof *a);
 	size_t cap = o.fact_ids ? o.n_fact_ids : o.k;
@@ -462,6 +513,8 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 		n_prompt = (uint32_t)total;
 	}
 	double t3 = now_ms();
+	if (!o.full_recompute && o.recompute_ratio > 0.0f && (rc = recover(a, e, store, ns, order, nh, &o)))
+		goto fail;
 	if ((rc = o.full_recompute ? infs_engine_prefill(e, all, n_prompt) : infs_engine_prefill(e, qt, nq)))
 		goto fail;
 	double t4 = now_ms();

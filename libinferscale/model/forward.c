@@ -381,3 +381,115 @@ int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model
 	                         o.kv_dtype, o.seq_ids, &pk, NULL };
 	return infs__forward(model, &a);
 }
+
+/* A row's deviation at the check layer, for the selection. */
+typedef struct dev_row {
+	float dev;
+	int32_t pos;
+	uint32_t row;
+} dev_row;
+
+/* Largest deviation first; equal ones by position, then row: a total order,
+ * so the selection is deterministic. */
+static int dev_cmp(const void *x, const void *y)
+{
+	const dev_row *a = x, *b = y;
+	if (a->dev != b->dev)
+		return a->dev > b->dev ? -1 : 1;
+	if (a->pos != b->pos)
+		return a->pos < b->pos ? -1 : 1;
+	return a->row < b->row ? -1 : a->row > b->row;
+}
+
+static int row_cmp(const void *x, const void *y)
+{
+	const dev_row *a = x, *b = y;
+	return a->row < b->row ? -1 : a->row > b->row;
+}
+
+int infs__recompute(const infs_model *m, const infs__recompute_args *a)
+{
+	static const char fn[] = "infs__recompute";
+	if (!m->tok_embd)
+		return infs__error(INFS_EINVAL, "%s: the model has no host weights", fn);
+	const infs__model_config *c = &m->cfg;
+	const infs__paged_kv *pk = a->past;
+	if (!pk || !pk->cache || !pk->write || !a->positions)
+		return infs__error(INFS_EINVAL, "%s: needs a written cache and explicit positions", fn);
+	if (a->check_layer >= c->n_layers || a->n_keep > a->n_tokens)
+		return infs__error(INFS_ERANGE, "%s: check layer %u of %u, keep %u of %u", fn, a->check_layer,
+		                   c->n_layers, a->n_keep, a->n_tokens);
+	infs__forward_args fa = { .tokens = a->tokens, .positions = a->positions, .n_tokens = a->n_tokens,
+		                  .kv_dtype = INFS_DTYPE_F32, .past = pk };
+	int rc = check_args(m, &fa);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < a->n_tokens; i++)
+		if ((uint32_t)a->positions[i] >= pk->n_past)
+			return infs__error(INFS_ERANGE, "%s: position %d is not in the cache's %u", fn, a->positions[i],
+			                   pk->n_past);
+	uint32_t n = a->n_tokens, d = c->n_embd, np = m->rope.n_pairs;
+	size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+	size_t n_ctx = (size_t)pk->n_past + n;
+	infs__pool *pool = a->pool, *own_pool = NULL;
+	if (!pool) {
+		if ((rc = infs__pool_create(&own_pool, m->n_threads)))
+			return rc;
+		pool = own_pool;
+	}
+	scratch s;
+	int fail = 0;
+	s.x = alloc_f((size_t)n * d, &fail);
+	s.xb = alloc_f((size_t)n * d, &fail);
+	s.q = alloc_f(n * qd, &fail);
+	s.k = alloc_f(n_ctx * kvd, &fail);
+	s.v = alloc_f(n_ctx * kvd, &fail);
+	s.att = alloc_f(n * qd, &fail);
+	s.gate = alloc_f((size_t)n * c->n_ff, &fail);
+	s.up = alloc_f((size_t)n * c->n_ff, &fail);
+	s.cos = alloc_f((size_t)n * np, &fail);
+	s.sin = alloc_f((size_t)n * np, &fail);
+	s.attn_rows = alloc_f((size_t)infs__pool_size(pool) * n_ctx, &fail);
+	s.pos = malloc((size_t)n * sizeof *s.pos);
+	float *dev = alloc_f(n, &fail);
+	dev_row *rows = malloc((size_t)n * sizeof *rows);
+	if (fail || !s.pos || !rows) {
+		scratch_free(&s);
+		free(dev);
+		free(rows);
+		infs__pool_free(own_pool);
+		return infs__error(INFS_ENOMEM, "%s: out of memory for %u tokens", fn, n);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		s.pos[i] = a->positions[i];
+		infs__rope_cos_sin(&m->rope, s.pos[i], s.cos + (size_t)i * np, s.sin + (size_t)i * np);
+		memcpy(s.x + (size_t)i * d, m->tok_embd + (size_t)a->tokens[i] * d, d * sizeof(float));
+		rows[i] = (dev_row){ 0, s.pos[i], i };
+	}
+	uint32_t n_act = n;
+	for (uint32_t l = 0; l < c->n_layers && n_act; l++) {
+		const int select = l == a->check_layer && a->n_keep < n_act;
+		const layer_io io = { pk, 1, NULL, NULL, NULL, INFS_DTYPE_F32, select ? dev : NULL };
+		run_layer(m, l, &s, n_act, &io, pool);
+		if (!select)
+			continue;
+		/* The rows that keep going: the most deviating, in their order. */
+		for (uint32_t i = 0; i < n_act; i++)
+			rows[i].dev = dev[i];
+		qsort(rows, n_act, sizeof *rows, dev_cmp);
+		n_act = a->n_keep;
+		qsort(rows, n_act, sizeof *rows, row_cmp);
+		for (uint32_t i = 0; i < n_act; i++) {
+			const uint32_t r = rows[i].row; /* r >= i: rows only move down */
+			memmove(s.x + (size_t)i * d, s.x + (size_t)r * d, d * sizeof(float));
+			memmove(s.cos + (size_t)i * np, s.cos + (size_t)r * np, np * sizeof(float));
+			memmove(s.sin + (size_t)i * np, s.sin + (size_t)r * np, np * sizeof(float));
+			s.pos[i] = s.pos[r];
+		}
+	}
+	scratch_free(&s);
+	free(dev);
+	free(rows);
+	infs__pool_free(own_pool);
+	return INFS_OK;
+}

@@ -33,6 +33,25 @@ typedef struct infs__forward_args {
 /* Checks every argument, then runs. On error nothing has been written. */
 int infs__forward(const infs_model *m, const infs__forward_args *a);
 
+/* Selective recompute of tokens already in a paged cache (accuracy
+ * recovery, docs/end-to-end.md): the tokens at positions[0..n_tokens), all
+ * below past->n_past and held there with injected K/V, run again in place:
+ * at every layer their new K/V overwrite the cache's and each attends to
+ * the cache as it then stands (positions up to its own). Through layer
+ * check_layer every token runs; there the n_keep whose rotated keys lie
+ * farthest from the injected ones (squared distance over the KV heads;
+ * ties: the lower position) go on through the later layers, the others
+ * keep their injected K/V there. Deterministic. past->write must be set. */
+typedef struct infs__recompute_args {
+	const int32_t *tokens, *positions;
+	uint32_t n_tokens;
+	uint32_t check_layer, n_keep;
+	const infs__paged_kv *past;
+	infs__pool *pool;           /* NULL: a pool of the model's thread count for this call */
+} infs__recompute_args;
+
+int infs__recompute(const infs_model *m, const infs__recompute_args *a);
+
 /* A device forward call (infs_model_forward_device) after its host-side
  * checks: cache is a copy of the caller's layout, on the model's device,
  * of the model's shape, every layer pointer set; for one sequence,

@@ -498,7 +498,7 @@ int infs_generate_options_init(infs_generate_options *opts, unsigned version);
 int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *engine,
                const infs_generate_options *opts);
 
-#define INFS_ASK_OPTIONS_VERSION 1
+#define INFS_ASK_OPTIONS_VERSION 2
 
 typedef struct infs_ask_options {
 	unsigned version;
@@ -508,6 +508,8 @@ typedef struct infs_ask_options {
 	const uint64_t *fact_ids;
 	size_t n_fact_ids;
 	infs_generate_options generate;
+	float recompute_ratio;
+	uint32_t check_layer;
 } infs_ask_options;
 
 int infs_ask_options_init(infs_ask_options *opts, unsigned version);
@@ -523,6 +525,8 @@ typedef struct infs_answer {
 	float *first_logits;
 	uint32_t n_vocab;
 	double embed_ms, retrieve_ms, inject_ms, prefill_ms, ttft_ms, decode_ms;
+	uint32_t n_recomputable;
+	uint32_t n_recomputed;
 } infs_answer;
 
 int infs_engine_ask(infs_answer **out, infs_engine *engine, infs_store *store,
