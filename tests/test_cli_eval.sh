@@ -45,6 +45,8 @@ write("cat5", dict(d, qa=[q for q in d["qa"] if q["category"] == 5]))
 bad = json.loads(json.dumps(d))
 bad["session_2_observation"]["Ben"][0] = ["Ben ran 30 kilometres last weekend."]
 write("badfact", bad)
+# A string where a [fact, evidence] pair belongs, as the document's last value.
+write("lastfact", {"qa": d["qa"], "session_1_observation": {"Ana": ["ab"]}})
 bad = json.loads(json.dumps(d))
 del bad["qa"][3]["answer"]
 write("noanswer", bad)
@@ -53,6 +55,7 @@ check_err 1 "$tmp/noqa.json: no \"qa\" list of questions" eval "$tmp/noqa.json"
 check_err 1 "$tmp/nofacts.json: no facts" eval "$tmp/nofacts.json"
 check_err 1 "$tmp/cat5.json: no questions of categories 1-4" eval "$tmp/cat5.json"
 check_err 1 "$tmp/badfact.json: \"session_2_observation\".\"Ben\"[0] is not [fact text" eval "$tmp/badfact.json"
+check_err 1 "$tmp/lastfact.json: \"session_1_observation\".\"Ana\"[0] is not [fact text" eval "$tmp/lastfact.json"
 check_err 1 "$tmp/noanswer.json: qa[3] has no \"answer\"" eval "$tmp/noanswer.json"
 check_err 2 "--k: 0 is not in 1..4096" eval "$tiny" --k 0
 check_err 2 "--k: \"1,2\" is not a count" eval "$tiny" --k 1,2

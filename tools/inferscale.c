@@ -1104,9 +1104,11 @@ static int conv_session(conv *c, const char *path, unsigned s)
 			return fail("%s: \"%s\".\"%s\" is not a list of [fact, evidence]", path, key, sp->key);
 		const jsonl_value *e = sp + 1;
 		for (size_t j = 0; j < sp->len; j++, e = jsonl_next(e)) {
-			const jsonl_value *t = e + 1, *ev = e->len == 2 ? jsonl_next(t) : NULL;
-			int ok = e->type == JSONL_ARRAY && e->len == 2 && t->type == JSONL_STRING && t->len &&
-			         (ev->type == JSONL_STRING || ev->type == JSONL_ARRAY);
+			/* Members only of an array: after any other value may lie
+			 * the end of the document. */
+			int ok = e->type == JSONL_ARRAY && e->len == 2;
+			const jsonl_value *t = ok ? e + 1 : NULL, *ev = ok ? jsonl_next(t) : NULL;
+			ok = ok && t->type == JSONL_STRING && t->len && (ev->type == JSONL_STRING || ev->type == JSONL_ARRAY);
 			for (size_t m = 0; ok && ev->type == JSONL_ARRAY && m < ev->len; m++)
 				ok = ev[1 + m].type == JSONL_STRING; /* strings: one value each */
 			if (!ok)
@@ -1315,10 +1317,12 @@ static int eval_question(eval_sums *s, str *detail, const conv *c, size_t qi, ru
 	if (!rc) {
 		for (size_t i = 0; i < n_gold; i++)
 			golds[i] = ev[1 + i].str;
-		for (size_t i = 0; i < x->n_facts; i++)
+		for (size_t i = 0; i < x->n_facts; i++) {
+			have[i] = "";
 			for (size_t j = 0; j < c->n_facts; j++)
-				if (c->facts[j].id == x->fact_ids[i])
-					have[i] = c->facts[j].evidence.p ? c->facts[j].evidence.p : "";
+				if (c->facts[j].id == x->fact_ids[i] && c->facts[j].evidence.p)
+					have[i] = c->facts[j].evidence.p;
+		}
 		size_t total, found = eval_evidence_found(&total, golds, n_gold, have, x->n_facts);
 		int top1 = argmax(y->first_logits, y->n_vocab) == argmax(x->first_logits, x->n_vocab);
 		int same = !strcmp(x->text, y->text);
