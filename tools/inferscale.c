@@ -3,7 +3,10 @@
  *   ask     a question for a namespace, by injection or full recompute
  *   bench   TTFT and divergence of injection against full recompute
  *   verify  re-check every checksum of a store
+ *   eval    agreement and quality of injection against full recompute on a
+ *           LoCoMo-format conversation
  * Errors are one line on stderr and exit status 1 (2 for usage). */
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -13,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "eval_metrics.h"
 #include "inferscale/inferscale.h"
 #include "jsonl.h"
 
@@ -35,6 +39,11 @@ static const char usage[] =
 	"                       their divergence; questions from --questions JSONL\n"
 	"  verify STORE         re-check every checksum of a store; exit 1 when a record is\n"
 	"                       damaged or acknowledged records were lost\n"
+	"  eval FILE.json       a LoCoMo-format conversation: encodes its observation facts\n"
+	"                       into a temporary store, answers its questions of categories\n"
+	"                       1-4 by injection and by full recompute (greedy, up to 32\n"
+	"                       tokens) and prints their agreement, F1, evidence recall and\n"
+	"                       TTFT as JSON (docs/eval.md); no --store\n"
 	"\n"
 	"options:\n"
 	"  --store PATH         the fact store (required; encode creates it)\n"
@@ -45,21 +54,24 @@ static const char usage[] =
 	"  --threads N          threads of the model and the embedder, 0..1024 (default 0: all cores)\n"
 	"  -k N                 facts retrieved, 1..4096 (ask; default 10)\n"
 	"  --k LIST             k values of bench, comma-separated, each 1..4096, at most 32\n"
-	"                       (default 10,20,50)\n"
+	"                       (default 10,20,50); eval: one k, 1..4096 (default 10)\n"
 	"  --full-recompute     ask: prefill the whole prompt instead of injecting\n"
 	"  --compare            ask: answer by injection and by full recompute\n"
 	"  --max-tokens N       answer budget, 1..8192 (ask: 64; bench: 1, only the first token)\n"
 	"  --temperature T      sampling temperature, >= 0 (default 0: greedy)\n"
 	"  --top-p P            nucleus sampling, in (0, 1] (default 1)\n"
-	"  --seed S             sampler seed, 0..2^64-1 (default 0)\n"
+	"  --seed S             sampler seed, 0..2^64-1 (default 0); eval: the seed of --limit\n"
+	"  --limit N            eval: a fixed sample of N questions, chosen by --seed\n"
+	"  --recovery MODE      eval: how injected answers recover (none: plain injection)\n"
 	"  --questions FILE     questions, JSONL with \"question\" and \"namespace\"\n"
-	"  --json FILE          bench: also write the results as JSON (- for stdout)\n"
+	"  --json FILE          bench: also write the results as JSON (- for stdout); eval:\n"
+	"                       write them there instead of stdout\n"
 	"  --quiet              no progress bar\n";
 
 typedef struct args {
-	const char *cmd, *positional, *store, *ns, *model, *embedder, *questions, *json;
+	const char *cmd, *positional, *store, *ns, *model, *embedder, *questions, *json, *recovery;
 	infs_dtype kv_dtype;
-	uint32_t threads, k, max_tokens;
+	uint32_t threads, k, max_tokens, limit;
 	int full, compare, quiet, max_tokens_set;
 	float temperature, top_p;
 	uint64_t seed;
@@ -159,8 +171,9 @@ static int parse_args(args *a, int argc, char **argv)
 		return argc < 2 ? 2 : -1;
 	}
 	a->cmd = argv[1];
-	if (strcmp(a->cmd, "encode") && strcmp(a->cmd, "ask") && strcmp(a->cmd, "bench"))
-		return fail("unknown command \"%s\" (encode, ask, bench, verify; --help for more)", a->cmd) + 1;
+	int eval = !strcmp(a->cmd, "eval");
+	if (strcmp(a->cmd, "encode") && strcmp(a->cmd, "ask") && strcmp(a->cmd, "bench") && !eval)
+		return fail("unknown command \"%s\" (encode, ask, bench, verify, eval; --help for more)", a->cmd) + 1;
 	for (int i = 2; i < argc; i++) {
 		const char *o = argv[i];
 		int has = i + 1 < argc;
@@ -206,9 +219,21 @@ static int parse_args(args *a, int argc, char **argv)
 		} else if (!strcmp(o, "-k")) {
 			TAKE();
 			rc = parse_range(&a->k, v, o, 1, INFS_RETRIEVE_K_MAX);
+		} else if (!strcmp(o, "--k") && eval) {
+			TAKE();
+			rc = parse_range(&a->k, v, o, 1, INFS_RETRIEVE_K_MAX);
 		} else if (!strcmp(o, "--k")) {
 			TAKE();
 			rc = parse_ks(a->ks, &a->n_ks, sizeof a->ks / sizeof a->ks[0], v, o);
+		} else if (!strcmp(o, "--limit")) {
+			TAKE();
+			rc = parse_range(&a->limit, v, o, 1, UINT32_MAX);
+		} else if (!strcmp(o, "--recovery")) {
+			TAKE();
+			a->recovery = v;
+			/* The recovery modes of issue 22 will be values here. */
+			if (strcmp(v, "none"))
+				rc = fail("--recovery: \"%s\" is not a recovery mode (none)", v);
 		} else if (!strcmp(o, "--max-tokens")) {
 			TAKE();
 			rc = parse_range(&a->max_tokens, v, o, 1, CLI_N_CTX);
@@ -240,7 +265,7 @@ static int parse_args(args *a, int argc, char **argv)
 			return fail("unknown option %s (--help for the list)", o) + 1;
 		} else if (a->positional) {
 			return fail("one %s argument only (\"%s\" is extra; quote the question)",
-			            !strcmp(a->cmd, "encode") ? "file" : "question", o) + 1;
+			            !strcmp(a->cmd, "encode") || eval ? "file" : "question", o) + 1;
 		} else {
 			a->positional = o;
 		}
@@ -248,7 +273,21 @@ static int parse_args(args *a, int argc, char **argv)
 		if (rc)
 			return 2;
 	}
-	if (!a->store)
+	if (eval) {
+		/* eval makes its own store and answers greedily. */
+		const char *no = a->store ? "--store" : a->ns ? "--namespace" : a->questions ? "--questions"
+		               : a->full ? "--full-recompute" : a->compare ? "--compare"
+		               : a->max_tokens_set ? "--max-tokens" : a->temperature != 0 ? "--temperature"
+		               : a->top_p != 1 ? "--top-p" : NULL;
+		if (no)
+			return fail("eval: %s does not apply (eval encodes into a temporary store and answers "
+			            "greedily, up to 32 tokens)", no) + 1;
+		if (!a->positional)
+			return fail("eval needs a LoCoMo-format conversation FILE.json") + 1;
+	} else if (a->limit || a->recovery) {
+		return fail("%s applies to eval only", a->limit ? "--limit" : "--recovery") + 1;
+	}
+	if (!a->store && !eval)
 		return fail("%s needs --store PATH", a->cmd) + 1;
 	if (!strcmp(a->cmd, "encode") && !a->positional)
 		return fail("encode needs a FACTS.jsonl file") + 1;
@@ -269,7 +308,7 @@ static int parse_args(args *a, int argc, char **argv)
 	if (!a->k)
 		a->k = 10;
 	if (!a->max_tokens_set)
-		a->max_tokens = !strcmp(a->cmd, "bench") ? 1 : 64;
+		a->max_tokens = !strcmp(a->cmd, "bench") ? 1 : eval ? 32 : 64;
 	return 0;
 }
 
@@ -970,6 +1009,435 @@ static int cmd_bench(const args *a)
 	return rc;
 }
 
+/* --- eval: a LoCoMo-format conversation (docs/eval.md). --- */
+
+/* The namespace of the temporary store. */
+#define EVAL_NS "eval"
+
+/* One observation fact: its text, its metadata (speaker, date and evidence
+ * turns, as scripts/locomo-jsonl.py writes them), its evidence turns
+ * joined by ';', its rendering and its id in the store. */
+typedef struct conv_fact {
+	const char *text;
+	str meta, evidence;
+	char *rendered;
+	uint64_t id;
+} conv_fact;
+
+typedef struct conv {
+	char *text; /* the file, which holds doc's strings */
+	jsonl doc;
+	conv_fact *facts;
+	size_t n_facts, cap_facts;
+	const jsonl_value **qs; /* the questions of categories 1-4, in file order */
+	size_t *qa_index;       /* their places in "qa" */
+	size_t n_qs;
+} conv;
+
+static void conv_free(conv *c)
+{
+	for (size_t i = 0; i < c->n_facts; i++) {
+		free(c->facts[i].meta.p);
+		free(c->facts[i].evidence.p);
+		infs_free(c->facts[i].rendered);
+	}
+	free(c->facts);
+	free(c->qs);
+	free(c->qa_index);
+	jsonl_free(&c->doc);
+	free(c->text);
+}
+
+static int read_whole(char **out, size_t *n, const char *path)
+{
+	*out = NULL;
+	*n = 0;
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return fail("%s: %s", path, strerror(errno));
+	size_t cap = 0;
+	int rc = 0;
+	for (;;) {
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 1 << 16;
+			char *p = realloc(*out, cap);
+			if (!p) {
+				rc = fail("out of memory reading %s", path);
+				break;
+			}
+			*out = p;
+		}
+		size_t got = fread(*out + *n, 1, cap - *n, f);
+		*n += got;
+		if (got)
+			continue;
+		if (ferror(f))
+			rc = fail("%s: %s", path, strerror(errno));
+		break;
+	}
+	fclose(f);
+	return rc;
+}
+
+static int cmp_unsigned(const void *x, const void *y)
+{
+	unsigned a = *(const unsigned *)x, b = *(const unsigned *)y;
+	return (a > b) - (a < b);
+}
+
+/* The facts of session s: session_<s>_observation, {speaker: [[text,
+ * evidence turn or list of them], ...]}, dated by session_<s>_date_time. */
+static int conv_session(conv *c, const char *path, unsigned s)
+{
+	char key[64], dkey[64];
+	snprintf(key, sizeof key, "session_%u_observation", s);
+	snprintf(dkey, sizeof dkey, "session_%u_date_time", s);
+	const jsonl_value *obs = jsonl_get(c->doc.v, key), *dv = jsonl_get(c->doc.v, dkey);
+	if (obs->type != JSONL_OBJECT)
+		return fail("%s: \"%s\" is not an object {speaker: [[fact, evidence], ...]}", path, key);
+	if (dv && dv->type != JSONL_STRING)
+		return fail("%s: \"%s\" is not a string", path, dkey);
+	const char *date = jsonl_str(dv, "");
+	const jsonl_value *sp = obs + 1;
+	for (size_t i = 0; i < obs->len; i++, sp = jsonl_next(sp)) {
+		if (sp->type != JSONL_ARRAY)
+			return fail("%s: \"%s\".\"%s\" is not a list of [fact, evidence]", path, key, sp->key);
+		const jsonl_value *e = sp + 1;
+		for (size_t j = 0; j < sp->len; j++, e = jsonl_next(e)) {
+			/* Members only of an array: after any other value may lie
+			 * the end of the document. */
+			int ok = e->type == JSONL_ARRAY && e->len == 2;
+			const jsonl_value *t = ok ? e + 1 : NULL, *ev = ok ? jsonl_next(t) : NULL;
+			ok = ok && t->type == JSONL_STRING && t->len && (ev->type == JSONL_STRING || ev->type == JSONL_ARRAY);
+			for (size_t m = 0; ok && ev->type == JSONL_ARRAY && m < ev->len; m++)
+				ok = ev[1 + m].type == JSONL_STRING; /* strings: one value each */
+			if (!ok)
+				return fail("%s: \"%s\".\"%s\"[%zu] is not [fact text, evidence turn or list of them]",
+				            path, key, sp->key, j);
+			if (c->n_facts == c->cap_facts) {
+				size_t cap = c->cap_facts ? 2 * c->cap_facts : 256;
+				conv_fact *f = realloc(c->facts, cap * sizeof *f);
+				if (!f)
+					return fail("out of memory");
+				c->facts = f;
+				c->cap_facts = cap;
+			}
+			conv_fact *f = &c->facts[c->n_facts++];
+			memset(f, 0, sizeof *f);
+			f->text = t->str;
+			if (ev->type == JSONL_STRING)
+				str_puts(&f->evidence, ev->str);
+			for (size_t m = 0; ev->type == JSONL_ARRAY && m < ev->len; m++) {
+				str_puts(&f->evidence, m ? ";" : "");
+				str_puts(&f->evidence, ev[1 + m].str);
+			}
+			str_puts(&f->meta, "{\"speaker\":");
+			str_json(&f->meta, sp->key);
+			str_puts(&f->meta, ",\"date\":");
+			str_json(&f->meta, date);
+			str_puts(&f->meta, ",\"evidence\":");
+			str_json(&f->meta, f->evidence.p ? f->evidence.p : "");
+			str_puts(&f->meta, "}");
+			if (infs_fact_render(&f->rendered, f->text, f->meta.p))
+				return fail("%s: \"%s\".\"%s\"[%zu]: %s", path, key, sp->key, j, infs_error_last());
+		}
+	}
+	return 0;
+}
+
+/* Reads the conversation at path: its facts, session by session in
+ * increasing order, and its questions of categories 1-4. */
+static int conv_read(conv *c, const char *path)
+{
+	memset(c, 0, sizeof *c);
+	size_t len;
+	if (read_whole(&c->text, &len, path))
+		return 1;
+	char where[256];
+	if (jsonl_parse(&c->doc, c->text, len))
+		return fail("%s: JSON line %zu column %zu: %s", path, c->doc.line, c->doc.col, c->doc.err);
+	const jsonl_value *root = c->doc.v;
+	if (root->type != JSONL_OBJECT)
+		return fail("%s: not a JSON object (a LoCoMo conversation)", path);
+	if (find_nul(root, "", where, sizeof where))
+		return fail("%s: \"%s\" holds a NUL character", path, where);
+	/* The sessions with observations, each once, in increasing order. */
+	unsigned *ss = calloc(root->len ? root->len : 1, sizeof *ss);
+	size_t ns = 0;
+	if (!ss)
+		return fail("out of memory");
+	const jsonl_value *m = root + 1;
+	for (size_t i = 0; i < root->len; i++, m = jsonl_next(m)) {
+		unsigned s;
+		int end = 0;
+		if (!strncmp(m->key, "session_", 8) && m->key[8] >= '0' && m->key[8] <= '9' &&
+		    sscanf(m->key, "session_%u_observation%n", &s, &end) == 1 && end && !m->key[end])
+			ss[ns++] = s;
+	}
+	qsort(ss, ns, sizeof *ss, cmp_unsigned);
+	int rc = 0;
+	for (size_t i = 0; !rc && i < ns; i++)
+		if (!i || ss[i] != ss[i - 1])
+			rc = conv_session(c, path, ss[i]);
+	free(ss);
+	if (rc)
+		return rc;
+	if (!c->n_facts)
+		return fail("%s: no facts (no session_N_observation with [fact, evidence] entries)", path);
+	const jsonl_value *qa = jsonl_get(root, "qa");
+	if (!qa || qa->type != JSONL_ARRAY)
+		return fail("%s: no \"qa\" list of questions", path);
+	c->qs = calloc(qa->len ? qa->len : 1, sizeof *c->qs);
+	c->qa_index = calloc(qa->len ? qa->len : 1, sizeof *c->qa_index);
+	if (!c->qs || !c->qa_index)
+		return fail("out of memory");
+	const jsonl_value *q = qa + 1;
+	for (size_t i = 0; i < qa->len; i++, q = jsonl_next(q)) {
+		const jsonl_value *cat = jsonl_get(q, "category");
+		if (q->type != JSONL_OBJECT || !cat || cat->type != JSONL_NUMBER)
+			return fail("%s: qa[%zu] is not an object with a numeric \"category\"", path, i);
+		if (!(cat->num == 1 || cat->num == 2 || cat->num == 3 || cat->num == 4))
+			continue;
+		const jsonl_value *qt = jsonl_get(q, "question"), *ans = jsonl_get(q, "answer"),
+		                  *ev = jsonl_get(q, "evidence");
+		if (!qt || qt->type != JSONL_STRING || !qt->len)
+			return fail("%s: qa[%zu] has no \"question\"", path, i);
+		if (!ans || (ans->type != JSONL_STRING && ans->type != JSONL_NUMBER))
+			return fail("%s: qa[%zu] has no \"answer\" (a string or a number)", path, i);
+		int ok = !ev || ev->type == JSONL_ARRAY;
+		for (size_t j = 0; ok && ev && j < ev->len; j++)
+			ok = ev[1 + j].type == JSONL_STRING;
+		if (!ok)
+			return fail("%s: qa[%zu]: \"evidence\" is not a list of turns", path, i);
+		c->qa_index[c->n_qs] = i;
+		c->qs[c->n_qs++] = q;
+	}
+	if (!c->n_qs)
+		return fail("%s: no questions of categories 1-4 in \"qa\"", path);
+	return 0;
+}
+
+/* The temporary store's directory, removed at exit. */
+static char eval_dir[4096];
+
+static void eval_cleanup(void)
+{
+	if (!eval_dir[0])
+		return;
+	DIR *d = opendir(eval_dir);
+	const struct dirent *e;
+	while (d && (e = readdir(d))) {
+		char p[sizeof eval_dir + 256];
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+			snprintf(p, sizeof p, "%s/%s", eval_dir, e->d_name);
+			unlink(p);
+		}
+	}
+	if (d)
+		closedir(d);
+	rmdir(eval_dir);
+	eval_dir[0] = '\0';
+}
+
+/* Encodes the conversation's facts into r's store, after the engine's
+ * header, keeping their ids. */
+static int eval_encode(conv *c, const runtime *r, const args *a)
+{
+	const int32_t *hdr;
+	uint32_t nh;
+	if (infs_engine_header(&hdr, &nh, r->engine))
+		return lib_fail("engine");
+	infs_fact_input *in = calloc(c->n_facts, sizeof *in);
+	uint64_t *ids = calloc(c->n_facts, sizeof *ids);
+	int rc = !in || !ids ? fail("out of memory") : 0;
+	for (size_t i = 0; !rc && i < c->n_facts; i++) {
+		infs_fact_input f = INFS_FACT_INPUT_INIT;
+		f.text = c->facts[i].rendered;
+		f.embed_text = c->facts[i].text;
+		f.metadata = c->facts[i].meta.p;
+		in[i] = f;
+	}
+	progress pg = { 0, c->n_facts, !a->quiet && isatty(2) };
+	infs_encode_options eo = INFS_ENCODE_OPTIONS_INIT;
+	eo.context = hdr;
+	eo.n_context = nh;
+	eo.embedder = r->embedder;
+	eo.progress = show_progress;
+	eo.progress_user = &pg;
+	if (!rc && infs_fact_encode(ids, r->store, EVAL_NS, r->model, in, c->n_facts, &eo))
+		rc = fail("%s: encoding the facts: %s", a->positional, infs_error_last());
+	if (pg.show)
+		fputc('\n', stderr);
+	for (size_t i = 0; !rc && i < c->n_facts; i++)
+		c->facts[i].id = ids[i];
+	free(in);
+	free(ids);
+	return rc;
+}
+
+/* The sums over questions that eval reports as means. */
+typedef struct eval_sums {
+	size_t top1, same, ev_found, ev_total;
+	double kl, f1_inject, f1_full, ttft_inject, ttft_full;
+} eval_sums;
+
+/* Question qi of c answered both ways, added to *s and described in
+ * *detail. */
+static int eval_question(eval_sums *s, str *detail, const conv *c, size_t qi, runtime *r, const args *a)
+{
+	const jsonl_value *q = c->qs[qi];
+	const char *question = jsonl_get(q, "question")->str;
+	const jsonl_value *ans = jsonl_get(q, "answer"), *ev = jsonl_get(q, "evidence");
+	char num[64];
+	/* A number answer as its text: integers without a fraction. */
+	if (ans->type == JSONL_NUMBER)
+		snprintf(num, sizeof num, fabs(ans->num) < 1e15 && ans->num == floor(ans->num) ? "%.0f" : "%.15g",
+		         ans->num);
+	const char *gold = ans->type == JSONL_STRING ? ans->str : num;
+	infs_answer *x = NULL, *y = NULL;
+	infs_ask_options o;
+	ask_options(&o, a, a->k, 0);
+	if (infs_engine_ask(&x, r->engine, r->store, r->embedder, EVAL_NS, question, &o))
+		return lib_fail("eval");
+	/* The same facts in the same order, all prefilled. */
+	ask_options(&o, a, a->k, 1);
+	o.fact_ids = x->fact_ids;
+	o.n_fact_ids = x->n_facts;
+	int rc = 0;
+	if (infs_engine_ask(&y, r->engine, r->store, r->embedder, EVAL_NS, question, &o))
+		rc = lib_fail("eval");
+	size_t n_gold = ev ? ev->len : 0;
+	const char **golds = calloc(n_gold ? n_gold : 1, sizeof *golds);
+	const char **have = calloc(x->n_facts ? x->n_facts : 1, sizeof *have);
+	if (!rc && (!golds || !have))
+		rc = fail("out of memory");
+	double f1i = 0, f1f = 0;
+	if (!rc && (eval_f1(&f1i, x->text, gold) || eval_f1(&f1f, y->text, gold)))
+		rc = fail("out of memory");
+	if (!rc) {
+		for (size_t i = 0; i < n_gold; i++)
+			golds[i] = ev[1 + i].str;
+		for (size_t i = 0; i < x->n_facts; i++) {
+			have[i] = "";
+			for (size_t j = 0; j < c->n_facts; j++)
+				if (c->facts[j].id == x->fact_ids[i] && c->facts[j].evidence.p)
+					have[i] = c->facts[j].evidence.p;
+		}
+		size_t total, found = eval_evidence_found(&total, golds, n_gold, have, x->n_facts);
+		int top1 = argmax(y->first_logits, y->n_vocab) == argmax(x->first_logits, x->n_vocab);
+		int same = !strcmp(x->text, y->text);
+		double kl = kl_logits(y->first_logits, x->first_logits, x->n_vocab);
+		/* Full recompute's TTFT counts the same embedding and retrieval. */
+		double ttft_full = x->embed_ms + x->retrieve_ms + y->inject_ms + y->prefill_ms;
+		s->ev_found += found;
+		s->ev_total += total;
+		s->top1 += (size_t)top1;
+		s->same += (size_t)same;
+		s->kl += kl;
+		s->f1_inject += f1i;
+		s->f1_full += f1f;
+		s->ttft_inject += x->ttft_ms;
+		s->ttft_full += ttft_full;
+		/* By place in "qa", not by text: the JSON may be published where
+		 * the data set's text may not. */
+		char buf[512];
+		snprintf(buf, sizeof buf,
+		         "%s\n  {\"qa\": %zu, \"facts\": %zu, \"first_token_agree\": %s, \"answer_agree\": %s, "
+		         "\"kl_first_token\": %.6g, \"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_found\": %zu, "
+		         "\"evidence_total\": %zu, \"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f}",
+		         detail->n ? "," : "", c->qa_index[qi], x->n_facts, top1 ? "true" : "false",
+		         same ? "true" : "false", kl, f1i, f1f, found, total, x->ttft_ms, ttft_full);
+		str_puts(detail, buf);
+	}
+	free(golds);
+	free(have);
+	infs_answer_free(x);
+	infs_answer_free(y);
+	return rc;
+}
+
+static int cmd_eval(const args *a)
+{
+	conv c;
+	runtime r;
+	memset(&r, 0, sizeof r);
+	int rc = conv_read(&c, a->positional);
+	size_t n = c.n_qs, *pick = rc ? NULL : calloc(n, sizeof *pick);
+	if (!rc && !pick)
+		rc = fail("out of memory");
+	if (!rc && a->limit && a->limit < n) {
+		eval_sample(pick, n, a->limit, a->seed);
+		n = a->limit;
+	} else if (!rc) {
+		for (size_t i = 0; i < n; i++)
+			pick[i] = i;
+	}
+	FILE *jf = stdout;
+	if (!rc && a->json && strcmp(a->json, "-") && !(jf = fopen(a->json, "w")))
+		rc = fail("%s: %s", a->json, strerror(errno));
+	const char *tmp = getenv("TMPDIR");
+	snprintf(eval_dir, sizeof eval_dir, "%s/inferscale-eval-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!rc && !mkdtemp(eval_dir)) {
+		rc = fail("%s: %s", eval_dir, strerror(errno));
+		eval_dir[0] = '\0';
+	}
+	if (rc)
+		eval_dir[0] = '\0';
+	else
+		atexit(eval_cleanup); /* also when the process exits from deeper down */
+	char store[sizeof eval_dir + 16];
+	snprintf(store, sizeof store, "%s/eval.infs", eval_dir);
+	args b = *a;
+	b.store = store;
+	if (!rc)
+		rc = runtime_open(&r, &b, 1);
+	if (!rc)
+		rc = eval_encode(&c, &r, a);
+	eval_sums s = { 0 };
+	str detail = { 0 };
+	int show = !a->quiet && isatty(2);
+	for (size_t i = 0; !rc && i < n; i++) {
+		if (show)
+			fprintf(stderr, "\ranswering %zu/%zu", i + 1, n);
+		rc = eval_question(&s, &detail, &c, pick[i], &r, a);
+	}
+	if (show && n)
+		fputc('\n', stderr);
+	if (!rc) {
+		double nq = (double)n;
+		char recall[32], recall_h[48];
+		/* No gold evidence at all: no recall to report. */
+		snprintf(recall, sizeof recall, s.ev_total ? "%.6f" : "null",
+		         s.ev_total ? (double)s.ev_found / (double)s.ev_total : 0.0);
+		snprintf(recall_h, sizeof recall_h, "%zu of %zu turns", s.ev_found, s.ev_total);
+		/* Plain injection recomputes none of the injected fact tokens. */
+		double recompute = 0;
+		fprintf(jf, "{\"mode\": \"%s\", \"k\": %u, \"n_questions\": %zu, \"recompute_fraction\": %.6f, "
+		            "\"first_token_agreement\": %.6f, \"answer_agreement\": %.6f, \"kl_first_token_mean\": %.6g, "
+		            "\"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_recall\": %s, "
+		            "\"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, \"questions\": [%s\n]}\n",
+		        a->recovery ? a->recovery : "none", a->k, n, recompute, (double)s.top1 / nq,
+		        (double)s.same / nq, s.kl / nq, s.f1_inject / nq, s.f1_full / nq, recall,
+		        s.ttft_inject / nq, s.ttft_full / nq, detail.p ? detail.p : "");
+		fprintf(stderr,
+		        "%s: %zu of %zu questions (categories 1-4), %zu facts, k %u, recovery %s\n"
+		        "  agreement with full recompute: first token %.1f%%, answer %.1f%%; first-token KL %.4f nats\n"
+		        "  F1: injection %.3f, full recompute %.3f; evidence recall %s\n"
+		        "  mean TTFT: injection %.1f ms, full recompute %.1f ms\n",
+		        a->positional, n, c.n_qs, c.n_facts, a->k, a->recovery ? a->recovery : "none",
+		        100.0 * (double)s.top1 / nq, 100.0 * (double)s.same / nq, s.kl / nq, s.f1_inject / nq,
+		        s.f1_full / nq, recall_h, s.ttft_inject / nq, s.ttft_full / nq);
+	}
+	if (jf && jf != stdout && fclose(jf) && !rc)
+		rc = fail("%s: %s", a->json, strerror(errno));
+	free(pick);
+	free(detail.p);
+	runtime_free(&r);
+	eval_cleanup();
+	conv_free(&c);
+	return rc;
+}
+
 /* inferscale verify STORE: opens the store read-only (which checks every
  * record) and re-checks the checksums of the header and the log; exit 1 when
  * anything is damaged or lost. */
@@ -1008,5 +1476,7 @@ int main(int argc, char **argv)
 		return cmd_encode(&a);
 	if (!strcmp(a.cmd, "ask"))
 		return cmd_ask(&a);
+	if (!strcmp(a.cmd, "eval"))
+		return cmd_eval(&a);
 	return cmd_bench(&a);
 }

@@ -1,0 +1,125 @@
+#!/bin/sh
+# inferscale eval on a hand-written LoCoMo-format conversation
+# (tests/fixtures/locomo/tiny.json: 6 facts, 4 questions of which one is of
+# category 5): the metrics' JSON, the seeded sample, the temporary store
+# removed, and the refusals. Skips (77) without the real models.
+# usage: test_cli_eval.sh INFERSCALE REPO-ROOT
+set -eu
+cli=$1
+root=$2
+tiny=$root/tests/fixtures/locomo/tiny.json
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/infs-eval-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# The temporary stores go here, to see that they are removed.
+mkdir "$tmp/t"
+export TMPDIR="$tmp/t"
+
+# Refusals: one line on stderr naming what is wrong, before any model loads.
+check_err() { # expected-status expected-message args...
+	want=$1
+	msg=$2
+	shift 2
+	set +e
+	"$cli" "$@" > "$tmp/o" 2> "$tmp/e"
+	got=$?
+	set -e
+	[ "$got" = "$want" ] || fail "$*: exit $got, expected $want: $(cat "$tmp/e")"
+	[ "$(wc -l < "$tmp/e")" = 1 ] || fail "$*: stderr is not one line: $(cat "$tmp/e")"
+	grep -qF "inferscale: $msg" "$tmp/e" || fail "$*: $(cat "$tmp/e"), expected \"$msg\""
+	[ ! -s "$tmp/o" ] || fail "$* printed: $(cat "$tmp/o")"
+}
+check_err 1 "$tmp/none.json: No such file" eval "$tmp/none.json"
+echo 'not json' > "$tmp/bad.json"
+check_err 1 "$tmp/bad.json: JSON line 1 column 1" eval "$tmp/bad.json"
+echo '[1, 2]' > "$tmp/bad.json"
+check_err 1 "$tmp/bad.json: not a JSON object" eval "$tmp/bad.json"
+python3 - "$tiny" "$tmp" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+def write(name, x):
+    json.dump(x, open("%s/%s.json" % (sys.argv[2], name), "w"))
+write("noqa", {k: v for k, v in d.items() if k != "qa"})
+write("nofacts", {k: v for k, v in d.items() if not k.endswith("_observation")})
+write("cat5", dict(d, qa=[q for q in d["qa"] if q["category"] == 5]))
+bad = json.loads(json.dumps(d))
+bad["session_2_observation"]["Ben"][0] = ["Ben ran 30 kilometres last weekend."]
+write("badfact", bad)
+# A string where a [fact, evidence] pair belongs, as the document's last value.
+write("lastfact", {"qa": d["qa"], "session_1_observation": {"Ana": ["ab"]}})
+bad = json.loads(json.dumps(d))
+del bad["qa"][3]["answer"]
+write("noanswer", bad)
+PY
+check_err 1 "$tmp/noqa.json: no \"qa\" list of questions" eval "$tmp/noqa.json"
+check_err 1 "$tmp/nofacts.json: no facts" eval "$tmp/nofacts.json"
+check_err 1 "$tmp/cat5.json: no questions of categories 1-4" eval "$tmp/cat5.json"
+check_err 1 "$tmp/badfact.json: \"session_2_observation\".\"Ben\"[0] is not [fact text" eval "$tmp/badfact.json"
+check_err 1 "$tmp/lastfact.json: \"session_1_observation\".\"Ana\"[0] is not [fact text" eval "$tmp/lastfact.json"
+check_err 1 "$tmp/noanswer.json: qa[3] has no \"answer\"" eval "$tmp/noanswer.json"
+check_err 2 "--k: 0 is not in 1..4096" eval "$tiny" --k 0
+check_err 2 "--k: \"1,2\" is not a count" eval "$tiny" --k 1,2
+check_err 2 "--recovery: \"blend\" is not a recovery mode" eval "$tiny" --recovery blend
+check_err 2 "--limit: 0 is not in" eval "$tiny" --limit 0
+check_err 2 "eval needs a LoCoMo-format conversation FILE.json" eval
+check_err 2 "eval: --store does not apply" eval "$tiny" --store "$tmp/s.infs"
+check_err 2 "eval: --max-tokens does not apply" eval "$tiny" --max-tokens 4
+check_err 2 "--limit applies to eval only" bench --store "$tmp/s.infs" --limit 2 "q"
+[ -z "$(ls "$tmp/t")" ] || fail "a refusal left $(ls "$tmp/t")"
+
+cache=${INFS_CACHE:-$HOME/.cache/inferscale}
+if [ ! -f "$cache/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ] || [ ! -d "$cache/minilm" ]; then
+	echo "SKIP: no SmolLM2 or MiniLM in $cache (scripts/fetch-models.sh)"
+	exit 77
+fi
+# A model that fails to load: the temporary store, already made, goes too.
+check_err 1 "$tmp/none.gguf" eval "$tiny" --model "$tmp/none.gguf"
+[ -z "$(ls "$tmp/t")" ] || fail "a failed eval left $(ls "$tmp/t")"
+
+# k 50 takes all 6 facts: every evidence turn is retrieved.
+"$cli" eval "$tiny" --k 50 --quiet --json "$tmp/all.json" 2> "$tmp/summary"
+cat "$tmp/summary"
+grep -q "3 of 3 questions (categories 1-4), 6 facts, k 50, recovery none" "$tmp/summary" || fail "summary"
+"$cli" eval "$tiny" --k 50 --quiet --limit 2 --seed 1 > "$tmp/l1.json" 2> /dev/null
+"$cli" eval "$tiny" --k 50 --quiet --limit 2 --seed 1 --recovery none > "$tmp/l2.json" 2> /dev/null
+"$cli" eval "$tiny" --k 50 --quiet --limit 5 --seed 1 > "$tmp/l5.json" 2> /dev/null
+[ -z "$(ls "$tmp/t")" ] || fail "eval left $(ls "$tmp/t")"
+python3 - "$tmp" <<'PY'
+import json, sys
+t = sys.argv[1]
+d = json.load(open(t + "/all.json"))
+keys = {"mode", "k", "n_questions", "recompute_fraction", "first_token_agreement", "answer_agreement",
+        "kl_first_token_mean", "f1_inject", "f1_full", "evidence_recall", "ttft_inject_ms", "ttft_full_ms",
+        "questions"}
+assert set(d) == keys, set(d) ^ keys
+assert d["mode"] == "none" and d["k"] == 50 and d["n_questions"] == 3, d
+assert d["recompute_fraction"] == 0 and d["evidence_recall"] == 1.0, d
+for k in ("first_token_agreement", "answer_agreement", "f1_inject", "f1_full"):
+    assert 0 <= d[k] <= 1, (k, d[k])
+assert d["kl_first_token_mean"] >= 0 and d["ttft_inject_ms"] > 0 and d["ttft_full_ms"] > 0, d
+q = d["questions"]
+# The question of category 5 (qa[1]) is skipped; qa[2]'s "D2:1; D2:2" is two turns.
+assert [x["qa"] for x in q] == [0, 2, 3], q
+assert [(x["evidence_found"], x["evidence_total"]) for x in q] == [(1, 1), (2, 2), (1, 1)], q
+assert all(x["facts"] == 6 for x in q), q
+# The means are the questions' values averaged.
+def mean(f):
+    return sum(f(x) for x in q) / len(q)
+near = lambda a, b: abs(a - b) < 1e-5
+assert near(d["first_token_agreement"], mean(lambda x: x["first_token_agree"])), d
+assert near(d["answer_agreement"], mean(lambda x: x["answer_agree"])), d
+assert near(d["kl_first_token_mean"], mean(lambda x: x["kl_first_token"])), d
+assert near(d["f1_inject"], mean(lambda x: x["f1_inject"])), d
+assert near(d["f1_full"], mean(lambda x: x["f1_full"])), d
+assert abs(d["ttft_full_ms"] - mean(lambda x: x["ttft_full_ms"])) < 1e-2, d
+# Identical answers begin with the same token.
+assert all(x["first_token_agree"] for x in q if x["answer_agree"]), q
+# The seeded sample: 2 questions, the same 2 every time, among the 3.
+l1, l2, l5 = (json.load(open("%s/%s.json" % (t, n))) for n in ("l1", "l2", "l5"))
+s1 = [x["qa"] for x in l1["questions"]]
+assert l1["n_questions"] == 2 and len(set(s1)) == 2 and set(s1) <= {0, 2, 3}, l1
+assert [x["qa"] for x in l2["questions"]] == s1, (l1, l2)
+# A limit above the count takes them all.
+assert l5["n_questions"] == 3 and [x["qa"] for x in l5["questions"]] == [0, 2, 3], l5
+PY
+echo "cli-eval: ok"
