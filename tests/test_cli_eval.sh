@@ -65,6 +65,10 @@ check_err 2 "eval needs a LoCoMo-format conversation FILE.json" eval
 check_err 2 "eval: --store does not apply" eval "$tiny" --store "$tmp/s.infs"
 check_err 2 "eval: --max-tokens does not apply" eval "$tiny" --max-tokens 4
 check_err 2 "--limit applies to eval only" bench --store "$tmp/s.infs" --limit 2 "q"
+check_err 2 "--recompute needs --recovery deviation" eval "$tiny" --recompute 0.2
+check_err 2 "--check-layer needs --recovery deviation" eval "$tiny" --recovery none --check-layer 1
+check_err 2 "--recompute: \"1.5\" is not a share in 0..1" eval "$tiny" --recovery deviation --recompute 1.5
+check_err 2 "--recovery applies to ask, bench and eval" encode --store "$tmp/s.infs" --recovery none x.jsonl
 [ -z "$(ls "$tmp/t")" ] || fail "a refusal left $(ls "$tmp/t")"
 
 cache=${INFS_CACHE:-$HOME/.cache/inferscale}
@@ -83,6 +87,10 @@ grep -q "3 of 3 questions (categories 1-4), 6 facts, k 50, recovery none" "$tmp/
 "$cli" eval "$tiny" --k 50 --quiet --limit 2 --seed 1 > "$tmp/l1.json" 2> /dev/null
 "$cli" eval "$tiny" --k 50 --quiet --limit 2 --seed 1 --recovery none > "$tmp/l2.json" 2> /dev/null
 "$cli" eval "$tiny" --k 50 --quiet --limit 5 --seed 1 > "$tmp/l5.json" 2> /dev/null
+# Recovery: everything recomputed is full recompute exactly; half of it,
+# half of the fact tokens.
+"$cli" eval "$tiny" --k 50 --quiet --recovery deviation --recompute 1 > "$tmp/r1.json" 2> /dev/null
+"$cli" eval "$tiny" --k 50 --quiet --recovery deviation --recompute 0.5 --check-layer 1 > "$tmp/r5.json" 2> /dev/null
 [ -z "$(ls "$tmp/t")" ] || fail "eval left $(ls "$tmp/t")"
 python3 - "$tmp" <<'PY'
 import json, sys
@@ -121,5 +129,10 @@ assert l1["n_questions"] == 2 and len(set(s1)) == 2 and set(s1) <= {0, 2, 3}, l1
 assert [x["qa"] for x in l2["questions"]] == s1, (l1, l2)
 # A limit above the count takes them all.
 assert l5["n_questions"] == 3 and [x["qa"] for x in l5["questions"]] == [0, 2, 3], l5
+r1, r5 = (json.load(open("%s/%s.json" % (t, n))) for n in ("r1", "r5"))
+assert r1["mode"] == "deviation" and r1["first_token_agreement"] == 1 and r1["answer_agreement"] == 1, r1
+assert r1["kl_first_token_mean"] == 0 and r1["f1_inject"] == r1["f1_full"] and r1["recompute_fraction"] == 1, r1
+assert r5["mode"] == "deviation" and abs(r5["recompute_fraction"] - 0.5) < 0.02, r5
+assert r5["f1_full"] == d["f1_full"], (r5, d)
 PY
 echo "cli-eval: ok"

@@ -126,7 +126,8 @@ int main(int argc, char **argv)
 		CHECK(!memcmp(zero->first_logits, inj->first_logits, bytes) && !strcmp(zero->text, inj->text));
 		CHECK(zero->n_recomputed == 0);
 		CHECK(!memcmp(one->first_logits, full->first_logits, bytes) && !strcmp(one->text, full->text));
-		CHECK(one->n_prefilled == full->n_prompt);
+		CHECK(one->n_prefilled == full->n_prompt && one->n_recomputed == one->n_recomputable);
+		CHECK(one->n_recomputable == all->n_recomputable && full->n_recomputable == 0);
 		/* Everything recomputed in place is full recompute up to rounding. */
 		float worst = 0, top = 0;
 		for (uint32_t i = 0; i < V; i++) {

@@ -62,7 +62,12 @@ static const char usage[] =
 	"  --top-p P            nucleus sampling, in (0, 1] (default 1)\n"
 	"  --seed S             sampler seed, 0..2^64-1 (default 0); eval: the seed of --limit\n"
 	"  --limit N            eval: a fixed sample of N questions, chosen by --seed\n"
-	"  --recovery MODE      eval: how injected answers recover (none: plain injection)\n"
+	"  --recovery MODE      ask, bench, eval: how injected answers recover: none (plain\n"
+	"                       injection, default) or deviation (selective recompute)\n"
+	"  --recompute R        deviation: share of the injected fact tokens recomputed\n"
+	"                       through every layer, 0..1 (default 0.15)\n"
+	"  --check-layer C      deviation: layer through which every one is recomputed and\n"
+	"                       where the share is chosen (default 2)\n"
 	"  --questions FILE     questions, JSONL with \"question\" and \"namespace\"\n"
 	"  --json FILE          bench: also write the results as JSON (- for stdout); eval:\n"
 	"                       write them there instead of stdout\n"
@@ -71,8 +76,10 @@ static const char usage[] =
 typedef struct args {
 	const char *cmd, *positional, *store, *ns, *model, *embedder, *questions, *json, *recovery;
 	infs_dtype kv_dtype;
-	uint32_t threads, k, max_tokens, limit;
-	int full, compare, quiet, max_tokens_set;
+	uint32_t threads, k, max_tokens, limit, check_layer;
+	float recompute;
+	int deviation;
+	int full, compare, quiet, max_tokens_set, recompute_set, check_set;
 	float temperature, top_p;
 	uint64_t seed;
 	uint32_t ks[32];
@@ -231,9 +238,21 @@ static int parse_args(args *a, int argc, char **argv)
 		} else if (!strcmp(o, "--recovery")) {
 			TAKE();
 			a->recovery = v;
-			/* The recovery modes of issue 22 will be values here. */
-			if (strcmp(v, "none"))
-				rc = fail("--recovery: \"%s\" is not a recovery mode (none)", v);
+			a->deviation = !strcmp(v, "deviation");
+			if (strcmp(v, "none") && !a->deviation)
+				rc = fail("--recovery: \"%s\" is not a recovery mode (none, deviation)", v);
+		} else if (!strcmp(o, "--recompute")) {
+			TAKE();
+			char *end = NULL;
+			double r = strtod(v, &end);
+			if (!*v || *end || !(r >= 0 && r <= 1))
+				rc = fail("--recompute: \"%s\" is not a share in 0..1", v);
+			a->recompute = (float)r;
+			a->recompute_set = 1;
+		} else if (!strcmp(o, "--check-layer")) {
+			TAKE();
+			rc = parse_range(&a->check_layer, v, o, 0, 1023);
+			a->check_set = 1;
 		} else if (!strcmp(o, "--max-tokens")) {
 			TAKE();
 			rc = parse_range(&a->max_tokens, v, o, 1, CLI_N_CTX);
@@ -284,9 +303,13 @@ static int parse_args(args *a, int argc, char **argv)
 			            "greedily, up to 32 tokens)", no) + 1;
 		if (!a->positional)
 			return fail("eval needs a LoCoMo-format conversation FILE.json") + 1;
-	} else if (a->limit || a->recovery) {
-		return fail("%s applies to eval only", a->limit ? "--limit" : "--recovery") + 1;
+	} else if (a->limit) {
+		return fail("--limit applies to eval only") + 1;
 	}
+	if (a->recovery && strcmp(a->cmd, "ask") && strcmp(a->cmd, "bench") && !eval)
+		return fail("--recovery applies to ask, bench and eval") + 1;
+	if ((a->recompute_set || a->check_set) && !a->deviation)
+		return fail("%s needs --recovery deviation", a->recompute_set ? "--recompute" : "--check-layer") + 1;
 	if (!a->store && !eval)
 		return fail("%s needs --store PATH", a->cmd) + 1;
 	if (!strcmp(a->cmd, "encode") && !a->positional)
@@ -715,6 +738,10 @@ static void ask_options(infs_ask_options *o, const args *a, uint32_t k, int full
 	o->generate.temperature = a->temperature;
 	o->generate.top_p = a->top_p;
 	o->generate.seed = a->seed;
+	if (a->deviation && !full) {
+		o->recompute_ratio = a->recompute_set ? a->recompute : 0.15f;
+		o->check_layer = a->check_set ? a->check_layer : 2;
+	}
 }
 
 /* The questions of --questions (or the one positional question) and their
@@ -1278,7 +1305,7 @@ static int eval_encode(conv *c, const runtime *r, const args *a)
 /* The sums over questions that eval reports as means. */
 typedef struct eval_sums {
 	size_t top1, same, ev_found, ev_total;
-	double kl, f1_inject, f1_full, ttft_inject, ttft_full;
+	double kl, f1_inject, f1_full, ttft_inject, ttft_full, recomputed;
 } eval_sums;
 
 /* Question qi of c answered both ways, added to *s and described in
@@ -1337,6 +1364,7 @@ static int eval_question(eval_sums *s, str *detail, const conv *c, size_t qi, ru
 		s->f1_inject += f1i;
 		s->f1_full += f1f;
 		s->ttft_inject += x->ttft_ms;
+		s->recomputed += x->n_recomputable ? (double)x->n_recomputed / x->n_recomputable : 0;
 		s->ttft_full += ttft_full;
 		/* By place in "qa", not by text: the JSON may be published where
 		 * the data set's text may not. */
@@ -1410,8 +1438,7 @@ static int cmd_eval(const args *a)
 		snprintf(recall, sizeof recall, s.ev_total ? "%.6f" : "null",
 		         s.ev_total ? (double)s.ev_found / (double)s.ev_total : 0.0);
 		snprintf(recall_h, sizeof recall_h, "%zu of %zu turns", s.ev_found, s.ev_total);
-		/* Plain injection recomputes none of the injected fact tokens. */
-		double recompute = 0;
+		double recompute = s.recomputed / nq;
 		fprintf(jf, "{\"mode\": \"%s\", \"k\": %u, \"n_questions\": %zu, \"recompute_fraction\": %.6f, "
 		            "\"first_token_agreement\": %.6f, \"answer_agreement\": %.6f, \"kl_first_token_mean\": %.6g, "
 		            "\"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_recall\": %s, "

@@ -521,6 +521,8 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 
 	a->n_prompt = n_prompt;
 	a->n_prefilled = o.full_recompute ? n_prompt : nq;
+	if (o.recompute_ratio >= 1.0f) /* recovery that recomputed everything */
+		a->n_recomputable = a->n_recomputed = nf + e->prompt.n_footer;
 	a->n_facts = nh;
 	a->n_vocab = e->n_vocab;
 	a->fact_ids = malloc((nh ? nh : 1) * sizeof *a->fact_ids);
