@@ -165,6 +165,40 @@ static float *alloc_f(size_t n, int *fail)
 	return p;
 }
 
+/* Scratch for n rows over n_ctx keys, and the rows started: each token's
+ * embedding, position (positions NULL: 0, 1, ...) and cos/sin. Returns
+ * nonzero (everything freed) when memory runs out. */
+static int scratch_start(scratch *s, const infs_model *m, const int32_t *tokens, const int32_t *positions,
+                         uint32_t n, size_t n_ctx, infs__pool *pool)
+{
+	const infs__model_config *c = &m->cfg;
+	const uint32_t d = c->n_embd, np = m->rope.n_pairs;
+	const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+	int fail = 0;
+	s->x = alloc_f((size_t)n * d, &fail);
+	s->xb = alloc_f((size_t)n * d, &fail);
+	s->q = alloc_f(n * qd, &fail);
+	s->k = alloc_f(n_ctx * kvd, &fail);
+	s->v = alloc_f(n_ctx * kvd, &fail);
+	s->att = alloc_f(n * qd, &fail);
+	s->gate = alloc_f((size_t)n * c->n_ff, &fail);
+	s->up = alloc_f((size_t)n * c->n_ff, &fail);
+	s->cos = alloc_f((size_t)n * np, &fail);
+	s->sin = alloc_f((size_t)n * np, &fail);
+	s->attn_rows = alloc_f((size_t)infs__pool_size(pool) * n_ctx, &fail);
+	s->pos = malloc((size_t)n * sizeof *s->pos);
+	if (fail || !s->pos) {
+		scratch_free(s);
+		return -1;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		s->pos[i] = positions ? positions[i] : (int32_t)i;
+		infs__rope_cos_sin(&m->rope, s->pos[i], s->cos + (size_t)i * np, s->sin + (size_t)i * np);
+		memcpy(s->x + (size_t)i * d, m->tok_embd + (size_t)tokens[i] * d, d * sizeof(float));
+	}
+	return 0;
+}
+
 static void put_kv(void *out, infs_dtype dt, const infs__model_config *c, uint32_t l, uint32_t n,
                    const float *src)
 {
@@ -307,10 +341,7 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 		return rc;
 	const infs__model_config *c = &m->cfg;
 	const infs__paged_kv *pk = a->past && a->past->cache ? a->past : NULL;
-	uint32_t n = a->n_tokens, d = c->n_embd, hd = c->head_dim;
-	uint32_t n_past = pk ? pk->n_past : 0, n_ctx = n_past + n, np = m->rope.n_pairs;
-	size_t qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd;
-
+	uint32_t n = a->n_tokens, d = c->n_embd, n_ctx = (pk ? pk->n_past : 0) + n;
 	infs__pool *pool = a->pool, *own_pool = NULL;
 	if (!pool) {
 		if ((rc = infs__pool_create(&own_pool, m->n_threads)))
@@ -318,29 +349,9 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 		pool = own_pool;
 	}
 	scratch s;
-	int fail = 0;
-	s.x = alloc_f((size_t)n * d, &fail);
-	s.xb = alloc_f((size_t)n * d, &fail);
-	s.q = alloc_f(n * qd, &fail);
-	s.k = alloc_f(n_ctx * kvd, &fail);
-	s.v = alloc_f(n_ctx * kvd, &fail);
-	s.att = alloc_f(n * qd, &fail);
-	s.gate = alloc_f((size_t)n * c->n_ff, &fail);
-	s.up = alloc_f((size_t)n * c->n_ff, &fail);
-	s.cos = alloc_f((size_t)n * np, &fail);
-	s.sin = alloc_f((size_t)n * np, &fail);
-	s.attn_rows = alloc_f((size_t)infs__pool_size(pool) * n_ctx, &fail);
-	s.pos = malloc((size_t)n * sizeof *s.pos);
-	if (fail || !s.pos) {
-		scratch_free(&s);
+	if (scratch_start(&s, m, a->tokens, a->positions, n, n_ctx, pool)) {
 		infs__pool_free(own_pool);
 		return infs__error(INFS_ENOMEM, "infs_model_forward: out of memory for %u tokens", n);
-	}
-
-	for (uint32_t i = 0; i < n; i++) {
-		s.pos[i] = a->positions ? a->positions[i] : (int32_t)i;
-		infs__rope_cos_sin(&m->rope, s.pos[i], s.cos + (size_t)i * np, s.sin + (size_t)i * np);
-		memcpy(s.x + (size_t)i * d, m->tok_embd + (size_t)a->tokens[i] * d, d * sizeof(float));
 	}
 
 	for (uint32_t l = 0; l < c->n_layers; l++) {
@@ -429,8 +440,6 @@ int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 			return infs__error(INFS_ERANGE, "%s: position %d is not in the cache's %u", fn, a->positions[i],
 			                   pk->n_past);
 	uint32_t n = a->n_tokens, d = c->n_embd, np = m->rope.n_pairs;
-	size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-	size_t n_ctx = (size_t)pk->n_past + n;
 	infs__pool *pool = a->pool, *own_pool = NULL;
 	if (!pool) {
 		if ((rc = infs__pool_create(&own_pool, m->n_threads)))
@@ -438,34 +447,16 @@ int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 		pool = own_pool;
 	}
 	scratch s;
-	int fail = 0;
-	s.x = alloc_f((size_t)n * d, &fail);
-	s.xb = alloc_f((size_t)n * d, &fail);
-	s.q = alloc_f(n * qd, &fail);
-	s.k = alloc_f(n_ctx * kvd, &fail);
-	s.v = alloc_f(n_ctx * kvd, &fail);
-	s.att = alloc_f(n * qd, &fail);
-	s.gate = alloc_f((size_t)n * c->n_ff, &fail);
-	s.up = alloc_f((size_t)n * c->n_ff, &fail);
-	s.cos = alloc_f((size_t)n * np, &fail);
-	s.sin = alloc_f((size_t)n * np, &fail);
-	s.attn_rows = alloc_f((size_t)infs__pool_size(pool) * n_ctx, &fail);
-	s.pos = malloc((size_t)n * sizeof *s.pos);
-	float *dev = alloc_f(n, &fail);
+	float *dev = malloc((size_t)n * sizeof *dev);
 	dev_row *rows = malloc((size_t)n * sizeof *rows);
-	if (fail || !s.pos || !rows) {
-		scratch_free(&s);
+	if (!dev || !rows || scratch_start(&s, m, a->tokens, a->positions, n, (size_t)pk->n_past + n, pool)) {
 		free(dev);
 		free(rows);
 		infs__pool_free(own_pool);
 		return infs__error(INFS_ENOMEM, "%s: out of memory for %u tokens", fn, n);
 	}
-	for (uint32_t i = 0; i < n; i++) {
-		s.pos[i] = a->positions[i];
-		infs__rope_cos_sin(&m->rope, s.pos[i], s.cos + (size_t)i * np, s.sin + (size_t)i * np);
-		memcpy(s.x + (size_t)i * d, m->tok_embd + (size_t)a->tokens[i] * d, d * sizeof(float));
+	for (uint32_t i = 0; i < n; i++)
 		rows[i] = (dev_row){ 0, s.pos[i], i };
-	}
 	uint32_t n_act = n;
 	for (uint32_t l = 0; l < c->n_layers && n_act; l++) {
 		const int select = l == a->check_layer && a->n_keep < n_act;
