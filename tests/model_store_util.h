@@ -1,14 +1,33 @@
-/* A new store for a model's facts, as the encode and engine tests need one:
- * the model's geometry and identity for KV in dtype dt, embeddings of
- * embed_dim floats, in a scratch directory (tests/scratch_util.h). */
+/* What the tests on the real models share: SmolLM2 and the embedder
+ * loaded from the cache, a new store for the model's facts, facts encoded
+ * after the engine's header. */
 #ifndef INFS_TEST_MODEL_STORE_UTIL_H
 #define INFS_TEST_MODEL_STORE_UTIL_H
 
 #include <stdlib.h>
 
+#include "cache_path.h"
 #include "check.h"
 #include "scratch_util.h"
 
+/* SmolLM2-135M-Instruct Q4_1 and all-MiniLM-L6-v2 from the cache
+ * (scripts/fetch-models.sh); 0 (a failed check recorded) when either is
+ * missing. */
+static inline int load_smollm2(infs_model **m, infs_embedder **emb)
+{
+	char mpath[1024], epath[1024];
+	cache_path(mpath, sizeof mpath, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+	cache_path(epath, sizeof epath, "minilm");
+	*m = NULL;
+	*emb = NULL;
+	CHECK_OK(infs_model_load(m, mpath, NULL));
+	CHECK_OK(infs_embedder_load(emb, epath, NULL));
+	return *m && *emb;
+}
+
+/* A new store for a model's facts, as the encode and engine tests need one:
+ * the model's geometry and identity for KV in dtype dt, embeddings of
+ * embed_dim floats, in a scratch directory (tests/scratch_util.h). */
 static inline infs_store *model_store_create(const infs_model *m, infs_dtype dt, uint32_t embed_dim,
                                              const char *name, const char *file, char *path, size_t n)
 {

@@ -7,7 +7,6 @@
  * argv[1]: examples/memory/facts.jsonl (the first lines are used). */
 #include <string.h>
 
-#include "cache_path.h"
 #include "check.h"
 #include "util/json.h"
 #include "model_store_util.h"
@@ -17,14 +16,10 @@ enum { N_FACTS = 12 };
 int main(int argc, char **argv)
 {
 	CHECK(argc == 2);
-	char mpath[1024], epath[1024], spath[600];
-	cache_path(mpath, sizeof mpath, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-	cache_path(epath, sizeof epath, "minilm");
-	infs_model *m = NULL;
-	infs_embedder *emb = NULL;
-	CHECK_OK(infs_model_load(&m, mpath, NULL));
-	CHECK_OK(infs_embedder_load(&emb, epath, NULL));
-	if (!m || !emb)
+	char spath[600];
+	infs_model *m;
+	infs_embedder *emb;
+	if (!load_smollm2(&m, &emb))
 		CHECK_DONE();
 
 	/* The first facts of the example memory. */

@@ -11,7 +11,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "cache_path.h"
 #include "check.h"
 #include "util/json.h"
 #include "model_store_util.h"
@@ -63,15 +62,11 @@ static int read_member(char **out, const char *path, const char *key, int n)
 int main(int argc, char **argv)
 {
 	CHECK(argc == 3);
-	char mpath[1024], epath[1024], spath[600];
-	cache_path(mpath, sizeof mpath, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-	cache_path(epath, sizeof epath, "minilm");
-	infs_model *m = NULL;
-	infs_embedder *emb = NULL;
-	CHECK_OK(infs_model_load(&m, mpath, NULL));
-	CHECK_OK(infs_embedder_load(&emb, epath, NULL));
+	char spath[600];
+	infs_model *m;
+	infs_embedder *emb;
 	char *texts[N_FACTS], *rendered[N_FACTS], *qs[N_Q];
-	if (!m || !emb || read_member(texts, argv[1], "text", N_FACTS) != N_FACTS ||
+	if (!load_smollm2(&m, &emb) || read_member(texts, argv[1], "text", N_FACTS) != N_FACTS ||
 	    read_member(qs, argv[2], "question", N_Q) != N_Q)
 		CHECK_DONE();
 	for (int i = 0; i < N_FACTS; i++)

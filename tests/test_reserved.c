@@ -6,7 +6,6 @@
  * engine looks, must leave the answer what it was. */
 #include <string.h>
 
-#include "cache_path.h"
 #include "check.h"
 #include "model_store_util.h"
 #include "store/store.h"
@@ -49,14 +48,10 @@ static void random_kv(uint16_t *p, size_t n, uint32_t seed)
 
 int main(void)
 {
-	char mpath[1024], epath[1024], p1[600], p2[600];
-	cache_path(mpath, sizeof mpath, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-	cache_path(epath, sizeof epath, "minilm");
-	infs_model *m = NULL;
-	infs_embedder *emb = NULL;
-	CHECK_OK(infs_model_load(&m, mpath, NULL));
-	CHECK_OK(infs_embedder_load(&emb, epath, NULL));
-	if (!m || !emb)
+	char p1[600], p2[600];
+	infs_model *m;
+	infs_embedder *emb;
+	if (!load_smollm2(&m, &emb))
 		CHECK_DONE();
 	uint32_t dim = infs_embedder_dim(emb);
 	infs_engine_options eo = INFS_ENGINE_OPTIONS_INIT;
