@@ -94,9 +94,10 @@ template <typename D> __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(c
 
 extern "C" cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream)
 {
-	if (p->head_dim > INFS_K_MODEL_MAX_HEAD_DIM || p->rotary_dim > p->head_dim || p->pre_layer >= p->pre_layers ||
-	    ((p->k_pre || p->v_pre) && p->pre_dtype != INFS_K_F32 && p->pre_dtype != INFS_K_F16 &&
-	     p->pre_dtype != INFS_K_BF16))
+	if (p->head_dim > INFS_K_MODEL_MAX_HEAD_DIM || p->rotary_dim > p->head_dim ||
+	    ((p->k_pre || p->v_pre) && (p->pre_layer >= p->pre_layers || (p->pre_dtype != INFS_K_F32 &&
+	                                                                   p->pre_dtype != INFS_K_F16 &&
+	                                                                   p->pre_dtype != INFS_K_BF16))))
 		return cudaErrorInvalidValue;
 	/* Few tokens: spread each token's heads over several blocks. */
 	const unsigned slots = p->n_heads + 2 * p->n_kv_heads;

@@ -343,11 +343,9 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 	const infs__paged_kv *pk = a->past && a->past->cache ? a->past : NULL;
 	uint32_t n = a->n_tokens, d = c->n_embd, n_ctx = (pk ? pk->n_past : 0) + n;
 	infs__pool *pool = a->pool, *own_pool = NULL;
-	if (!pool) {
-		if ((rc = infs__pool_create(&own_pool, m->n_threads)))
-			return rc;
-		pool = own_pool;
-	}
+	if (!pool && (rc = infs__pool_create(&own_pool, m->n_threads)))
+		return rc;
+	pool = pool ? pool : own_pool;
 	scratch s;
 	if (scratch_start(&s, m, a->tokens, a->positions, n, n_ctx, pool)) {
 		infs__pool_free(own_pool);
@@ -441,11 +439,9 @@ int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 			                   pk->n_past);
 	uint32_t n = a->n_tokens, d = c->n_embd, np = m->rope.n_pairs;
 	infs__pool *pool = a->pool, *own_pool = NULL;
-	if (!pool) {
-		if ((rc = infs__pool_create(&own_pool, m->n_threads)))
-			return rc;
-		pool = own_pool;
-	}
+	if (!pool && (rc = infs__pool_create(&own_pool, m->n_threads)))
+		return rc;
+	pool = pool ? pool : own_pool;
 	scratch s;
 	float *dev = malloc((size_t)n * sizeof *dev);
 	dev_row *rows = malloc((size_t)n * sizeof *rows);
