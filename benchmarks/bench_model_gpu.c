@@ -270,7 +270,7 @@ static float bench_encode(const infs_model *m, uint64_t *rng, size_t *n_facts)
 	size_t done = 0;
 	const infs__encode_job job = { ctx, SYS, B, own, n_own, tok, n_tok, INFS_DTYPE_BF16, encode_sink, &done };
 	infs__encode_ws *w = NULL;
-	if (infs__device_encode_begin(&w, m, SYS)) {
+	if (infs__device_encode_begin(&w, m, SYS, INFS_DTYPE_BF16)) {
 		fprintf(stderr, "infs__device_encode_begin: %s\n", infs_error_last());
 		exit(1);
 	}

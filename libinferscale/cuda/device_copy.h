@@ -94,9 +94,11 @@ int infs__device_model_forward(const struct infs_model *m, const struct infs__de
 /* Fact encoding (device_encode.c): model_encode is begin, run, end; the
  * GPU benchmark times run alone. begin allocates, on the model's device,
  * a cache for n_context tokens and the buffers of device_max_tokens
- * tokens; run encodes a job whose n_context is at most begin's. */
+ * tokens of K/V in kv_dtype; run encodes a job whose n_context is at most
+ * begin's and whose kv_dtype is begin's. */
 typedef struct infs__encode_ws infs__encode_ws;
-int infs__device_encode_begin(infs__encode_ws **out, const struct infs_model *m, uint32_t n_context);
+int infs__device_encode_begin(infs__encode_ws **out, const struct infs_model *m, uint32_t n_context,
+                              infs_dtype kv_dtype);
 int infs__device_encode_run(infs__encode_ws *w, const infs__encode_job *job);
 void infs__device_encode_end(infs__encode_ws *w);
 int infs__device_model_encode(const struct infs_model *m, const infs__encode_job *job);

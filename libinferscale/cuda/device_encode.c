@@ -22,6 +22,7 @@ struct infs__encode_ws {
 	int prev;                   /* the caller's current device, restored by end */
 	cudaStream_t stream;
 	uint32_t n_blocks, cap;     /* the cache's blocks; its capacity in context tokens */
+	infs_dtype kv_dtype;        /* of the K/V outputs */
 	infs_kv_layout cache;
 	void **layers;              /* k_layers then v_layers */
 	uint16_t *kv;               /* the cache */
@@ -53,7 +54,7 @@ void infs__device_encode_end(infs__encode_ws *w)
 	free(w);
 }
 
-int infs__device_encode_begin(infs__encode_ws **out, const infs_model *m, uint32_t n_context)
+int infs__device_encode_begin(infs__encode_ws **out, const infs_model *m, uint32_t n_context, infs_dtype kv_dtype)
 {
 	const infs__model_config *g = &m->cfg;
 	const uint32_t T = m->device_max_tokens;
@@ -67,12 +68,13 @@ int infs__device_encode_begin(infs__encode_ws **out, const infs_model *m, uint32
 		return rc;
 	}
 	w->m = m;
+	w->kv_dtype = kv_dtype;
 	/* At least one block: a forward call needs a table even without a
 	 * shared context. */
 	w->n_blocks = n_context ? (n_context + BLOCK - 1) / BLOCK : 1;
 	w->cap = w->n_blocks * BLOCK;
 	const size_t half = (size_t)w->n_blocks * BLOCK * row; /* one layer's K (or V) elements */
-	const size_t out_bytes = 2 * (size_t)g->n_layers * T * row * sizeof(float); /* room for any kv dtype */
+	const size_t out_bytes = 2 * (size_t)g->n_layers * T * row * infs_dtype_size(kv_dtype);
 	w->layers = malloc(2 * g->n_layers * sizeof *w->layers);
 	w->h_table = malloc(w->n_blocks * sizeof *w->h_table);
 	w->h_tokens = malloc((size_t)T * sizeof *w->h_tokens);
@@ -233,6 +235,9 @@ int infs__device_encode_run(infs__encode_ws *w, const infs__encode_job *job)
 	const uint32_t T = m->device_max_tokens;
 	if (job->n_context > w->cap)
 		return infs__error(INFS_ERANGE, "%s: a context of %u tokens, the cache holds %u", fn, job->n_context, w->cap);
+	if (job->kv_dtype != w->kv_dtype)
+		return infs__error(INFS_EINVAL, "%s: K/V of dtype %d, the buffers hold %d", fn, (int)job->kv_dtype,
+		                   (int)w->kv_dtype);
 	uint32_t max_n = 0;
 	for (size_t i = 0; i < job->n_facts; i++) {
 		const uint64_t len = (uint64_t)job->n_own[i] + job->n_tokens[i];
@@ -264,7 +269,7 @@ int infs__device_encode_run(infs__encode_ws *w, const infs__encode_job *job)
 int infs__device_model_encode(const infs_model *m, const infs__encode_job *job)
 {
 	infs__encode_ws *w = NULL;
-	int rc = infs__device_encode_begin(&w, m, job->n_context);
+	int rc = infs__device_encode_begin(&w, m, job->n_context, job->kv_dtype);
 	if (!rc)
 		rc = infs__device_encode_run(w, job);
 	infs__device_encode_end(w);
