@@ -9,13 +9,13 @@
 
 #include "cuda/cuda_ok.h"
 
-static int cmp_float(const void *a, const void *b)
+static inline int cmp_float(const void *a, const void *b)
 {
 	float x = *(const float *)a, y = *(const float *)b;
 	return (x > y) - (x < y);
 }
 
-static float median(float *v, int n)
+static inline float median(float *v, int n)
 {
 	qsort(v, (size_t)n, sizeof *v, cmp_float);
 	return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
@@ -23,7 +23,7 @@ static float median(float *v, int n)
 
 /* The median over reps of the time in microseconds of run(arg, rep), each
  * rep timed with events on stream after warm-up calls. */
-static float time_us(void (*run)(void *, int), void *arg, int warmup, int reps, cudaStream_t stream)
+static inline float time_us(void (*run)(void *, int), void *arg, int warmup, int reps, cudaStream_t stream)
 {
 	cudaEvent_t a, b;
 	float *t = malloc((size_t)reps * sizeof *t);
@@ -47,7 +47,7 @@ static float time_us(void (*run)(void *, int), void *arg, int warmup, int reps, 
 	return m;
 }
 
-static void print_device(FILE *f)
+static inline void print_device(FILE *f)
 {
 	struct cudaDeviceProp prop;
 	int dev, drv = 0, rt = 0;
@@ -65,7 +65,7 @@ struct copy_arg {
 	cudaStream_t stream;
 };
 
-static void copy_run(void *arg, int rep)
+static inline void copy_run(void *arg, int rep)
 {
 	struct copy_arg *c = arg;
 	(void)rep;
@@ -73,7 +73,7 @@ static void copy_run(void *arg, int rep)
 }
 
 /* cudaMemcpy device to device of bytes, as bytes read + written per second. */
-static double copy_bandwidth(size_t bytes, cudaStream_t stream, float *us_out)
+static inline double copy_bandwidth(size_t bytes, cudaStream_t stream, float *us_out)
 {
 	struct copy_arg c = {NULL, NULL, bytes, stream};
 	CUDA_OK(cudaMalloc(&c.dst, bytes));

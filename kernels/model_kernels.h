@@ -66,6 +66,10 @@ cudaError_t infs_k_rmsnorm(uint16_t *out, const float *x, const float *w, uint32
 cudaError_t infs_k_rmsnorm_last(uint16_t *out, const float *x, const float *w, const infs_k_seqs *seqs, uint32_t d,
                                 float eps, cudaStream_t stream);
 
+/* out[r] = the index of the largest of logits[r][0..n_vocab), the lowest on
+ * a tie, NaN ignored (0 for a row of NaN), for n_rows rows (kernels/sample.cu). */
+cudaError_t infs_k_argmax(int32_t *out, const float *logits, uint32_t n_rows, uint32_t n_vocab, cudaStream_t stream);
+
 /* y[i] += b for n rows of d. */
 cudaError_t infs_k_add_bias(float *y, const float *b, uint32_t n, uint32_t d, cudaStream_t stream);
 

@@ -4,10 +4,14 @@
 # over the gpu suite, and the benchmarks. Logs and JSON go to $OUT (default
 # ./gpu-out): gpu-check.log, testlog.txt, sanitizer.log, inject.json,
 # retrieve.json, benchmarks.json, benchmarks.md, and those of
-# scripts/gpu-bench-model.sh (gpu-runtime-h200.json, ...). Exits non-zero when a build,
-# test or sanitizer check fails.
+# scripts/gpu-bench-model.sh (gpu-runtime-h200.json, ...) and
+# scripts/gpu-bench-engine.sh (gpu-engine-h200.json, ...), and demo.log: the
+# demo's questions answered on the GPU (SmolLM2 and the embedder from
+# $INFS_CACHE). Exits non-zero when a build, test, sanitizer check or the
+# demo fails.
 #   GPU_CHECK_SKIP=bench   skips the benchmarks; =sanitizer skips the sanitizer;
-#   =tests skips the test suites (words combine: GPU_CHECK_SKIP=tests,bench)
+#   =tests skips the test suites; =demo the demo (words combine:
+#   GPU_CHECK_SKIP=tests,bench)
 #   GPU_CHECK_SANITIZE="fused inject"   runs the sanitizer on those tests only
 #   (the runs take minutes each; each line of the log says how long)
 set -uo pipefail
@@ -57,8 +61,14 @@ if [[ $skip != *sanitizer* ]]; then
 		for tool in $tools; do
 			echo "-- $tool $t" | tee -a "$OUT/sanitizer.log"
 			start=$SECONDS
+			# racecheck skips cuBLAS's Hopper GEMMs (nvjet_*): they order
+			# shared memory through mbarriers and the async proxy, which
+			# racecheck does not follow (it reports hazards in them, and
+			# only in them); memcheck checks every kernel.
+			filter=
+			[ $tool = racecheck ] && filter="--kernel-name-exclude kns=nvjet"
 			if INFS_TEST_SMALL=1 meson test -C "$BUILD" --no-rebuild --print-errorlogs \
-				--wrapper "compute-sanitizer --tool $tool --error-exitcode 99" "$t" >>"$OUT/sanitizer.log" 2>&1; then
+				--wrapper "compute-sanitizer --tool $tool $filter --error-exitcode 99" "$t" >>"$OUT/sanitizer.log" 2>&1; then
 				tail -n 2 "$OUT/sanitizer.log"
 			else
 				echo "FAILED: $tool $t"
@@ -70,6 +80,20 @@ if [[ $skip != *sanitizer* ]]; then
 	done
 fi
 
+if [[ $skip != *demo* ]]; then
+	echo "== demo on the GPU (SmolLM2, the example memory)"
+	demo=$(mktemp -d)
+	if "$BUILD/tools/inferscale" encode --device 0 --store "$demo/maya.infs" examples/memory/facts.jsonl --quiet &&
+		"$BUILD/tools/inferscale" ask --device 0 --store "$demo/maya.infs" --questions examples/memory/questions.jsonl \
+			--compare -k 10 --max-tokens 32 2>&1 | tee "$OUT/demo.log"; then
+		:
+	else
+		echo "FAILED: the demo on the GPU"
+		fail=1
+	fi
+	rm -rf "$demo"
+fi
+
 if [[ $skip != *bench* ]]; then
 	echo "== benchmarks"
 	"$BUILD/benchmarks/bench_inject" "$OUT/inject.json" || fail=1
@@ -78,6 +102,8 @@ if [[ $skip != *bench* ]]; then
 		"$OUT/benchmarks.json" "$OUT/benchmarks.md" || fail=1
 	# the model runtime at 8B geometry beside the torch engine and transformers
 	OUT=$OUT BUILD=$BUILD scripts/gpu-bench-model.sh || fail=1
+	# the engine end to end at 8B geometry, beside the same peers
+	OUT=$OUT BUILD=$BUILD scripts/gpu-bench-engine.sh || fail=1
 fi
 
 echo "== gpu-check: $([ $fail = 0 ] && echo passed || echo FAILED)"

@@ -108,6 +108,20 @@ static void engine(const char *dir)
 	o.kv_dtype = (infs_dtype)9;
 	CHECK_ERR(infs_engine_create(&e, m, &o), INFS_EINVAL);
 	o.kv_dtype = INFS_DTYPE_F16;
+	/* A device engine needs the model on that device (and a CUDA build). */
+	o.device = -2;
+	CHECK_ERR(infs_engine_create(&e, m, &o), INFS_EINVAL);
+	o.device = 0;
+	int rc = infs_engine_create(&e, m, &o);
+	CHECK(rc == INFS_EUNSUPPORTED || rc == INFS_EINVAL);
+	CHECK(e == NULL);
+	/* Version 1 of the options: a host engine. */
+	o.version = 1;
+	CHECK_OK(infs_engine_create(&e, m, &o));
+	infs_engine_free(e);
+	e = NULL;
+	o.version = INFS_ENGINE_OPTIONS_VERSION;
+	o.device = -1;
 	CHECK_OK(infs_engine_create(&e, m, &o));
 	if (!e) {
 		infs_model_free(m);
@@ -176,6 +190,12 @@ static void engine(const char *dir)
 	CHECK_ERR(infs_engine_prepare(e, st), INFS_EUNSUPPORTED);
 	CHECK_ERR(infs_engine_ask(NULL, e, st, NULL, "u", "q", NULL), INFS_EINVAL);
 	CHECK(ans == NULL);
+	const char *qs[2] = { "q", NULL };
+	infs_answer *many[2] = { (infs_answer *)1, (infs_answer *)1 };
+	CHECK_ERR(infs_engine_ask_batch(many, e, st, NULL, "u", qs, 2, NULL), INFS_EINVAL); /* a NULL question */
+	CHECK(many[0] == NULL && many[1] == NULL);
+	CHECK_ERR(infs_engine_ask_batch(many, e, st, NULL, "u", qs, 1, NULL), INFS_EUNSUPPORTED); /* no template */
+	CHECK_ERR(infs_engine_ask_batch(NULL, e, st, NULL, "u", qs, 1, NULL), INFS_EINVAL);
 
 	infs_store_close(st);
 	scratch_cleanup();

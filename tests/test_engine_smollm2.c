@@ -123,6 +123,27 @@ int main(int argc, char **argv)
 	infs_answer_free(s1);
 	infs_answer_free(s2);
 
+	/* A batch on the host: the questions one after another, as asked alone. */
+	ao = (infs_ask_options)INFS_ASK_OPTIONS_INIT;
+	ao.k = 4;
+	ao.generate.max_tokens = 8;
+	const char *qs[2] = { q, "Where does Maya live?" };
+	infs_answer *many[2] = { NULL, NULL };
+	CHECK_OK(infs_engine_ask_batch(many, e, st, emb, "maya", qs, 2, &ao));
+	for (int i = 0; i < 2; i++) {
+		CHECK_OK(infs_engine_ask(&ans, e, st, emb, "maya", qs[i], &ao));
+		CHECK(many[i] && ans && !strcmp(many[i]->text, ans->text) && many[i]->n_prompt == ans->n_prompt);
+		CHECK(many[i] && ans && !memcmp(many[i]->first_logits, ans->first_logits, ans->n_vocab * sizeof(float)));
+		infs_answer_free(many[i]);
+		infs_answer_free(ans);
+	}
+	/* ignore_eos: the budget is spent whatever the model says. */
+	ao.ignore_eos = 1;
+	ao.generate.max_tokens = 40;
+	CHECK_OK(infs_engine_ask(&ans, e, st, emb, "maya", q, &ao));
+	CHECK(ans && ans->n_tokens == 40);
+	infs_answer_free(ans);
+
 	/* A namespace with no facts: header, footer and the question only. */
 	CHECK_OK(infs_engine_ask(&ans, e, st, emb, "nobody", q, NULL));
 	CHECK(ans && ans->n_facts == 0);

@@ -52,6 +52,8 @@ static const char usage[] =
 	"  --embedder DIR       sentence-transformers directory (default $INFS_CACHE/minilm)\n"
 	"  --kv-dtype T         f16 (default), bf16 or f32: KV in a new store\n"
 	"  --threads N          threads of the model and the embedder, 0..1024 (default 0: all cores)\n"
+	"  --device N           run the model, the embedder, retrieval and the engine on CUDA\n"
+	"                       device N (default: the host)\n"
 	"  -k N                 facts retrieved, 1..4096 (ask; default 10)\n"
 	"  --k LIST             k values of bench, comma-separated, each 1..4096, at most 32\n"
 	"                       (default 10,20,50); eval: one k, 1..4096 (default 10)\n"
@@ -78,7 +80,7 @@ typedef struct args {
 	infs_dtype kv_dtype;
 	uint32_t threads, k, max_tokens, limit, check_layer;
 	float recompute;
-	int deviation;
+	int deviation, device;
 	int full, compare, quiet, max_tokens_set, recompute_set, check_set;
 	float temperature, top_p;
 	uint64_t seed;
@@ -162,6 +164,7 @@ static int parse_args(args *a, int argc, char **argv)
 	memset(a, 0, sizeof *a);
 	a->kv_dtype = INFS_DTYPE_F16;
 	a->top_p = 1.0f;
+	a->device = -1;
 	const char *cache = getenv("INFS_CACHE");
 	const char *home = getenv("HOME") ? getenv("HOME") : ".";
 	if (cache && *cache) {
@@ -220,6 +223,11 @@ static int parse_args(args *a, int argc, char **argv)
 				a->kv_dtype = INFS_DTYPE_F32;
 			else
 				return fail("--kv-dtype: \"%s\" is not f16, bf16 or f32", v) + 1;
+		} else if (!strcmp(o, "--device")) {
+			TAKE();
+			uint32_t d = 0;
+			rc = parse_range(&d, v, o, 0, 1023);
+			a->device = (int)d;
 		} else if (!strcmp(o, "--threads")) {
 			TAKE();
 			rc = parse_range(&a->threads, v, o, 0, CLI_THREADS_MAX);
@@ -535,6 +543,7 @@ static int runtime_open(runtime *r, const args *a, int create)
 	/* An existing store is opened first: a wrong path fails before the
 	 * models load. */
 	infs_store_options so = INFS_STORE_OPTIONS_INIT;
+	so.device = a->device;
 	if (!create) {
 		so.flags = INFS_OPEN_READONLY;
 		if (infs_store_open(&r->store, a->store, &so))
@@ -542,10 +551,13 @@ static int runtime_open(runtime *r, const args *a, int create)
 	}
 	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
 	mo.n_threads = a->threads;
+	mo.device = a->device;
+	mo.device_max_tokens = CLI_N_CTX;
 	if (infs_model_load(&r->model, a->model, &mo))
 		return lib_fail(a->model);
 	infs_embedder_options eo = INFS_EMBEDDER_OPTIONS_INIT;
 	eo.n_threads = a->threads;
+	eo.device = a->device;
 	if (infs_embedder_load(&r->embedder, a->embedder, &eo))
 		return lib_fail(a->embedder);
 	infs_geometry g;
@@ -578,6 +590,7 @@ static int runtime_open(runtime *r, const args *a, int create)
 	infs_engine_options en = INFS_ENGINE_OPTIONS_INIT;
 	en.n_ctx = CLI_N_CTX;
 	en.kv_dtype = sg.kv_dtype;
+	en.device = a->device;
 	if (infs_engine_create(&r->engine, r->model, &en))
 		return lib_fail("engine");
 	if (infs_engine_prepare(r->engine, r->store))

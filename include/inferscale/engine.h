@@ -15,15 +15,17 @@
 extern "C" {
 #endif
 
-/* An engine: a model, a prompt layout and one sequence's paged KV cache.
- * One thread at a time per engine; engines over one model may run in
- * parallel. */
+/* An engine: a model, a prompt layout and a paged KV cache, in host memory
+ * or on the model's CUDA device (infs_engine_options.device). One thread at
+ * a time per engine; host engines over one model may run in parallel, a
+ * device engine has its model's device workspace to itself (one device
+ * engine per model at a time). */
 typedef struct infs_engine infs_engine;
 
 /* Namespace where infs_engine_prepare keeps the header and footer segments. */
 #define INFS_SEGMENT_NAMESPACE "inferscale.segments"
 
-#define INFS_ENGINE_OPTIONS_VERSION 1
+#define INFS_ENGINE_OPTIONS_VERSION 2
 
 typedef struct infs_engine_options {
 	unsigned version;
@@ -38,9 +40,16 @@ typedef struct infs_engine_options {
 	 * of the facts to the question) are segments; NULL = the defaults. */
 	const char *system;
 	const char *memory_intro;
+	/* version 2: the engine on a device (docs/end-to-end.md, "On a GPU"). */
+	int device;            /* -1: the host; >= 0: the CUDA device the model was loaded
+	                          on (infs_model_options.device), where the cache lives */
+	uint32_t max_seqs;     /* sequences decoded together by infs_engine_ask_batch on a
+	                          device; 0 = 32 (1 on the host, which answers one by one) */
+	uint32_t n_blocks;     /* device: blocks in the pool all sequences share;
+	                          0 = max_seqs * ceil(n_ctx / block_size) */
 } infs_engine_options;
 
-#define INFS_ENGINE_OPTIONS_INIT { INFS_ENGINE_OPTIONS_VERSION, 0, 0, INFS_DTYPE_F32, NULL, NULL }
+#define INFS_ENGINE_OPTIONS_INIT { INFS_ENGINE_OPTIONS_VERSION, 0, 0, INFS_DTYPE_F32, NULL, NULL, -1, 0, 0 }
 
 INFS_API int infs_engine_options_init(infs_engine_options *opts, unsigned version);
 
@@ -66,7 +75,9 @@ INFS_API int infs_fact_render(char **out, const char *text, const char *metadata
  * store. Needed before infs_engine_ask on that store. */
 INFS_API int infs_engine_prepare(infs_engine *engine, infs_store *store);
 
-/* --- Low-level sequence operations: positions are appended. --- */
+/* --- Low-level sequence operations: positions are appended. A device
+ * engine answers them with INFS_EUNSUPPORTED: it runs whole requests
+ * (infs_engine_ask, infs_engine_ask_batch). --- */
 
 /* Empties the sequence. */
 INFS_API void infs_engine_reset(infs_engine *engine);
@@ -98,14 +109,15 @@ typedef struct infs_generate_options {
 INFS_API int infs_generate_options_init(infs_generate_options *opts, unsigned version);
 
 /* Samples from the current logits and decodes until the end of sequence
- * (the model's EOS or any special token), the stop string, the token budget
- * or a full cache. *out is the answer's UTF-8 text, released with infs_free. */
+ * (the model's EOS, any special token, or an id the tokenizer does not
+ * have, such as the padding rows of a vocabulary), the stop string, the
+ * token budget or a full cache. *out is the answer's UTF-8 text, released with infs_free. */
 INFS_API int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *engine,
                                   const infs_generate_options *opts);
 
 /* --- The main job. --- */
 
-#define INFS_ASK_OPTIONS_VERSION 2
+#define INFS_ASK_OPTIONS_VERSION 3
 
 typedef struct infs_ask_options {
 	unsigned version;
@@ -124,9 +136,13 @@ typedef struct infs_ask_options {
 	float recompute_ratio;    /* 0: plain injection; 1: the whole prompt prefilled, as
 	                             full_recompute */
 	uint32_t check_layer;     /* below the model's layer count */
+	/* version 3: */
+	int ignore_eos;           /* decode on to the token budget (or a full cache) past the
+	                             tokens that end an answer, as benchmarks of decoding do
+	                             (vLLM's ignore_eos); those tokens are left out of the text */
 } infs_ask_options;
 
-#define INFS_ASK_OPTIONS_INIT { INFS_ASK_OPTIONS_VERSION, 0, 0, INFS_METRIC_COSINE, NULL, 0, INFS_GENERATE_OPTIONS_INIT, 0.0f, 0 }
+#define INFS_ASK_OPTIONS_INIT { INFS_ASK_OPTIONS_VERSION, 0, 0, INFS_METRIC_COSINE, NULL, 0, INFS_GENERATE_OPTIONS_INIT, 0.0f, 0, 0 }
 
 INFS_API int infs_ask_options_init(infs_ask_options *opts, unsigned version);
 
@@ -161,6 +177,26 @@ INFS_API int infs_engine_ask(infs_answer **out, infs_engine *engine, infs_store 
                              const infs_embedder *embedder, const char *ns, const char *question,
                              const infs_ask_options *opts);
 INFS_API void infs_answer_free(infs_answer *answer);
+
+/* Answers n questions as infs_engine_ask answers each (same options, every
+ * question of namespace ns): out[i] is question i's answer, released with
+ * infs_answer_free. On a device engine the requests run together with
+ * continuous batching: up to max_seqs sequences at once, the newly
+ * admitted ones' prompts prefilled in one batched forward, every running
+ * sequence advanced by one batched decode step, a finished sequence's
+ * blocks returned to the pool and the next question admitted in its place.
+ * A request is admitted once the pool has blocks for its prompt and its
+ * token budget (at most n_ctx positions, which an empty pool always has),
+ * so a running sequence never runs out of cache; a prompt of n_ctx
+ * positions or more fails the call (INFS_ERANGE). Its
+ * time parts are those of the group it was admitted with (embedded,
+ * retrieved, injected and prefilled together). On the host the questions
+ * are answered one after another. On error every out[i] is NULL. One
+ * thread at a time per engine, as for every engine call: a server shares
+ * a device engine by collecting its threads' requests into batches. */
+INFS_API int infs_engine_ask_batch(infs_answer **out, infs_engine *engine, infs_store *store,
+                                   const infs_embedder *embedder, const char *ns,
+                                   const char *const *questions, size_t n, const infs_ask_options *opts);
 
 #ifdef __cplusplus
 }

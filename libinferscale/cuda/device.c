@@ -547,6 +547,6 @@ static int device_attach(infs_store *s)
 static const infs__device_backend cuda_backend = { device_attach, infs__retrieve_device, infs__inject_device,
 	                                                infs__device_model_upload, infs__device_model_random,
 	                                                infs__device_model_release, infs__device_model_forward,
-	                                                infs__device_model_encode };
+	                                                infs__device_model_encode, &infs__dengine_cuda };
 const infs__device_backend *const infs__cuda = &cuda_backend;
 

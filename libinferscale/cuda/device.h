@@ -11,6 +11,7 @@
 struct infs__inject_plan;
 struct infs_model;
 struct infs__device_forward;
+struct infs__dengine_ops;
 
 /* Fact encoding on the device (engine/encode.c): every fact runs after the
  * shared context, then its own context; fact i's own tokens' pre-RoPE K
@@ -60,6 +61,8 @@ typedef struct infs__device_backend {
 	 * A fact whose own context and tokens exceed device_max_tokens is
 	 * refused (INFS_ERANGE) before anything runs. */
 	int (*model_encode)(const struct infs_model *m, const infs__encode_job *job);
+	/* The engine on a device (engine/engine_device.h). */
+	const struct infs__dengine_ops *engine;
 } infs__device_backend;
 
 /* The CUDA backend, or NULL in a build without CUDA. */

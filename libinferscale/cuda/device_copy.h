@@ -103,6 +103,9 @@ int infs__device_encode_run(infs__encode_ws *w, const infs__encode_job *job);
 void infs__device_encode_end(infs__encode_ws *w);
 int infs__device_model_encode(const struct infs_model *m, const infs__encode_job *job);
 
+/* The engine on a device (device_engine.c). */
+extern const struct infs__dengine_ops infs__dengine_cuda;
+
 /* Releases d's cuBLAS handle, if it has one (device_retrieve.c). */
 void infs__device_blas_destroy(infs__device *d);
 

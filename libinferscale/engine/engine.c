@@ -10,33 +10,17 @@
 #include "util/error.h"
 #include "util/options.h"
 #include "model/forward.h"
-#include "engine/kvcache.h"
+#include "cuda/device.h"
+#include "engine/engine_impl.h"
 #include "engine/sampling.h"
 #include "store/store.h"
-
-struct infs_engine {
-	const infs_model *model;
-	infs_geometry geom;
-	infs__kvcache cache;
-	uint32_t n_past;
-	uint32_t n_vocab;
-	float *logits;
-	int have_logits;
-	infs__pool *pool;
-	infs__compose prompt;
-	int have_prompt;
-	int prompt_rc;              /* why there is no prompt layout */
-	infs_store *prepared;       /* the store whose segment ids are below */
-	uint64_t header_id, footer_id;
-	infs__engine_view view;
-};
 
 const infs__engine_view *infs__engine_view_of(const infs_engine *e)
 {
 	return &e->view;
 }
 
-static double now_ms(void)
+double infs__now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -48,6 +32,38 @@ INFS__DEFINE_INIT(infs_engine_options_init, infs_engine_options, infs__sizes_eng
 INFS__DEFINE_INIT(infs_generate_options_init, infs_generate_options, infs__sizes_generate_options, INFS_GENERATE_OPTIONS_INIT)
 
 INFS__DEFINE_INIT(infs_ask_options_init, infs_ask_options, infs__sizes_ask_options, INFS_ASK_OPTIONS_INIT)
+
+/* The device engine's pool and stream (the model must be on that device). */
+static int create_device(infs_engine *e, const infs_engine_options *o)
+{
+	if (!infs__cuda)
+		return infs__error(INFS_EUNSUPPORTED, "infs_engine_create: device %d: this build has no CUDA backend",
+		                   o->device);
+	if (o->device != e->model->device || !e->model->dev)
+		return infs__error(INFS_EINVAL, "infs_engine_create: device %d, but the model is %s %d", o->device,
+		                   e->model->dev ? "on device" : "not loaded on a device: its infs_model_options.device is",
+		                   e->model->device);
+	e->max_seqs = o->max_seqs ? o->max_seqs : 32;
+	e->block_size = o->block_size;
+	e->seq_blocks = (o->n_ctx + o->block_size - 1) / o->block_size;
+	uint64_t nb = o->n_blocks ? o->n_blocks : (uint64_t)e->max_seqs * e->seq_blocks;
+	if (e->max_seqs > 4096 || nb > (1u << 26))
+		return infs__error(INFS_ERANGE, "infs_engine_create: max_seqs %u, n_blocks %llu (at most 4096 and 2^26)",
+		                   e->max_seqs, (unsigned long long)nb);
+	if (nb < e->seq_blocks)
+		return infs__error(INFS_ERANGE, "infs_engine_create: n_blocks %llu cannot hold one sequence of n_ctx %u "
+		                   "(%u blocks of %u)", (unsigned long long)nb, o->n_ctx, e->seq_blocks, o->block_size);
+	e->n_blocks = (uint32_t)nb;
+	e->ops = infs__cuda->engine;
+	infs__dengine_config c = { .model = e->model, .geom = &e->geom, .kv_dtype = o->kv_dtype, .n_blocks = e->n_blocks,
+		                   .block_size = o->block_size, .max_seqs = e->max_seqs, .seq_blocks = e->seq_blocks,
+		                   .n_vocab = e->n_vocab };
+	int rc = e->ops->open(&e->dev, &c);
+	if (rc)
+		return infs__error_wrap(rc, "infs_engine_create");
+	e->view.layout = e->ops->cache(e->dev);
+	return INFS_OK;
+}
 
 int infs_engine_create(infs_engine **out, const infs_model *model, const infs_engine_options *opts)
 {
@@ -66,6 +82,8 @@ int infs_engine_create(infs_engine **out, const infs_model *model, const infs_en
 		                   o.n_ctx, o.block_size);
 	if (!infs_dtype_size(o.kv_dtype))
 		return infs__error(INFS_EINVAL, "infs_engine_create: unknown kv_dtype %d", (int)o.kv_dtype);
+	if (o.device < -1)
+		return infs__error(INFS_EINVAL, "infs_engine_create: device %d (-1 is the host)", o.device);
 	infs_engine *e = calloc(1, sizeof *e);
 	if (!e)
 		return infs__error(INFS_ENOMEM, "infs_engine_create: out of memory");
@@ -74,9 +92,11 @@ int infs_engine_create(infs_engine **out, const infs_model *model, const infs_en
 	rc = infs_model_info_get(&info, model);
 	if (!rc)
 		rc = infs_model_geometry(&e->geom, model, o.kv_dtype);
-	if (!rc)
-		rc = infs__kvcache_init(&e->cache, &e->geom, o.kv_dtype, o.n_ctx, o.block_size);
 	e->n_vocab = info.n_vocab;
+	if (!rc && o.device >= 0)
+		rc = create_device(e, &o);
+	else if (!rc)
+		rc = infs__kvcache_init(&e->cache, &e->geom, o.kv_dtype, o.n_ctx, o.block_size);
 	if (!rc && !(e->logits = malloc((size_t)e->n_vocab * sizeof *e->logits)))
 		rc = infs__error(INFS_ENOMEM, "infs_engine_create: out of memory");
 	if (!rc)
@@ -89,8 +109,10 @@ int infs_engine_create(infs_engine **out, const infs_model *model, const infs_en
 	 * layout needs the chat template. */
 	e->prompt_rc = infs__compose_init(&e->prompt, model, o.system, o.memory_intro);
 	e->have_prompt = e->prompt_rc == INFS_OK;
-	e->view.layout = &e->cache.layout;
-	e->view.table = e->cache.table;
+	if (!e->dev) {
+		e->view.layout = &e->cache.layout;
+		e->view.table = e->cache.table;
+	}
 	e->view.prompt = &e->prompt;
 	*out = e;
 	return INFS_OK;
@@ -100,6 +122,8 @@ void infs_engine_free(infs_engine *e)
 {
 	if (!e)
 		return;
+	if (e->dev)
+		e->ops->close(e->dev);
 	infs__kvcache_free(&e->cache);
 	infs__pool_free(e->pool);
 	infs__compose_free(&e->prompt);
@@ -107,7 +131,7 @@ void infs_engine_free(infs_engine *e)
 	free(e);
 }
 
-static int need_prompt(const infs_engine *e, const char *fn)
+int infs__engine_need_prompt(const infs_engine *e, const char *fn)
 {
 	if (e->have_prompt)
 		return INFS_OK;
@@ -118,7 +142,7 @@ int infs_engine_header(const int32_t **out_tokens, uint32_t *out_n, const infs_e
 {
 	if (!out_tokens || !out_n || !e)
 		return infs__error(INFS_EINVAL, "infs_engine_header: an argument is NULL");
-	int rc = need_prompt(e, "infs_engine_header");
+	int rc = infs__engine_need_prompt(e, "infs_engine_header");
 	if (rc)
 		return rc;
 	*out_tokens = e->prompt.header;
@@ -157,7 +181,7 @@ int infs_engine_prepare(infs_engine *e, infs_store *store)
 {
 	if (!e || !store)
 		return infs__error(INFS_EINVAL, "infs_engine_prepare: %s is NULL", e ? "store" : "engine");
-	int rc = need_prompt(e, "infs_engine_prepare");
+	int rc = infs__engine_need_prompt(e, "infs_engine_prepare");
 	infs_geometry g;
 	if (!rc)
 		rc = infs__encode_check_store(&g, store, e->model);
@@ -213,10 +237,20 @@ const float *infs_engine_logits(const infs_engine *e)
 	return e && e->have_logits ? e->logits : NULL;
 }
 
+/* The sequence operations are the host engine's. */
+static int host_only(const infs_engine *e, const char *fn)
+{
+	return e->dev ? infs__error(INFS_EUNSUPPORTED, "%s: a device engine runs whole requests "
+	                            "(infs_engine_ask, infs_engine_ask_batch)", fn) : INFS_OK;
+}
+
 int infs_engine_inject(infs_engine *e, infs_store *store, const char *ns, const uint64_t *ids, size_t n)
 {
 	if (!e)
 		return infs__error(INFS_EINVAL, "infs_engine_inject: engine is NULL");
+	int hr = host_only(e, "infs_engine_inject");
+	if (hr)
+		return hr;
 	uint32_t next = 0;
 	int rc = infs_inject_into_blocks(&next, store, ns, ids, n, e->n_past, e->cache.table,
 	                                 e->cache.layout.n_blocks, &e->cache.layout, NULL);
@@ -233,6 +267,9 @@ int infs_engine_prefill(infs_engine *e, const int32_t *tokens, uint32_t n)
 		return infs__error(INFS_EINVAL, "infs_engine_prefill: %s is NULL", e ? "tokens" : "engine");
 	if (!n)
 		return infs__error(INFS_EINVAL, "infs_engine_prefill: no tokens");
+	int hr = host_only(e, "infs_engine_prefill");
+	if (hr)
+		return hr;
 	if (n > e->cache.capacity - e->n_past)
 		return infs__error(INFS_ERANGE, "infs_engine_prefill: %u tokens after %u do not fit the cache of %u",
 		                   n, e->n_past, e->cache.capacity);
@@ -253,16 +290,29 @@ int infs_engine_prefill(infs_engine *e, const int32_t *tokens, uint32_t n)
 	return INFS_OK;
 }
 
-/* The answer's text so far, without special tokens; *out released with free(). */
-static int answer_text(char **out, const infs_tokenizer *tok, const int32_t *ids, uint32_t n)
+int infs__token_ends(const infs_tokenizer *tok, int32_t t)
 {
+	return t == infs_tokenizer_eos(tok) || t < 0 || (size_t)t >= infs_tokenizer_vocab_size(tok) ||
+	       infs_tokenizer_is_special(tok, t);
+}
+
+int infs__answer_text(char **out, const infs_tokenizer *tok, const int32_t *ids, uint32_t n)
+{
+	int32_t *kept = malloc((n ? n : 1) * sizeof *kept);
+	if (!kept)
+		return infs__error(INFS_ENOMEM, "out of memory for the answer");
+	uint32_t nk = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (!infs__token_ends(tok, ids[i]))
+			kept[nk++] = ids[i];
 	size_t len = 0;
-	int rc = infs_detokenize(tok, ids, n, INFS_DETOKENIZE_SKIP_SPECIAL, NULL, 0, &len);
+	int rc = infs_detokenize(tok, kept, nk, INFS_DETOKENIZE_SKIP_SPECIAL, NULL, 0, &len);
 	char *s = rc ? NULL : malloc(len + 1);
 	if (!rc && !s)
 		rc = infs__error(INFS_ENOMEM, "out of memory for the answer");
 	if (!rc)
-		rc = infs_detokenize(tok, ids, n, INFS_DETOKENIZE_SKIP_SPECIAL, s, len + 1, &len);
+		rc = infs_detokenize(tok, kept, nk, INFS_DETOKENIZE_SKIP_SPECIAL, s, len + 1, &len);
+	free(kept);
 	if (rc) {
 		free(s);
 		return rc;
@@ -271,12 +321,25 @@ static int answer_text(char **out, const infs_tokenizer *tok, const int32_t *ids
 	return INFS_OK;
 }
 
+/* infs_engine_generate, also past the tokens that end an answer when
+ * ignore_eos is set. */
+static int generate(char **out, uint32_t *out_n_tokens, infs_engine *e, const infs_generate_options *opts,
+                    int ignore_eos);
+
 int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *e, const infs_generate_options *opts)
+{
+	return generate(out, out_n_tokens, e, opts, 0);
+}
+
+static int generate(char **out, uint32_t *out_n_tokens, infs_engine *e, const infs_generate_options *opts,
+                    int ignore_eos)
 {
 	if (!out || !e)
 		return infs__error(INFS_EINVAL, "infs_engine_generate: %s is NULL", out ? "engine" : "out");
 	infs_generate_options o = INFS_GENERATE_OPTIONS_INIT;
-	int rc = INFS__TAKE(o, opts, infs__sizes_generate_options, "infs_engine_generate", "options");
+	int rc = host_only(e, "infs_engine_generate");
+	if (!rc)
+		rc = INFS__TAKE(o, opts, infs__sizes_generate_options, "infs_engine_generate", "options");
 	if (rc)
 		return rc;
 	if (!o.max_tokens)
@@ -298,16 +361,15 @@ int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *e, con
 	uint32_t n = 0;
 	if (!ids)
 		rc = infs__error(INFS_ENOMEM, "infs_engine_generate: out of memory");
-	infs_token eos = infs_tokenizer_eos(tok);
 	while (!rc && n < o.max_tokens) {
 		int32_t t = infs__sample(&s, e->logits);
-		if (t == eos || infs_tokenizer_is_special(tok, t))
+		if (!ignore_eos && infs__token_ends(tok, t))
 			break;
 		ids[n++] = t;
 		if (o.stop) {
 			free(text);
 			text = NULL;
-			if ((rc = answer_text(&text, tok, ids, n)))
+			if ((rc = infs__answer_text(&text, tok, ids, n)))
 				break;
 			char *hit = strstr(text, o.stop);
 			if (hit && *o.stop) {
@@ -320,7 +382,7 @@ int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *e, con
 		rc = infs_engine_prefill(e, &t, 1);
 	}
 	if (!rc && !text)
-		rc = answer_text(&text, tok, ids, n);
+		rc = infs__answer_text(&text, tok, ids, n);
 	infs__sampler_free(&s);
 	free(ids);
 	if (rc) {
@@ -346,7 +408,7 @@ void infs_answer_free(infs_answer *a)
 
 /* The composed prompt's fact tokens, injection order, for full recompute:
  * read in place under the store's read lock, never copying a record's KV. */
-static int fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const char *ns,
+int infs__fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const char *ns,
                        const uint64_t *order, size_t n)
 {
 	int32_t *all = NULL;
@@ -383,7 +445,7 @@ static int recover(infs_answer *a, infs_engine *e, infs_store *store, const char
 {
 	int32_t *ft = NULL, *tok = NULL, *pos = NULL;
 	uint32_t nf = 0;
-	int rc = fact_tokens(&ft, &nf, store, ns, order, nh);
+	int rc = infs__fact_tokens(&ft, &nf, store, ns, order, nh);
 	if (rc)
 		return rc;
 	const uint32_t first = e->prompt.n_header, n = nf + e->prompt.n_footer;
@@ -417,38 +479,61 @@ static int recover(infs_answer *a, infs_engine *e, infs_store *store, const char
 	return rc;
 }
 
+int infs__ask_take(infs_ask_options *po, const infs_engine *e, const infs_store *store,
+                   const infs_embedder *embedder, const infs_ask_options *opts, const char *fn)
+{
+	infs_ask_options o = INFS_ASK_OPTIONS_INIT;
+	int rc = INFS__TAKE(o, opts, infs__sizes_ask_options, fn, "options");
+	if (rc)
+		return rc;
+	rc = infs__engine_need_prompt(e, fn);
+	if (rc)
+		return rc;
+	if (e->prepared != store)
+		return infs__error(INFS_EINVAL, "%s: run infs_engine_prepare on this store first", fn);
+	if (!o.k)
+		o.k = 10;
+	if (o.k > INFS_RETRIEVE_K_MAX)
+		return infs__error(INFS_ERANGE, "%s: k %u is above %u", fn, o.k, INFS_RETRIEVE_K_MAX);
+	if (o.n_fact_ids && !o.fact_ids)
+		return infs__error(INFS_EINVAL, "%s: n_fact_ids %zu with NULL fact_ids", fn, o.n_fact_ids);
+	if (!o.fact_ids && !embedder)
+		return infs__error(INFS_EINVAL, "%s: no embedder to retrieve with", fn);
+	if (!(o.recompute_ratio >= 0.0f && o.recompute_ratio <= 1.0f))
+		return infs__error(INFS_ERANGE, "%s: recompute_ratio %g is not in [0, 1]", fn, (double)o.recompute_ratio);
+	if (o.check_layer >= e->geom.n_layers)
+		return infs__error(INFS_ERANGE, "%s: check_layer %u: the model has %u layers", fn, o.check_layer,
+		                   e->geom.n_layers);
+	/* Recomputing every token is full recompute, exactly. */
+	if (o.recompute_ratio >= 1.0f)
+		o.full_recompute = 1;
+	if (e->dev && o.recompute_ratio > 0.0f && !o.full_recompute)
+		return infs__error(INFS_EUNSUPPORTED, "%s: accuracy recovery runs on the host engine only", fn);
+	infs_generate_options g = INFS_GENERATE_OPTIONS_INIT;
+	if ((rc = INFS__TAKE(g, &o.generate, infs__sizes_generate_options, fn, "generate options")))
+		return rc;
+	if (!g.max_tokens)
+		g.max_tokens = 64;
+	if (!(g.top_p > 0 && g.top_p <= 1) || g.temperature != g.temperature)
+		return infs__error(INFS_ERANGE, "%s: top_p %g is outside (0, 1] or the temperature is NaN", fn,
+		                   (double)g.top_p);
+	o.generate = g;
+	*po = o;
+	return INFS_OK;
+}
+
 int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
                     const char *ns, const char *question, const infs_ask_options *opts)
 {
 	if (!out || !e || !store || !ns || !question)
 		return infs__error(INFS_EINVAL, "infs_engine_ask: %s is NULL",
 		                   !out ? "out" : !e ? "engine" : !store ? "store" : !ns ? "ns" : "question");
-	infs_ask_options o = INFS_ASK_OPTIONS_INIT;
-	int rc = INFS__TAKE(o, opts, infs__sizes_ask_options, "infs_engine_ask", "options");
+	infs_ask_options o;
+	int rc = infs__ask_take(&o, e, store, embedder, opts, "infs_engine_ask");
 	if (rc)
 		return rc;
-	rc = need_prompt(e, "infs_engine_ask");
-	if (rc)
-		return rc;
-	if (e->prepared != store)
-		return infs__error(INFS_EINVAL, "infs_engine_ask: run infs_engine_prepare on this store first");
-	if (!o.k)
-		o.k = 10;
-	if (o.k > INFS_RETRIEVE_K_MAX)
-		return infs__error(INFS_ERANGE, "infs_engine_ask: k %u is above %u", o.k, INFS_RETRIEVE_K_MAX);
-	if (o.n_fact_ids && !o.fact_ids)
-		return infs__error(INFS_EINVAL, "infs_engine_ask: n_fact_ids %zu with NULL fact_ids", o.n_fact_ids);
-	if (!o.fact_ids && !embedder)
-		return infs__error(INFS_EINVAL, "infs_engine_ask: no embedder to retrieve with");
-	if (!(o.recompute_ratio >= 0.0f && o.recompute_ratio <= 1.0f))
-		return infs__error(INFS_ERANGE, "infs_engine_ask: recompute_ratio %g is not in [0, 1]",
-		                   (double)o.recompute_ratio);
-	if (o.check_layer >= e->geom.n_layers)
-		return infs__error(INFS_ERANGE, "infs_engine_ask: check_layer %u: the model has %u layers", o.check_layer,
-		                   e->geom.n_layers);
-	/* Recomputing every token is full recompute, exactly. */
-	if (o.recompute_ratio >= 1.0f)
-		o.full_recompute = 1;
+	if (e->dev)
+		return infs__ask_device(out, e, store, embedder, ns, &question, 1, &o);
 
 	infs_answer *a = calloc(1, sizeof *a);
 	size_t cap = o.fact_ids ? o.n_fact_ids : o.k;
@@ -464,7 +549,7 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 	if ((rc = infs__compose_question(&qt, &nq, &e->prompt, e->model, question)))
 		goto fail;
 
-	double t0 = now_ms();
+	double t0 = infs__now_ms();
 	size_t nh = 0;
 	if (o.fact_ids) {
 		for (size_t i = 0; i < o.n_fact_ids; i++)
@@ -473,14 +558,14 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 	} else if ((rc = infs_embed(qv, embedder, &question, 1, NULL))) {
 		goto fail;
 	}
-	double t1 = now_ms();
+	double t1 = infs__now_ms();
 	if (!o.fact_ids) {
 		infs_retrieve_options ro = INFS_RETRIEVE_OPTIONS_INIT;
 		ro.metric = o.metric;
 		if ((rc = infs_retrieve(hits, &nh, store, ns, qv, 1, o.k, &ro)))
 			goto fail;
 	}
-	double t2 = now_ms();
+	double t2 = infs__now_ms();
 	/* Best fact nearest the question: injected last. */
 	for (size_t i = 0; i < nh; i++)
 		order[i] = hits[nh - 1 - i].id;
@@ -494,7 +579,7 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 		n_prompt = e->n_past + nq;
 	} else {
 		/* The same tokens, all prefilled: facts' tokens read from the store. */
-		if ((rc = fact_tokens(&ft, &nf, store, ns, order, nh)))
+		if ((rc = infs__fact_tokens(&ft, &nf, store, ns, order, nh)))
 			goto fail;
 		size_t total = (size_t)e->prompt.n_header + nf + e->prompt.n_footer + nq;
 		if (!(all = malloc(total * sizeof *all))) {
@@ -512,12 +597,12 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 		memcpy(p, qt, nq * sizeof *p);
 		n_prompt = (uint32_t)total;
 	}
-	double t3 = now_ms();
+	double t3 = infs__now_ms();
 	if (!o.full_recompute && o.recompute_ratio > 0.0f && (rc = recover(a, e, store, ns, order, nh, &o)))
 		goto fail;
 	if ((rc = o.full_recompute ? infs_engine_prefill(e, all, n_prompt) : infs_engine_prefill(e, qt, nq)))
 		goto fail;
-	double t4 = now_ms();
+	double t4 = infs__now_ms();
 
 	a->n_prompt = n_prompt;
 	a->n_prefilled = o.full_recompute ? n_prompt : nq;
@@ -542,9 +627,9 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 	a->inject_ms = t3 - t2;
 	a->prefill_ms = t4 - t3;
 	a->ttft_ms = a->embed_ms + a->retrieve_ms + a->inject_ms + a->prefill_ms;
-	if ((rc = infs_engine_generate(&a->text, &a->n_tokens, e, &o.generate)))
+	if ((rc = generate(&a->text, &a->n_tokens, e, &o.generate, o.ignore_eos)))
 		goto fail;
-	a->decode_ms = now_ms() - t4;
+	a->decode_ms = infs__now_ms() - t4;
 	free(hits);
 	free(order);
 	free(qv);
@@ -561,5 +646,32 @@ fail:
 	free(qt);
 	free(ft);
 	free(all);
+	return rc;
+}
+
+int infs_engine_ask_batch(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
+                          const char *ns, const char *const *questions, size_t n, const infs_ask_options *opts)
+{
+	if (!out || !e || !store || !ns || (!questions && n))
+		return infs__error(INFS_EINVAL, "infs_engine_ask_batch: %s is NULL",
+		                   !out ? "out" : !e ? "engine" : !store ? "store" : !ns ? "ns" : "questions");
+	for (size_t i = 0; i < n; i++) {
+		out[i] = NULL;
+		if (!questions[i])
+			return infs__error(INFS_EINVAL, "infs_engine_ask_batch: question %zu is NULL", i);
+	}
+	infs_ask_options o;
+	int rc = infs__ask_take(&o, e, store, embedder, opts, "infs_engine_ask_batch");
+	if (rc || !n)
+		return rc;
+	if (e->dev)
+		return infs__ask_device(out, e, store, embedder, ns, questions, n, &o);
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = infs_engine_ask(&out[i], e, store, embedder, ns, questions[i], &o);
+	if (rc)
+		for (size_t i = 0; i < n; i++) {
+			infs_answer_free(out[i]);
+			out[i] = NULL;
+		}
 	return rc;
 }

@@ -449,7 +449,7 @@ int infs_fact_encode(uint64_t *out_ids, infs_store *store, const char *ns,
 /* engine.h */
 typedef struct infs_engine infs_engine;
 
-#define INFS_ENGINE_OPTIONS_VERSION 1
+#define INFS_ENGINE_OPTIONS_VERSION 2
 
 typedef struct infs_engine_options {
 	unsigned version;
@@ -458,6 +458,9 @@ typedef struct infs_engine_options {
 	infs_dtype kv_dtype;
 	const char *system;
 	const char *memory_intro;
+	int device;
+	uint32_t max_seqs;
+	uint32_t n_blocks;
 } infs_engine_options;
 
 int infs_engine_options_init(infs_engine_options *opts, unsigned version);
@@ -498,7 +501,7 @@ int infs_generate_options_init(infs_generate_options *opts, unsigned version);
 int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *engine,
                const infs_generate_options *opts);
 
-#define INFS_ASK_OPTIONS_VERSION 2
+#define INFS_ASK_OPTIONS_VERSION 3
 
 typedef struct infs_ask_options {
 	unsigned version;
@@ -510,6 +513,7 @@ typedef struct infs_ask_options {
 	infs_generate_options generate;
 	float recompute_ratio;
 	uint32_t check_layer;
+	int ignore_eos;
 } infs_ask_options;
 
 int infs_ask_options_init(infs_ask_options *opts, unsigned version);
@@ -533,3 +537,7 @@ int infs_engine_ask(infs_answer **out, infs_engine *engine, infs_store *store,
                const infs_embedder *embedder, const char *ns, const char *question,
                const infs_ask_options *opts);
 void infs_answer_free(infs_answer *answer);
+
+int infs_engine_ask_batch(infs_answer **out, infs_engine *engine, infs_store *store,
+               const infs_embedder *embedder, const char *ns,
+               const char *const *questions, size_t n, const infs_ask_options *opts);

@@ -1,0 +1,300 @@
+/* The main job on a GPU at Llama-3-8B geometry (the model of
+ * bench_model_gpu: random bf16 weights made on the device) with SmolLM2's
+ * tokenizer and chat template (its ids fit the 128256-row vocabulary), the
+ * built-in embedder (all-MiniLM-L6-v2, on the device when the build has
+ * its CUDA path), a store with a device copy holding 1,000 synthetic facts
+ * of 24 tokens (random token ids, one random pre-RoPE K/V pattern, random
+ * unit embeddings), and a device engine (bf16 vLLM-layout pool, n_ctx
+ * 8192, 32 sequences at once).
+ *
+ * TTFT, for k = 0, 10, 20, 50, 100, 200 (median of RUNS questions of about
+ * 32 tokens after WARMUP): infs_engine_ask with a budget of one token,
+ * question text in, first token's logits out, in its parts (embed,
+ * retrieve, inject, prefill of the question); then full recompute of the
+ * same prompt in the same engine (the same facts in the same order), its
+ * TTFT counted as the injection run's embed + retrieve plus its own
+ * reading of the facts' tokens and prefill, as the CPU benchmark does.
+ *
+ * Throughput: BATCH questions at k = 50 through infs_engine_ask_batch
+ * (continuous batching, all admitted at once), answers of ANSWER tokens
+ * (ignore_eos); requests/s and output tokens/s of the whole call, by
+ * injection and by full recompute; and the prefill phase alone (a budget
+ * of one token): prompt positions (injected or prefilled) served per
+ * second.
+ * Usage: bench_engine_gpu out.json (needs $INFS_CACHE's smollm2 GGUF and
+ * minilm). White-box: the random model and its borrowed tokenizer. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "inferscale/inferscale.h"
+
+#include "../tests/cache_path.h"
+#include "bench_gpu.h"
+#include "model/model.h"
+#include "util/splitmix.h"
+
+enum { N_FACTS = 1000, FACT = 24, MAX_T = 8192, N_CTX = 8192, BATCH = 32, ANSWER = 32, WARMUP = 3, RUNS = 10 };
+
+static infs__model_config llama3_8b(void)
+{
+	infs__model_config c;
+	memset(&c, 0, sizeof c);
+	c.arch = INFS_ARCH_LLAMA;
+	c.n_vocab = 128256, c.n_embd = 4096, c.n_layers = 32, c.n_heads = 32, c.n_kv_heads = 8;
+	c.head_dim = 128, c.n_ff = 14336, c.n_ctx_train = 8192, c.norm_eps = 1e-5f;
+	infs_geometry_init(&c.geom, INFS_GEOMETRY_VERSION);
+	infs_geometry *g = &c.geom;
+	g->n_layers = c.n_layers, g->n_kv_heads = c.n_kv_heads, g->head_dim = c.head_dim, g->rotary_dim = c.head_dim;
+	g->rope_style = INFS_ROPE_NEOX, g->rope_theta = 500000.0, g->rope_scaling = INFS_ROPE_SCALING_LLAMA3;
+	g->rope_factor = 8.0, g->rope_low_freq_factor = 1.0, g->rope_high_freq_factor = 4.0;
+	g->rope_original_max_pos = 8192;
+	return c;
+}
+
+static void ok(int rc, const char *what)
+{
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", what, infs_error_last());
+		exit(1);
+	}
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static double median_d(double *v, int n)
+{
+	float f[64];
+	for (int i = 0; i < n; i++)
+		f[i] = (float)v[i];
+	return median(f, n);
+}
+
+/* Question i: about 32 tokens of SmolLM2's tokenizer. */
+static void question(char *buf, size_t n, int i)
+{
+	static const char *topics[] = { "the garden", "her sister", "the marathon", "the new job", "the cello lessons",
+		                        "the trip to Porto", "the adopted cat", "the book club" };
+	snprintf(buf, n, "Thinking back over everything we talked about, what exactly did I tell you about %s "
+	         "during week %d, and what did I say I would do next?", topics[i % 8], 1 + i % 13);
+}
+
+typedef struct parts {
+	double ttft, embed, retrieve, inject, prefill;
+} parts;
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: bench_engine_gpu out.json\n");
+		return 2;
+	}
+	int n_dev = 0;
+	if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+		fprintf(stderr, "no CUDA device\n");
+		return 77;
+	}
+	char tpath[1024], epath[1024];
+	cache_path(tpath, sizeof tpath, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+	cache_path(epath, sizeof epath, "minilm");
+	infs_tokenizer *tok = NULL;
+	ok(infs_tokenizer_load(&tok, tpath), "SmolLM2's tokenizer");
+	infs_embedder *emb = NULL;
+	infs_embedder_options eo = INFS_EMBEDDER_OPTIONS_INIT;
+	eo.device = 0;
+	const char *embed_where = "device";
+	if (infs_embedder_load(&emb, epath, &eo) == INFS_EUNSUPPORTED) {
+		embed_where = "host";
+		eo.device = -1;
+		ok(infs_embedder_load(&emb, epath, &eo), "the embedder");
+	} else if (!emb) {
+		ok(1, "the embedder");
+	}
+	const infs__model_config cfg = llama3_8b();
+	infs_model *m = NULL;
+	ok(infs__model_random_device(&m, &cfg, 0, MAX_T, 42), "the random model");
+	m->tok = tok; /* freed with the model */
+
+	/* The store: a device copy, facts put with one K/V pattern. */
+	char dir[] = "/tmp/inferscale-bench-XXXXXX", spath[1100];
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(spath, sizeof spath, "%s/facts.infs", dir);
+	infs_geometry g;
+	ok(infs_model_geometry(&g, m, INFS_DTYPE_BF16), "geometry");
+	const uint32_t dim = infs_embedder_dim(emb);
+	g.embed_dim = dim;
+	char *identity = NULL;
+	ok(infs_model_identity(&identity, m, INFS_DTYPE_BF16), "identity");
+	infs_store_options so = INFS_STORE_OPTIONS_INIT;
+	so.flags = INFS_OPEN_CREATE;
+	so.geometry = &g;
+	so.identity = identity;
+	so.sync = INFS_SYNC_OFF;
+	so.device = 0;
+	infs_store *st = NULL;
+	ok(infs_store_open(&st, spath, &so), "the store");
+	const size_t kv_elems = (size_t)cfg.n_layers * FACT * cfg.n_kv_heads * cfg.head_dim;
+	uint16_t *kv = malloc(kv_elems * sizeof *kv);
+	uint64_t rng = 11;
+	for (size_t i = 0; i < kv_elems; i++) {
+		const float x = (float)((int64_t)(infs__splitmix64(&rng) % 2001) - 1000) / 1000.0f;
+		uint32_t bits;
+		memcpy(&bits, &x, 4);
+		kv[i] = (uint16_t)(bits >> 16);
+	}
+	const size_t tv = infs_tokenizer_vocab_size(tok);
+	double t0 = now_ms();
+	for (int i = 0; i < N_FACTS; i++) {
+		int32_t ft[FACT];
+		float e[1024];
+		double norm = 0;
+		for (int t = 0; t < FACT; t++)
+			ft[t] = (int32_t)(100 + infs__splitmix64(&rng) % (tv - 200));
+		for (uint32_t j = 0; j < dim; j++) {
+			e[j] = (float)((int64_t)(infs__splitmix64(&rng) % 20001) - 10000);
+			norm += (double)e[j] * e[j];
+		}
+		for (uint32_t j = 0; j < dim; j++)
+			e[j] = (float)(e[j] / sqrt(norm));
+		infs_fact f = INFS_FACT_INIT;
+		f.n_tokens = FACT, f.tokens = ft, f.embedding = e, f.k = kv, f.v = kv;
+		uint64_t id;
+		ok(infs_fact_put(&id, st, "user", &f), "infs_fact_put");
+	}
+	fprintf(stderr, "store: %d facts in %.1f s\n", N_FACTS, (now_ms() - t0) / 1e3);
+	free(kv);
+
+	infs_engine_options en = INFS_ENGINE_OPTIONS_INIT;
+	en.n_ctx = N_CTX;
+	en.kv_dtype = INFS_DTYPE_BF16;
+	en.device = 0;
+	en.max_seqs = BATCH;
+	en.n_blocks = 4096;
+	infs_engine *e = NULL;
+	ok(infs_engine_create(&e, m, &en), "the engine");
+	ok(infs_engine_prepare(e, st), "infs_engine_prepare");
+
+	FILE *out = fopen(argv[1], "w");
+	if (!out) {
+		perror(argv[1]);
+		return 1;
+	}
+	fprintf(out, "{\n");
+	print_device(out);
+	fprintf(out, "  \"embedder\": \"%s\", \"facts\": %d, \"fact_tokens\": %d,\n  \"rows\": [\n", embed_where, N_FACTS,
+	        FACT);
+	static const uint32_t ks[] = { 0, 10, 20, 50, 100, 200 };
+	char q[256];
+	int qi = 0;
+	for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
+		double inj[5][RUNS], full[RUNS];
+		uint32_t n_prompt = 0, n_question = 0;
+		for (int r = -WARMUP; r < RUNS; r++) {
+			question(q, sizeof q, qi++);
+			infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
+			ao.generate.max_tokens = 1;
+			uint64_t none = 0;
+			if (ks[ki]) {
+				ao.k = ks[ki];
+			} else {
+				ao.fact_ids = &none; /* no facts, no retrieval */
+				ao.n_fact_ids = 0;
+			}
+			infs_answer *a = NULL, *f = NULL;
+			ok(infs_engine_ask(&a, e, st, emb, "user", q, &ao), "injection");
+			ao.full_recompute = 1;
+			ao.fact_ids = a->fact_ids, ao.n_fact_ids = a->n_facts;
+			/* The injection order is best last: the ids are best first. */
+			ok(infs_engine_ask(&f, e, st, emb, "user", q, &ao), "full recompute");
+			if (f->n_prompt != a->n_prompt) {
+				fprintf(stderr, "full recompute's prompt (%u) is not injection's (%u)\n", f->n_prompt, a->n_prompt);
+				return 1;
+			}
+			if (r >= 0) {
+				inj[0][r] = a->ttft_ms, inj[1][r] = a->embed_ms, inj[2][r] = a->retrieve_ms;
+				inj[3][r] = a->inject_ms, inj[4][r] = a->prefill_ms;
+				full[r] = a->embed_ms + a->retrieve_ms + f->inject_ms + f->prefill_ms;
+				n_prompt = a->n_prompt, n_question = a->n_prefilled;
+			}
+			infs_answer_free(a);
+			infs_answer_free(f);
+		}
+		parts p = { median_d(inj[0], RUNS), median_d(inj[1], RUNS), median_d(inj[2], RUNS), median_d(inj[3], RUNS),
+			    median_d(inj[4], RUNS) };
+		const double tf = median_d(full, RUNS);
+		fprintf(out, "   {\"k\": %u, \"prompt_tokens\": %u, \"question_tokens\": %u, \"ttft_inject_ms\": %.3f, "
+		             "\"embed_ms\": %.3f, \"retrieve_ms\": %.3f, \"inject_ms\": %.3f, \"prefill_ms\": %.3f, "
+		             "\"ttft_full_ms\": %.3f}%s\n", ks[ki], n_prompt, n_question, p.ttft, p.embed, p.retrieve,
+		        p.inject, p.prefill, tf, ki + 1 < sizeof ks / sizeof *ks ? "," : "");
+		fprintf(stderr, "k %3u: TTFT %.2f ms (embed %.2f, retrieve %.3f, inject %.3f, prefill %.2f), full %.2f ms: %.1fx\n",
+		        ks[ki], p.ttft, p.embed, p.retrieve, p.inject, p.prefill, tf, tf / p.ttft);
+	}
+	fprintf(out, "  ],\n");
+
+	/* Throughput: BATCH requests at k = 50 together. */
+	char qs[BATCH][256];
+	const char *qp[BATCH];
+	for (int i = 0; i < BATCH; i++) {
+		question(qs[i], sizeof qs[i], 100 + i);
+		qp[i] = qs[i];
+	}
+	double wall[2][2];
+	uint64_t out_tokens[2] = { 0, 0 }, positions[2] = { 0, 0 };
+	for (int full = 0; full < 2; full++)
+		for (int prefill_only = 0; prefill_only < 2; prefill_only++) {
+			infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
+			ao.k = 50;
+			ao.full_recompute = full;
+			ao.ignore_eos = 1;
+			ao.generate.max_tokens = prefill_only ? 1 : ANSWER;
+			infs_answer *as[BATCH];
+			double best = 1e30;
+			for (int r = 0; r < 3; r++) { /* the first captures the graphs of its shapes */
+				double s = now_ms();
+				ok(infs_engine_ask_batch(as, e, st, emb, "user", qp, BATCH, &ao), "infs_engine_ask_batch");
+				const double w = now_ms() - s;
+				best = w < best ? w : best;
+				uint64_t toks = 0, pos = 0;
+				for (int i = 0; i < BATCH; i++) {
+					toks += as[i]->n_tokens;
+					pos += as[i]->n_prompt;
+					infs_answer_free(as[i]);
+				}
+				if (!prefill_only)
+					out_tokens[full] = toks;
+				else
+					positions[full] = pos;
+			}
+			wall[full][prefill_only] = best;
+		}
+	const double rps_i = BATCH / (wall[0][0] / 1e3), rps_f = BATCH / (wall[1][0] / 1e3);
+	const double pt_i = positions[0] / (wall[0][1] / 1e3), pt_f = positions[1] / (wall[1][1] / 1e3);
+	fprintf(out, "  \"throughput\": {\"concurrency\": %d, \"k\": 50, \"answer_tokens\": %d, \"req_per_s_inject\": %.2f, "
+	             "\"req_per_s_full\": %.2f, \"out_tok_per_s_inject\": %.1f, \"out_tok_per_s_full\": %.1f, "
+	             "\"prefill_tok_per_s_inject\": %.0f, \"prefill_tok_per_s_full\": %.0f, \"batch_ms_inject\": %.2f, "
+	             "\"batch_ms_full\": %.2f, \"prefill_batch_ms_inject\": %.2f, \"prefill_batch_ms_full\": %.2f}\n}\n",
+	        BATCH, ANSWER, rps_i, rps_f, out_tokens[0] / (wall[0][0] / 1e3), out_tokens[1] / (wall[1][0] / 1e3), pt_i,
+	        pt_f, wall[0][0], wall[1][0], wall[0][1], wall[1][1]);
+	fprintf(stderr, "%d requests at k = 50, %d-token answers: %.1f req/s injected, %.1f full (%.2fx); prefill phase "
+	        "%.0f vs %.0f positions/s (%.1fx)\n", BATCH, ANSWER, rps_i, rps_f, rps_i / rps_f, pt_i, pt_f, pt_i / pt_f);
+	fclose(out);
+	infs_engine_free(e);
+	infs_store_close(st);
+	char rm[1200];
+	snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+	if (system(rm))
+		fprintf(stderr, "could not remove %s\n", dir);
+	infs_free(identity);
+	infs_embedder_free(emb);
+	infs_model_free(m);
+	return 0;
+}

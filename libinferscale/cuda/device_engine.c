@@ -1,0 +1,277 @@
+/* The device side of a device engine: a pool of KV blocks in vLLM's layout,
+ * a stream, pinned staging for each step's small inputs and outputs, and
+ * the step itself: copies in, the model's forward over a batch of
+ * sequences, greedy tokens on the device, copies out. Steps of a shape seen
+ * before replay a CUDA graph captured the first time: the graph reads the
+ * same pinned buffers, so new values only need writing there. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/device.h"
+#include "cuda/device_copy.h"
+#include "engine/engine_device.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model_kernels.h"
+#include "util/dtype.h"
+#include "util/error.h"
+
+#define MAX_GRAPHS 64
+
+static const char fn[] = "device engine";
+
+typedef struct shape {
+	uint32_t n_seqs, n_tokens;
+	int logits, argmax;
+	cudaGraphExec_t exec;
+} shape;
+
+struct infs__dengine {
+	infs__dengine_config cfg;
+	int device;
+	cudaStream_t stream;
+	char *pool;                 /* every layer's K blocks, then its V blocks */
+	void **k_layers, **v_layers;
+	infs_kv_layout layout;
+	uint32_t max_tokens;
+	/* device inputs and outputs of a step, and their pinned mirrors */
+	int32_t *d_in, *h_in;       /* tokens | starts | n_past | tables */
+	float *d_logits, *h_logits; /* max_seqs rows */
+	int32_t *d_argmax, *h_argmax;
+	size_t in_elems;
+	shape graphs[MAX_GRAPHS];
+	uint32_t n_graphs;
+};
+
+static void dclose(infs__dengine *d)
+{
+	if (!d)
+		return;
+	int prev;
+	if (infs__device_enter(&prev, d->device, fn) == INFS_OK) {
+		for (uint32_t i = 0; i < d->n_graphs; i++)
+			cudaGraphExecDestroy(d->graphs[i].exec);
+		if (d->stream)
+			cudaStreamDestroy(d->stream);
+		cudaFree(d->pool);
+		cudaFree(d->d_in);
+		cudaFree(d->d_logits);
+		cudaFree(d->d_argmax);
+		cudaFreeHost(d->h_in);
+		cudaFreeHost(d->h_logits);
+		cudaFreeHost(d->h_argmax);
+		infs__device_restore(prev);
+	}
+	free(d->k_layers);
+	free(d->v_layers);
+	free(d);
+}
+
+static int dopen(infs__dengine **out, const infs__dengine_config *cfg)
+{
+	const infs_model *m = cfg->model;
+	const infs_geometry *g = cfg->geom;
+	infs__dengine *d = calloc(1, sizeof *d);
+	if (!d)
+		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+	d->cfg = *cfg;
+	d->device = m->device;
+	d->max_tokens = m->device_max_tokens;
+	d->k_layers = calloc(g->n_layers, sizeof *d->k_layers);
+	d->v_layers = calloc(g->n_layers, sizeof *d->v_layers);
+	if (!d->k_layers || !d->v_layers) {
+		dclose(d);
+		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+	}
+	const size_t es = infs_dtype_size(cfg->kv_dtype), row = (size_t)g->n_kv_heads * g->head_dim;
+	const size_t per = (size_t)cfg->n_blocks * cfg->block_size * row * es; /* bytes of K (or V) per layer */
+	const size_t pool_bytes = 2 * (size_t)g->n_layers * per;
+	d->in_elems = (size_t)d->max_tokens + 2 * (size_t)cfg->max_seqs + 1 + (size_t)cfg->max_seqs * cfg->seq_blocks;
+	const size_t logit_bytes = (size_t)cfg->max_seqs * cfg->n_vocab * sizeof(float);
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc) {
+		dclose(d);
+		return rc;
+	}
+	cudaError_t err = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking);
+	const char *what = "creating its stream";
+	if (err == cudaSuccess && (what = "allocating its KV pool", err = cudaMalloc((void **)&d->pool, pool_bytes)) == cudaSuccess)
+		err = cudaMemset(d->pool, 0, pool_bytes);
+	if (err == cudaSuccess) {
+		what = "allocating its step buffers";
+		err = cudaMalloc((void **)&d->d_in, d->in_elems * sizeof(int32_t));
+	}
+	if (err == cudaSuccess)
+		err = cudaMalloc((void **)&d->d_logits, logit_bytes);
+	if (err == cudaSuccess)
+		err = cudaMalloc((void **)&d->d_argmax, cfg->max_seqs * sizeof(int32_t));
+	if (err == cudaSuccess)
+		err = cudaHostAlloc((void **)&d->h_in, d->in_elems * sizeof(int32_t), cudaHostAllocDefault);
+	if (err == cudaSuccess)
+		err = cudaHostAlloc((void **)&d->h_logits, logit_bytes, cudaHostAllocDefault);
+	if (err == cudaSuccess)
+		err = cudaHostAlloc((void **)&d->h_argmax, cfg->max_seqs * sizeof(int32_t), cudaHostAllocDefault);
+	infs__device_restore(prev);
+	if (err != cudaSuccess) {
+		rc = infs__cuda_error(err, fn, what);
+		if (err == cudaErrorMemoryAllocation)
+			rc = infs__error(INFS_EBUDGET, "%s: %s: %zu MiB of KV pool (%u blocks of %u tokens) and %zu MiB of "
+			                 "buffers do not fit the device", fn, what, pool_bytes >> 20, cfg->n_blocks,
+			                 cfg->block_size, logit_bytes >> 20);
+		dclose(d);
+		return rc;
+	}
+	for (uint32_t l = 0; l < g->n_layers; l++) {
+		d->k_layers[l] = d->pool + 2 * l * per;
+		d->v_layers[l] = d->pool + (2 * l + 1) * per;
+	}
+	infs_kv_layout l = INFS_KV_LAYOUT_INIT;
+	l.device = d->device;
+	l.dtype = cfg->kv_dtype;
+	l.n_layers = g->n_layers;
+	l.n_kv_heads = g->n_kv_heads;
+	l.head_dim = g->head_dim;
+	l.n_blocks = cfg->n_blocks;
+	l.block_size = cfg->block_size;
+	l.k_layers = d->k_layers;
+	l.v_layers = d->v_layers;
+	l.stride_block = (int64_t)cfg->block_size * (int64_t)row;
+	l.stride_slot = (int64_t)row;
+	l.stride_head = g->head_dim;
+	l.stride_dim = 1;
+	d->layout = l;
+	*out = d;
+	return INFS_OK;
+}
+
+static const infs_kv_layout *dcache(const infs__dengine *d)
+{
+	return &d->layout;
+}
+
+static void *dstream(const infs__dengine *d)
+{
+	return d->stream;
+}
+
+static uint32_t dmax_tokens(const infs__dengine *d)
+{
+	return d->max_tokens;
+}
+
+/* The work of a step of this shape, on the stream: in, forward, out. The
+ * inputs are already in h_in. */
+static int queue_step(infs__dengine *d, const shape *sh)
+{
+	const infs__dengine_config *c = &d->cfg;
+	const uint32_t n = sh->n_tokens, ns = sh->n_seqs;
+	int32_t *tokens = d->d_in, *starts = tokens + d->max_tokens, *n_past = starts + c->max_seqs + 1,
+	        *tables = n_past + c->max_seqs;
+	const size_t in_bytes = d->in_elems * sizeof(int32_t);
+	cudaError_t err = cudaMemcpyAsync(d->d_in, d->h_in, in_bytes, cudaMemcpyHostToDevice, d->stream);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "copying a step's inputs");
+	infs__device_forward a = {
+		.logits = d->d_logits, .tokens = tokens, .n_tokens = n, .cache = &d->layout, .block_table = tables,
+		.block_table_len = c->seq_blocks, .stream = d->stream, .n_seqs = ns, .seq_starts = starts,
+		.seq_n_past = n_past, .table_stride = c->seq_blocks,
+		.max_context = c->seq_blocks * c->block_size,
+	};
+	int rc = infs__cuda->model_forward(c->model, &a);
+	if (rc)
+		return rc;
+	if (sh->argmax && (err = infs_k_argmax(d->d_argmax, d->d_logits, ns, c->n_vocab, d->stream)) == cudaSuccess)
+		err = cudaMemcpyAsync(d->h_argmax, d->d_argmax, ns * sizeof(int32_t), cudaMemcpyDeviceToHost, d->stream);
+	if (err == cudaSuccess && sh->logits)
+		err = cudaMemcpyAsync(d->h_logits, d->d_logits, (size_t)ns * c->n_vocab * sizeof(float),
+		                      cudaMemcpyDeviceToHost, d->stream);
+	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "queueing a step's outputs");
+}
+
+/* The graph of this shape, captured now if it is new and there is room;
+ * NULL: run the step eagerly. */
+static int graph_of(cudaGraphExec_t *out, infs__dengine *d, const shape *want)
+{
+	*out = NULL;
+	for (uint32_t i = 0; i < d->n_graphs; i++) {
+		const shape *g = &d->graphs[i];
+		if (g->n_seqs == want->n_seqs && g->n_tokens == want->n_tokens && g->logits == want->logits &&
+		    g->argmax == want->argmax) {
+			*out = g->exec;
+			return INFS_OK;
+		}
+	}
+	if (d->n_graphs == MAX_GRAPHS)
+		return INFS_OK;
+	cudaGraph_t graph = NULL;
+	cudaError_t err = cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "capturing a step");
+	int rc = queue_step(d, want);
+	err = cudaStreamEndCapture(d->stream, &graph);
+	if (!rc && err != cudaSuccess)
+		rc = infs__cuda_error(err, fn, "capturing a step");
+	cudaGraphExec_t exec = NULL;
+	if (!rc && (err = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess)
+		rc = infs__cuda_error(err, fn, "instantiating a step's graph");
+	if (graph)
+		cudaGraphDestroy(graph);
+	if (rc)
+		return rc;
+	shape *s = &d->graphs[d->n_graphs++];
+	*s = *want;
+	s->exec = exec;
+	*out = exec;
+	return INFS_OK;
+}
+
+static int dstep(infs__dengine *d, const infs__dstep *st)
+{
+	const infs__dengine_config *c = &d->cfg;
+	if (!st->n_seqs || st->n_seqs > c->max_seqs || !st->n_tokens || st->n_tokens > d->max_tokens)
+		return infs__error(INFS_ERANGE, "%s: a step of %u sequences and %u tokens (at most %u and %u)", fn,
+		                   st->n_seqs, st->n_tokens, c->max_seqs, d->max_tokens);
+	const uint32_t ns = st->n_seqs;
+	int32_t *tokens = d->h_in, *starts = tokens + d->max_tokens, *n_past = starts + c->max_seqs + 1,
+	        *tables = n_past + c->max_seqs;
+	memcpy(tokens, st->tokens, st->n_tokens * sizeof *tokens);
+	memcpy(starts, st->starts, (ns + 1) * sizeof *starts);
+	memcpy(n_past, st->n_past, ns * sizeof *n_past);
+	memcpy(tables, st->tables, (size_t)ns * c->seq_blocks * sizeof *tables);
+	const shape want = { ns, st->n_tokens, st->logits != NULL, st->argmax != NULL, NULL };
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc)
+		return rc;
+	cudaGraphExec_t exec = NULL;
+	if (st->graph)
+		rc = graph_of(&exec, d, &want);
+	cudaError_t err = cudaSuccess;
+	if (!rc && exec)
+		err = cudaGraphLaunch(exec, d->stream);
+	else if (!rc)
+		rc = queue_step(d, &want);
+	if (!rc && err == cudaSuccess)
+		err = cudaStreamSynchronize(d->stream);
+	infs__device_restore(prev);
+	if (!rc && err != cudaSuccess)
+		rc = infs__cuda_error(err, fn, "running a step");
+	if (rc)
+		return rc;
+	if (st->logits)
+		memcpy(st->logits, d->h_logits, (size_t)ns * c->n_vocab * sizeof(float));
+	if (st->argmax)
+		memcpy(st->argmax, d->h_argmax, ns * sizeof(int32_t));
+	return INFS_OK;
+}
+
+static int dsync(infs__dengine *d)
+{
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc)
+		return rc;
+	cudaError_t err = cudaStreamSynchronize(d->stream);
+	infs__device_restore(prev);
+	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "waiting for its stream");
+}
+
+const infs__dengine_ops infs__dengine_cuda = { dopen, dclose, dcache, dstream, dmax_tokens, dstep, dsync };

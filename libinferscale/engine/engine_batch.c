@@ -1,0 +1,466 @@
+/* Requests on a device engine: continuous batching over the device's block
+ * pool. Each round admits waiting questions while sequence slots and
+ * blocks allow (embedded and retrieved together, their header, facts and
+ * footer injected into their own blocks), prefills the admitted prompts in
+ * one batched step, then advances every running sequence by one batched
+ * decode step; a finished sequence gives its blocks back at once. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_impl.h"
+#include "engine/sampling.h"
+#include "util/error.h"
+
+static const char fn[] = "infs_engine_ask";
+
+typedef struct request {
+	size_t q;                 /* the question's index */
+	infs_answer *a;
+	infs_hit *hits;           /* retrieval, best first */
+	size_t n_hits;
+	int32_t *question;        /* question tokens (with the template's suffix) */
+	uint32_t n_question;
+	int32_t *prefill;         /* what its prefill step runs: the question or the whole prompt */
+	uint32_t n_prefill;
+	uint32_t n_past;          /* cache positions written */
+	uint32_t capacity;        /* positions its blocks hold */
+	int32_t *table;           /* seq_blocks entries, n_own of them its blocks */
+	uint32_t n_own;
+	int32_t *ids;             /* answer tokens */
+	int32_t next;             /* the token its next decode step runs */
+	infs__sampler sampler;
+	int have_sampler;
+	double t_first;           /* when its first token's logits were back */
+	int running;              /* has a slot */
+} request;
+
+typedef struct batch {
+	infs_engine *e;
+	infs_store *store;
+	const infs_embedder *embedder;
+	const char *ns;
+	const char *const *questions;
+	const infs_ask_options *o;
+	request *req;
+	size_t n, next_q, n_done;
+	int32_t *free_blocks;     /* a stack */
+	uint32_t n_free;
+	uint32_t n_running;
+	float *qv, *logits;       /* max_seqs queries and logit rows */
+	int32_t *argmax, *tokens, *starts, *n_past, *tables;
+	uint64_t *order;
+	request **group;          /* max_seqs: a step's requests */
+	const char **texts;       /* max_seqs: questions embedded together */
+} batch;
+
+static void request_free(request *r)
+{
+	infs_answer_free(r->a);
+	free(r->hits);
+	free(r->question);
+	free(r->prefill);
+	free(r->table);
+	free(r->ids);
+	if (r->have_sampler)
+		infs__sampler_free(&r->sampler);
+	memset(r, 0, sizeof *r);
+}
+
+static void release_blocks(batch *b, request *r)
+{
+	for (uint32_t i = 0; i < r->n_own; i++)
+		b->free_blocks[b->n_free++] = r->table[i];
+	r->n_own = 0;
+	if (r->running) {
+		r->running = 0;
+		b->n_running--;
+	}
+}
+
+/* Ends request r: its text, times and blocks. */
+static int finish(batch *b, request *r)
+{
+	infs_answer *a = r->a;
+	int rc = infs__answer_text(&a->text, infs_model_tokenizer(b->e->model), r->ids, a->n_tokens);
+	a->decode_ms = infs__now_ms() - r->t_first;
+	release_blocks(b, r);
+	b->n_done++;
+	return rc;
+}
+
+/* Takes token t for r, as infs_engine_generate does: a token that ends an
+ * answer ends it (unless ignore_eos); else it is appended, and the stop
+ * string, the budget or a full cache end it; else r decodes t next. */
+static int take_token(batch *b, request *r, int32_t t)
+{
+	const infs_tokenizer *tok = infs_model_tokenizer(b->e->model);
+	const infs_generate_options *g = &b->o->generate;
+	infs_answer *a = r->a;
+	if (!b->o->ignore_eos && infs__token_ends(tok, t))
+		return finish(b, r);
+	r->ids[a->n_tokens++] = t;
+	if (g->stop && *g->stop) {
+		char *text = NULL;
+		int rc = infs__answer_text(&text, tok, r->ids, a->n_tokens);
+		int hit = !rc && strstr(text, g->stop);
+		free(text);
+		if (rc)
+			return rc;
+		if (hit)
+			return finish(b, r);
+	}
+	if (a->n_tokens == g->max_tokens || r->n_past == r->capacity)
+		return finish(b, r);
+	r->next = t;
+	return INFS_OK;
+}
+
+/* Embeds and retrieves for requests [first, first + m) together. */
+static int retrieve_group(batch *b, size_t first, size_t m, double *embed_ms, double *retrieve_ms)
+{
+	const infs_ask_options *o = b->o;
+	*embed_ms = *retrieve_ms = 0;
+	if (o->fact_ids) {
+		for (size_t i = first; i < first + m; i++) {
+			for (size_t j = 0; j < o->n_fact_ids; j++)
+				b->req[i].hits[j].id = o->fact_ids[j];
+			b->req[i].n_hits = o->n_fact_ids;
+		}
+		return INFS_OK;
+	}
+	for (size_t i = 0; i < m; i++)
+		b->texts[i] = b->questions[b->req[first + i].q];
+	double t0 = infs__now_ms();
+	int rc = infs_embed(b->qv, b->embedder, b->texts, m, NULL);
+	double t1 = infs__now_ms();
+	infs_hit *hits = rc ? NULL : malloc(m * o->k * sizeof *hits);
+	size_t *found = rc ? NULL : malloc(m * sizeof *found);
+	if (!rc && (!hits || !found))
+		rc = infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+	infs_retrieve_options ro = INFS_RETRIEVE_OPTIONS_INIT;
+	ro.metric = o->metric;
+	if (!rc)
+		rc = infs_retrieve(hits, found, b->store, b->ns, b->qv, m, o->k, &ro);
+	for (size_t i = 0; !rc && i < m; i++) {
+		request *r = &b->req[first + i];
+		memcpy(r->hits, hits + i * o->k, found[i] * sizeof *hits);
+		r->n_hits = found[i];
+	}
+	free(hits);
+	free(found);
+	*embed_ms = t1 - t0;
+	*retrieve_ms = infs__now_ms() - t1;
+	return rc;
+}
+
+/* Lays out r's prompt and, when blocks allow, takes them and injects it.
+ * *admitted 0: not now (the pool is short; it waits for a sequence to end). */
+static int place(batch *b, request *r, int *admitted)
+{
+	infs_engine *e = b->e;
+	const infs_ask_options *o = b->o;
+	const infs_kv_layout *cache = e->ops->cache(e->dev);
+	*admitted = 0;
+	for (size_t i = 0; i < r->n_hits; i++)
+		b->order[i] = r->hits[r->n_hits - 1 - i].id; /* best fact nearest the question */
+	int32_t *ft = NULL;
+	uint32_t nf = 0;
+	int rc = infs__fact_tokens(&ft, &nf, b->store, b->ns, b->order, r->n_hits);
+	if (rc)
+		return rc;
+	const uint64_t n_prompt = (uint64_t)e->prompt.n_header + nf + e->prompt.n_footer + r->n_question;
+	const uint32_t seq_cap = e->seq_blocks * e->block_size;
+	if (n_prompt >= seq_cap) {
+		free(ft);
+		return infs__error(INFS_ERANGE, "%s: question %zu: a prompt of %llu positions leaves no room in n_ctx %u",
+		                   fn, r->q, (unsigned long long)n_prompt, seq_cap);
+	}
+	uint64_t want = n_prompt + o->generate.max_tokens;
+	uint32_t need = (uint32_t)(((want < seq_cap ? want : seq_cap) + e->block_size - 1) / e->block_size);
+	/* need <= seq_blocks <= n_blocks: an empty pool takes any request. */
+	if (need > b->n_free) {
+		free(ft);
+		return INFS_OK;
+	}
+	r->a->n_prompt = (uint32_t)n_prompt;
+	r->a->n_facts = r->n_hits;
+	if (o->full_recompute) {
+		r->n_prefill = (uint32_t)n_prompt;
+		r->prefill = malloc(n_prompt * sizeof *r->prefill);
+		if (!r->prefill) {
+			free(ft);
+			return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+		}
+		int32_t *p = r->prefill;
+		memcpy(p, e->prompt.header, e->prompt.n_header * sizeof *p);
+		p += e->prompt.n_header;
+		if (nf)
+			memcpy(p, ft, nf * sizeof *p);
+		p += nf;
+		memcpy(p, e->prompt.footer, e->prompt.n_footer * sizeof *p);
+		memcpy(p + e->prompt.n_footer, r->question, r->n_question * sizeof *p);
+	}
+	free(ft);
+	for (uint32_t i = 0; i < need; i++)
+		r->table[i] = b->free_blocks[--b->n_free];
+	r->n_own = need;
+	r->capacity = need * e->block_size;
+	r->running = 1;
+	b->n_running++;
+	*admitted = 1;
+	if (o->full_recompute)
+		return INFS_OK;
+	infs_inject_options io = INFS_INJECT_OPTIONS_INIT;
+	io.stream = e->ops->stream(e->dev);
+	uint32_t pos = 0;
+	rc = infs_inject_into_blocks(&pos, b->store, INFS_SEGMENT_NAMESPACE, &e->header_id, 1, 0, r->table, r->n_own,
+	                             cache, &io);
+	if (!rc && r->n_hits)
+		rc = infs_inject_into_blocks(&pos, b->store, b->ns, b->order, r->n_hits, pos, r->table, r->n_own, cache, &io);
+	if (!rc)
+		rc = infs_inject_into_blocks(&pos, b->store, INFS_SEGMENT_NAMESPACE, &e->footer_id, 1, pos, r->table,
+		                             r->n_own, cache, &io);
+	r->n_past = pos;
+	r->prefill = r->question;
+	r->n_prefill = r->n_question;
+	r->question = NULL;
+	return rc;
+}
+
+/* Rows of the step's block tables: sequence i's blocks, the rest 0. */
+static void put_table(batch *b, uint32_t i, const request *r)
+{
+	int32_t *row = b->tables + (size_t)i * b->e->seq_blocks;
+	memcpy(row, r->table, r->n_own * sizeof *row);
+	memset(row + r->n_own, 0, (b->e->seq_blocks - r->n_own) * sizeof *row);
+}
+
+/* Prefills group[0..m): one step when their prompts fit one, else each
+ * alone in chunks of the step's token budget. Fills their first logits. */
+static int prefill(batch *b, request **group, uint32_t m)
+{
+	infs_engine *e = b->e;
+	const uint32_t max_t = e->ops->max_tokens(e->dev);
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < m; i++)
+		total += group[i]->n_prefill;
+	if (total <= max_t) {
+		uint32_t at = 0;
+		for (uint32_t i = 0; i < m; i++) {
+			request *r = group[i];
+			b->starts[i] = (int32_t)at;
+			b->n_past[i] = (int32_t)r->n_past;
+			memcpy(b->tokens + at, r->prefill, r->n_prefill * sizeof *b->tokens);
+			at += r->n_prefill;
+			put_table(b, i, r);
+		}
+		b->starts[m] = (int32_t)at;
+		/* Question-only prefills repeat their shapes, full prompts rarely. */
+		infs__dstep st = { m, at, b->tokens, b->starts, b->n_past, b->tables, b->logits, NULL,
+			           !b->o->full_recompute };
+		int rc = e->ops->step(e->dev, &st);
+		for (uint32_t i = 0; !rc && i < m; i++) {
+			group[i]->n_past += group[i]->n_prefill;
+			memcpy(group[i]->a->first_logits, b->logits + (size_t)i * e->n_vocab, e->n_vocab * sizeof(float));
+		}
+		return rc;
+	}
+	for (uint32_t i = 0; i < m; i++) {
+		request *r = group[i];
+		for (uint32_t done = 0; done < r->n_prefill;) {
+			const uint32_t c = r->n_prefill - done < max_t ? r->n_prefill - done : max_t;
+			const int last = done + c == r->n_prefill;
+			b->starts[0] = 0;
+			b->starts[1] = (int32_t)c;
+			b->n_past[0] = (int32_t)r->n_past;
+			put_table(b, 0, r);
+			infs__dstep st = { 1, c, r->prefill + done, b->starts, b->n_past, b->tables, b->logits, NULL, 0 };
+			int rc = e->ops->step(e->dev, &st);
+			if (rc)
+				return rc;
+			r->n_past += c;
+			done += c;
+			if (last)
+				memcpy(r->a->first_logits, b->logits, e->n_vocab * sizeof(float));
+		}
+	}
+	return INFS_OK;
+}
+
+/* Admits what fits: the next waiting requests, up to the free slots and
+ * blocks, prefilled together; each samples its first token. */
+static int admit(batch *b)
+{
+	infs_engine *e = b->e;
+	const uint32_t slots = e->max_seqs - b->n_running;
+	size_t first = b->next_q, m = 0;
+	/* Requests retrieved earlier but not yet placed come first. */
+	while (first + m < b->n && m < slots && b->req[first + m].a)
+		m++;
+	if (!m && first < b->n) {
+		for (; first + m < b->n && m < slots; m++) {
+			request *r = &b->req[first + m];
+			r->q = first + m;
+			r->a = calloc(1, sizeof *r->a);
+			r->hits = calloc(b->o->fact_ids ? b->o->n_fact_ids + 1 : b->o->k, sizeof *r->hits);
+			r->table = malloc(e->seq_blocks * sizeof *r->table);
+			r->ids = malloc(b->o->generate.max_tokens * sizeof *r->ids);
+			if (r->a)
+				r->a->first_logits = malloc(e->n_vocab * sizeof(float));
+			if (!r->a || !r->hits || !r->table || !r->ids || !r->a->first_logits)
+				return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+			int rc = infs__compose_question(&r->question, &r->n_question, &e->prompt, e->model,
+			                                b->questions[r->q]);
+			if (rc)
+				return rc;
+		}
+		double em, rm;
+		int rc = retrieve_group(b, first, m, &em, &rm);
+		if (rc)
+			return rc;
+		for (size_t i = first; i < first + m; i++) {
+			b->req[i].a->embed_ms = em;
+			b->req[i].a->retrieve_ms = rm;
+		}
+	}
+	if (!m)
+		return INFS_OK;
+	request **group = b->group;
+	uint32_t placed = 0;
+	double t0 = infs__now_ms();
+	for (size_t i = first; i < first + m; i++) {
+		int ok = 0;
+		int rc = place(b, &b->req[i], &ok);
+		if (rc)
+			return rc;
+		if (!ok)
+			break;
+		group[placed++] = &b->req[i];
+	}
+	if (!placed)
+		return INFS_OK;
+	b->next_q = first + placed;
+	int rc = e->ops->sync(e->dev);
+	double t1 = infs__now_ms();
+	if (!rc)
+		rc = prefill(b, group, placed);
+	double t2 = infs__now_ms();
+	for (uint32_t i = 0; !rc && i < placed; i++) {
+		request *r = group[i];
+		infs_answer *a = r->a;
+		a->n_prefilled = r->n_prefill;
+		a->n_vocab = e->n_vocab;
+		a->inject_ms = t1 - t0;
+		a->prefill_ms = t2 - t1;
+		a->ttft_ms = a->embed_ms + a->retrieve_ms + a->inject_ms + a->prefill_ms;
+		r->t_first = t2;
+		if (!(rc = infs__sampler_init(&r->sampler, e->n_vocab, b->o->generate.temperature, b->o->generate.top_p,
+		                              b->o->generate.seed)))
+			r->have_sampler = 1;
+		if (!rc)
+			rc = take_token(b, r, infs__sample(&r->sampler, a->first_logits));
+	}
+	return rc;
+}
+
+/* One decode step of every running sequence. */
+static int decode(batch *b)
+{
+	infs_engine *e = b->e;
+	request **run = b->group;
+	uint32_t m = 0;
+	for (size_t i = 0; i < b->next_q; i++)
+		if (b->req[i].running)
+			run[m++] = &b->req[i];
+	if (!m)
+		return INFS_OK;
+	for (uint32_t i = 0; i < m; i++) {
+		b->tokens[i] = run[i]->next;
+		b->starts[i] = (int32_t)i;
+		b->n_past[i] = (int32_t)run[i]->n_past;
+		put_table(b, i, run[i]);
+	}
+	b->starts[m] = (int32_t)m;
+	const int greedy = b->o->generate.temperature <= 0;
+	infs__dstep st = { m, m, b->tokens, b->starts, b->n_past, b->tables, greedy ? NULL : b->logits,
+		           greedy ? b->argmax : NULL, 1 };
+	int rc = e->ops->step(e->dev, &st);
+	for (uint32_t i = 0; !rc && i < m; i++) {
+		run[i]->n_past++;
+		rc = take_token(b, run[i], greedy ? b->argmax[i]
+		                                  : infs__sample(&run[i]->sampler, b->logits + (size_t)i * e->n_vocab));
+	}
+	return rc;
+}
+
+int infs__ask_device(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
+                     const char *ns, const char *const *questions, size_t n, const infs_ask_options *o)
+{
+	const size_t S = e->max_seqs, T = e->ops->max_tokens(e->dev);
+	batch b = { .e = e, .store = store, .embedder = embedder, .ns = ns, .questions = questions, .o = o, .n = n };
+	const size_t dim = embedder ? infs_embedder_dim(embedder) : 1;
+	const size_t n_order = o->fact_ids ? o->n_fact_ids : o->k;
+	b.req = calloc(n, sizeof *b.req);
+	b.free_blocks = malloc(e->n_blocks * sizeof *b.free_blocks);
+	b.qv = malloc(S * dim * sizeof *b.qv);
+	b.logits = malloc(S * e->n_vocab * sizeof *b.logits);
+	b.argmax = malloc(S * sizeof *b.argmax);
+	b.tokens = malloc((T > S ? T : S) * sizeof *b.tokens);
+	b.starts = malloc((S + 1) * sizeof *b.starts);
+	b.n_past = malloc(S * sizeof *b.n_past);
+	b.tables = malloc(S * e->seq_blocks * sizeof *b.tables);
+	b.order = malloc((n_order ? n_order : 1) * sizeof *b.order);
+	b.group = malloc(S * sizeof *b.group);
+	b.texts = malloc(S * sizeof *b.texts);
+	int rc = INFS_OK;
+	if (!b.req || !b.free_blocks || !b.qv || !b.logits || !b.argmax || !b.tokens || !b.starts || !b.n_past ||
+	    !b.tables || !b.order || !b.group || !b.texts)
+		rc = infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+	/* Blocks are handed out lowest first. */
+	for (uint32_t i = 0; !rc && i < e->n_blocks; i++)
+		b.free_blocks[b.n_free++] = (int32_t)(e->n_blocks - 1 - i);
+	while (!rc && b.n_done < n) {
+		if ((rc = admit(&b)))
+			break;
+		rc = decode(&b);
+	}
+	for (size_t i = 0; !rc && i < n; i++) {
+		request *r = &b.req[i];
+		infs_answer *a = r->a;
+		a->fact_ids = malloc((r->n_hits ? r->n_hits : 1) * sizeof *a->fact_ids);
+		a->scores = malloc((r->n_hits ? r->n_hits : 1) * sizeof *a->scores);
+		if (!a->fact_ids || !a->scores) {
+			rc = infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+			break;
+		}
+		for (size_t j = 0; j < r->n_hits; j++) {
+			a->fact_ids[j] = r->hits[j].id;
+			a->scores[j] = o->fact_ids ? 0.0f : r->hits[j].score;
+		}
+	}
+	/* Injections of a failed call may still be queued: they end before
+	 * the blocks serve another call. */
+	const int sr = e->ops->sync(e->dev);
+	if (!rc)
+		rc = sr;
+	for (size_t i = 0; b.req && i < n; i++) {
+		if (!rc) {
+			out[i] = b.req[i].a;
+			b.req[i].a = NULL;
+		}
+		request_free(&b.req[i]);
+	}
+	free(b.req);
+	free(b.free_blocks);
+	free(b.qv);
+	free(b.logits);
+	free(b.argmax);
+	free(b.tokens);
+	free(b.starts);
+	free(b.n_past);
+	free(b.tables);
+	free(b.order);
+	free(b.group);
+	free(b.texts);
+	return rc;
+}

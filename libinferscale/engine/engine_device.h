@@ -1,0 +1,55 @@
+/* What a device engine needs of the device (cuda/device_engine.c, through
+ * the backend table): its paged KV cache and stream, and batched forward
+ * steps that bring back logits or greedy tokens. The scheduling (admission,
+ * blocks, sampling, stop rules) is host code, engine/engine_batch.c. */
+#ifndef INFS_ENGINE_DEVICE_H
+#define INFS_ENGINE_DEVICE_H
+
+#include <stdint.h>
+
+#include "inferscale/inject.h"
+#include "inferscale/model.h"
+
+typedef struct infs__dengine infs__dengine;
+
+typedef struct infs__dengine_config {
+	const infs_model *model;  /* loaded on the device (model->dev) */
+	const infs_geometry *geom;
+	infs_dtype kv_dtype;
+	uint32_t n_blocks, block_size;
+	uint32_t max_seqs;        /* sequences of one step */
+	uint32_t seq_blocks;      /* block-table entries of one sequence */
+	uint32_t n_vocab;
+} infs__dengine_config;
+
+/* One forward step over n_seqs sequences, every array in host memory:
+ * sequence s is tokens[starts[s] .. starts[s + 1]) at positions n_past[s],
+ * n_past[s] + 1, ..., its blocks tables[s * seq_blocks ...]. Brings back
+ * each sequence's last-token logits (logits: n_seqs * n_vocab) and/or its
+ * argmax (argmax: n_seqs), either NULL. With graph set, the step is a
+ * CUDA graph captured once per shape (tokens, sequences, outputs) and
+ * replayed with the new values. Returns when the outputs are in place. */
+typedef struct infs__dstep {
+	uint32_t n_seqs, n_tokens;
+	const int32_t *tokens, *starts, *n_past, *tables;
+	float *logits;
+	int32_t *argmax;
+	int graph;
+} infs__dstep;
+
+/* The CUDA backend's implementation (infs__cuda->engine). */
+typedef struct infs__dengine_ops {
+	int (*open)(infs__dengine **out, const infs__dengine_config *cfg);
+	void (*close)(infs__dengine *d);
+	/* The cache (device memory, vLLM's layout) and the stream every step
+	 * and injection of the engine runs on. */
+	const infs_kv_layout *(*cache)(const infs__dengine *d);
+	void *(*stream)(const infs__dengine *d);
+	/* Tokens one step may take: the model's device_max_tokens. */
+	uint32_t (*max_tokens)(const infs__dengine *d);
+	int (*step)(infs__dengine *d, const infs__dstep *step);
+	/* Waits for the stream (to time injection apart from the prefill). */
+	int (*sync)(infs__dengine *d);
+} infs__dengine_ops;
+
+#endif

@@ -1,0 +1,52 @@
+/* The engine's state and the helpers its files share (engine.c: creation,
+ * the host engine's sequence operations and infs_engine_ask;
+ * engine_batch.c: requests on a device engine). */
+#ifndef INFS_ENGINE_IMPL_H
+#define INFS_ENGINE_IMPL_H
+
+#include "inferscale/engine.h"
+#include "engine/compose.h"
+#include "engine/engine_device.h"
+#include "engine/kvcache.h"
+#include "util/pool.h"
+
+struct infs_engine {
+	const infs_model *model;
+	infs_geometry geom;
+	infs__kvcache cache;        /* host engine */
+	uint32_t n_past;
+	uint32_t n_vocab;
+	float *logits;
+	int have_logits;
+	infs__pool *pool;
+	infs__compose prompt;
+	int have_prompt;
+	int prompt_rc;              /* why there is no prompt layout */
+	infs_store *prepared;       /* the store whose segment ids are below */
+	uint64_t header_id, footer_id;
+	infs__engine_view view;
+	/* device engine */
+	infs__dengine *dev;
+	const infs__dengine_ops *ops;
+	uint32_t max_seqs, n_blocks, block_size, seq_blocks;
+};
+
+double infs__now_ms(void);
+int infs__engine_need_prompt(const infs_engine *e, const char *fn);
+/* The options of infs_engine_ask checked and defaulted into *o. */
+int infs__ask_take(infs_ask_options *o, const infs_engine *e, const infs_store *store,
+                   const infs_embedder *embedder, const infs_ask_options *opts, const char *fn);
+/* Whether t ends an answer: the end of sequence, a special token, or an id
+ * the tokenizer does not have. */
+int infs__token_ends(const infs_tokenizer *tok, int32_t t);
+/* The answer's text of ids, without the tokens that end an answer;
+ * released with free(). */
+int infs__answer_text(char **out, const infs_tokenizer *tok, const int32_t *ids, uint32_t n);
+/* The facts' tokens, order[0..n) one after another; released with free(). */
+int infs__fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const char *ns, const uint64_t *order,
+                      size_t n);
+/* infs_engine_ask_batch on a device engine (engine_batch.c); o is taken. */
+int infs__ask_device(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
+                     const char *ns, const char *const *questions, size_t n, const infs_ask_options *o);
+
+#endif

@@ -1,0 +1,242 @@
+/* The engine on a device, on the real models (SmolLM2 on the GPU, the
+ * embedder, facts of the example memory encoded on the GPU after the
+ * engine's header into a store with a device copy): the correctness gate
+ * (one fact in its encoding context: injection answers as full recompute
+ * does), retrieval, injection and question-only prefill answering the
+ * demo's question, batches with continuous batching equal to requests one
+ * at a time, a pool too small to run everything at once, a prompt longer
+ * than a sequence refused, sampling and stop strings, the refusals of a
+ * device engine. argv[1]: examples/memory/facts.jsonl. Exits 77 without a
+ * device, or without the models in $INFS_CACHE (scripts/gpu-check.sh
+ * carries them). */
+#include <string.h>
+
+#include "gpu.h"
+#include "util/json.h"
+#include "../model_store_util.h"
+
+enum { N_FACTS = 12, CAT = 4 };
+
+static const char *questions[] = {
+	"What is the name of Maya's cat?",
+	"Where does Maya live?",
+	"What is Maya allergic to?",
+	"Who is Maya's partner?",
+	"What instrument is Maya learning?",
+	"When does Maya go running?",
+};
+enum { N_Q = sizeof questions / sizeof *questions };
+
+static infs_engine *device_engine(const infs_model *m, uint32_t n_ctx, uint32_t max_seqs, uint32_t n_blocks)
+{
+	infs_engine_options eo = INFS_ENGINE_OPTIONS_INIT;
+	eo.n_ctx = n_ctx;
+	eo.kv_dtype = INFS_DTYPE_BF16;
+	eo.device = 0;
+	eo.max_seqs = max_seqs;
+	eo.n_blocks = n_blocks;
+	infs_engine *e = NULL;
+	CHECK_OK(infs_engine_create(&e, m, &eo));
+	return e;
+}
+
+static uint32_t first_token(const infs_answer *a)
+{
+	uint32_t best = 0;
+	for (uint32_t i = 1; i < a->n_vocab; i++)
+		if (a->first_logits[i] > a->first_logits[best])
+			best = i;
+	return best;
+}
+
+/* ask_batch on e answers as single asks on e do: same facts, same prompt,
+ * same first token, first logits within bf16 noise of batching. */
+static void batch_matches(infs_engine *e, infs_store *st, const infs_embedder *emb, const infs_answer *const *one,
+                          const char *what)
+{
+	infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
+	ao.k = 4;
+	ao.generate.max_tokens = 16;
+	infs_answer *many[N_Q] = { 0 };
+	CHECK_OK(infs_engine_ask_batch(many, e, st, emb, "maya", questions, N_Q, &ao));
+	for (int i = 0; i < N_Q; i++) {
+		if (!many[i] || !one[i]) {
+			CHECK(0);
+			continue;
+		}
+		float diff = 0;
+		for (uint32_t j = 0; j < many[i]->n_vocab; j++) {
+			float d = fabsf(many[i]->first_logits[j] - one[i]->first_logits[j]);
+			diff = d > diff ? d : diff;
+		}
+		printf("%s %d: \"%s\" (alone: \"%s\"), first logits max |diff| %.3f, TTFT %.2f ms\n", what, i,
+		       many[i]->text, one[i]->text, diff, many[i]->ttft_ms);
+		CHECK(many[i]->n_facts == 4 && !memcmp(many[i]->fact_ids, one[i]->fact_ids, 4 * sizeof(uint64_t)));
+		CHECK(many[i]->n_prompt == one[i]->n_prompt && many[i]->n_prefilled == one[i]->n_prefilled);
+		CHECK(first_token(many[i]) == first_token(one[i]));
+		CHECK(diff < 0.5f);
+		CHECK(many[i]->n_tokens >= 1 && many[i]->n_tokens <= 16);
+		infs_answer_free(many[i]);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	CHECK(argc == 2);
+	gpu_require();
+	char mpath[1024], epath[1024], spath[600];
+	cache_path(mpath, sizeof mpath, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+	cache_path(epath, sizeof epath, "minilm");
+	infs_model *m = NULL;
+	infs_embedder *emb = NULL;
+	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
+	mo.device = 0;
+	mo.device_max_tokens = 512;
+	if (infs_model_load(&m, mpath, &mo) || infs_embedder_load(&emb, epath, NULL)) {
+		printf("SmolLM2 or the embedder is not in $INFS_CACHE (%s): skipped\n", infs_error_last());
+		return 77;
+	}
+
+	FILE *f = fopen(argv[1], "r");
+	CHECK(f != NULL);
+	if (!f)
+		CHECK_DONE();
+	char line[2048];
+	char *texts[N_FACTS], *rendered[N_FACTS];
+	int n = 0;
+	while (n < N_FACTS && fgets(line, sizeof line, f)) {
+		infs__json *o = NULL;
+		CHECK_OK(infs__json_parse(&o, line, strlen(line)));
+		texts[n] = strdup(infs__json_str(infs__json_get(o, "text"), "?"));
+		CHECK_OK(infs_fact_render(&rendered[n], texts[n], NULL));
+		infs__json_free(o);
+		n++;
+	}
+	fclose(f);
+	CHECK(n == N_FACTS);
+
+	/* Facts encoded on the GPU after the device engine's header; the store
+	 * reopened with a device copy, so retrieval and injection read it. */
+	infs_engine *e = device_engine(m, 1024, 4, 0);
+	infs_store *st = model_store_create(m, INFS_DTYPE_BF16, infs_embedder_dim(emb), "gpu-engine", "maya.infs", spath,
+	                                    sizeof spath);
+	if (!e || !st)
+		CHECK_DONE();
+	uint64_t ids[N_FACTS];
+	encode_after_header(ids, st, "maya", e, m, emb, (const char *const *)rendered, (const char *const *)texts, N_FACTS);
+	CHECK_OK(infs_engine_prepare(e, st));
+	infs_store_close(st);
+	infs_store_options so = INFS_STORE_OPTIONS_INIT;
+	so.device = 0;
+	st = NULL;
+	CHECK_OK(infs_store_open(&st, spath, &so));
+	if (!st)
+		CHECK_DONE();
+	infs_answer *ans = NULL;
+	CHECK_ERR(infs_engine_ask(&ans, e, st, emb, "maya", questions[0], NULL), INFS_EINVAL); /* not prepared */
+	CHECK_OK(infs_engine_prepare(e, st));
+
+	/* The gate: the cat fact alone, right after the header where it was
+	 * encoded, answers as full recompute of the same prompt. */
+	infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
+	ao.fact_ids = &ids[CAT];
+	ao.n_fact_ids = 1;
+	ao.generate.max_tokens = 24;
+	infs_answer *inj = NULL, *full = NULL;
+	CHECK_OK(infs_engine_ask(&inj, e, st, NULL, "maya", questions[0], &ao));
+	ao.full_recompute = 1;
+	CHECK_OK(infs_engine_ask(&full, e, st, NULL, "maya", questions[0], &ao));
+	if (inj && full) {
+		printf("gate: injection \"%s\", full recompute \"%s\"\n", inj->text, full->text);
+		CHECK(!strcmp(inj->text, full->text));
+		CHECK(inj->n_prompt == full->n_prompt && full->n_prefilled == full->n_prompt);
+		CHECK(strstr(inj->text, "Biscuit") != NULL);
+	}
+	infs_answer_free(inj);
+	infs_answer_free(full);
+
+	/* Retrieval on the device copy, injection, question-only prefill. */
+	ao = (infs_ask_options)INFS_ASK_OPTIONS_INIT;
+	ao.k = 4;
+	ao.generate.max_tokens = 16;
+	infs_answer *one[N_Q] = { 0 };
+	for (int i = 0; i < N_Q; i++)
+		CHECK_OK(infs_engine_ask(&one[i], e, st, emb, "maya", questions[i], &ao));
+	if (one[0]) {
+		infs_answer *a = one[0];
+		printf("injection: \"%s\" (TTFT %.2f ms: embed %.2f, retrieve %.3f, inject %.3f, prefill %.2f; %u of %u "
+		       "prefilled)\n", a->text, a->ttft_ms, a->embed_ms, a->retrieve_ms, a->inject_ms, a->prefill_ms,
+		       a->n_prefilled, a->n_prompt);
+		CHECK(a->fact_ids[0] == ids[CAT] && strstr(a->text, "Biscuit") != NULL);
+		CHECK(a->n_prefilled < 20 && a->prefill_ms > 0 && a->ttft_ms >= a->prefill_ms);
+	}
+
+	/* Six questions, four sequences at once: the last two wait for slots. */
+	batch_matches(e, st, emb, (const infs_answer *const *)one, "batch");
+	infs_engine_free(e);
+	/* A pool for about two of these requests at a time (sequences of up to
+	 * 256 positions, 16 blocks): admission waits for blocks and never
+	 * overruns them. */
+	e = device_engine(m, 256, 8, 17);
+	if (e) {
+		CHECK_OK(infs_engine_prepare(e, st));
+		batch_matches(e, st, emb, (const infs_answer *const *)one, "small pool");
+		infs_engine_free(e);
+	}
+	/* A prompt longer than a sequence may be is refused. */
+	e = device_engine(m, 64, 4, 0);
+	if (e) {
+		CHECK_OK(infs_engine_prepare(e, st));
+		CHECK_ERR(infs_engine_ask(&ans, e, st, emb, "maya", questions[0], &ao), INFS_ERANGE);
+		printf("refused: %s\n", infs_error_last());
+		infs_engine_free(e);
+	}
+	for (int i = 0; i < N_Q; i++)
+		infs_answer_free(one[i]);
+
+	e = device_engine(m, 1024, 4, 0);
+	CHECK_OK(infs_engine_prepare(e, st));
+	/* Sampling: one seed, one answer; a stop string cuts it. */
+	ao.generate.temperature = 1.0f;
+	ao.generate.top_p = 0.9f;
+	ao.generate.seed = 5;
+	infs_answer *s1 = NULL, *s2 = NULL;
+	CHECK_OK(infs_engine_ask(&s1, e, st, emb, "maya", questions[0], &ao));
+	CHECK_OK(infs_engine_ask(&s2, e, st, emb, "maya", questions[0], &ao));
+	CHECK(s1 && s2 && !strcmp(s1->text, s2->text));
+	infs_answer_free(s1);
+	infs_answer_free(s2);
+	ao = (infs_ask_options)INFS_ASK_OPTIONS_INIT;
+	ao.k = 4;
+	ao.generate.max_tokens = 24;
+	ao.generate.stop = "Biscuit";
+	CHECK_OK(infs_engine_ask(&ans, e, st, emb, "maya", questions[0], &ao));
+	CHECK(ans && !strstr(ans->text, "Biscuit"));
+	infs_answer_free(ans);
+
+	/* What a device engine refuses. */
+	int32_t tok = 1;
+	CHECK_ERR(infs_engine_prefill(e, &tok, 1), INFS_EUNSUPPORTED);
+	ao.generate.stop = NULL;
+	ao.recompute_ratio = 0.15f;
+	CHECK_ERR(infs_engine_ask(&ans, e, st, emb, "maya", questions[0], &ao), INFS_EUNSUPPORTED);
+	infs_engine_options eo = INFS_ENGINE_OPTIONS_INIT;
+	eo.device = 1; /* the model is on device 0 */
+	infs_engine *bad = NULL;
+	CHECK_ERR(infs_engine_create(&bad, m, &eo), INFS_EINVAL);
+	eo.device = 0;
+	eo.n_ctx = 1024;
+	eo.n_blocks = 10; /* below one sequence of 64 blocks */
+	CHECK_ERR(infs_engine_create(&bad, m, &eo), INFS_ERANGE);
+
+	for (int i = 0; i < n; i++) {
+		free(texts[i]);
+		infs_free(rendered[i]);
+	}
+	infs_engine_free(e);
+	infs_store_close(st);
+	scratch_cleanup();
+	infs_embedder_free(emb);
+	infs_model_free(m);
+	CHECK_DONE();
+}
