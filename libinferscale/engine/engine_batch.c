@@ -77,11 +77,15 @@ static void release_blocks(batch *b, request *r)
 	}
 }
 
-/* Ends request r: its text, times and blocks. */
+/* Ends request r: its text (cut at the stop string), times and blocks. */
 static int finish(batch *b, request *r)
 {
 	infs_answer *a = r->a;
+	const char *stop = b->o->generate.stop;
 	int rc = infs__answer_text(&a->text, infs_model_tokenizer(b->e->model), r->ids, a->n_tokens);
+	char *hit = !rc && stop && *stop ? strstr(a->text, stop) : NULL;
+	if (hit)
+		*hit = '\0';
 	a->decode_ms = infs__now_ms() - r->t_first;
 	release_blocks(b, r);
 	b->n_done++;
@@ -294,6 +298,8 @@ static int admit(batch *b)
 	infs_engine *e = b->e;
 	const uint32_t slots = e->max_seqs - b->n_running;
 	size_t first = b->next_q, m = 0;
+	if (!slots)
+		return INFS_OK;
 	/* Requests retrieved earlier but not yet placed come first. */
 	while (first + m < b->n && m < slots && b->req[first + m].a)
 		m++;

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "gpu.h"
+#include "engine/encode.h"
+#include "engine/engine_impl.h"
 #include "util/json.h"
 #include "../model_store_util.h"
 
@@ -133,11 +135,29 @@ int main(int argc, char **argv)
 	if (!st)
 		CHECK_DONE();
 	infs_answer *ans = NULL;
-	CHECK_ERR(infs_engine_ask(&ans, e, st, emb, "maya", questions[0], NULL), INFS_EINVAL); /* not prepared */
 	CHECK_OK(infs_engine_prepare(e, st));
 
 	/* The gate: the cat fact alone, right after the header where it was
-	 * encoded, answers as full recompute of the same prompt. */
+	 * encoded, with a footer encoded after header and fact (gate (b) of
+	 * tests/test_gate.c; the engine's own footer follows the header
+	 * alone), answers as full recompute of the same prompt does. */
+	infs_fact_record *cat = NULL;
+	CHECK_OK(infs_fact_get(&cat, st, "maya", ids[CAT]));
+	const infs__engine_view *v = infs__engine_view_of(e);
+	infs_fact_input fin = INFS_FACT_INPUT_INIT;
+	fin.flags = INFS_FACT_SEGMENT;
+	fin.tokens = v->prompt->footer;
+	fin.n_tokens = v->prompt->n_footer;
+	fin.context = cat ? cat->tokens : NULL;
+	fin.n_context = cat ? cat->n_tokens : 0;
+	infs_encode_options feo = INFS_ENCODE_OPTIONS_INIT;
+	feo.context = v->prompt->header;
+	feo.n_context = v->prompt->n_header;
+	uint64_t footer_after_fact = 0;
+	CHECK_OK(infs__fact_encode(&footer_after_fact, st, INFS_SEGMENT_NAMESPACE, m, &fin, 1, &feo));
+	infs_fact_record_free(cat);
+	const uint64_t footer = e->footer_id;
+	e->footer_id = footer_after_fact;
 	infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
 	ao.fact_ids = &ids[CAT];
 	ao.n_fact_ids = 1;
@@ -154,6 +174,7 @@ int main(int argc, char **argv)
 	}
 	infs_answer_free(inj);
 	infs_answer_free(full);
+	e->footer_id = footer;
 
 	/* Retrieval on the device copy, injection, question-only prefill. */
 	ao = (infs_ask_options)INFS_ASK_OPTIONS_INIT;
