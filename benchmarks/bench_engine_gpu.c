@@ -76,13 +76,13 @@ static double median_d(double *v, int n)
 	return median(f, n);
 }
 
-/* Question i: about 32 tokens of SmolLM2's tokenizer. */
+/* Question i: with the chat template's end of turn, about 32 tokens. */
 static void question(char *buf, size_t n, int i)
 {
 	static const char *topics[] = { "the garden", "her sister", "the marathon", "the new job", "the cello lessons",
 		                        "the trip to Porto", "the adopted cat", "the book club" };
-	snprintf(buf, n, "Thinking back over everything we talked about, what exactly did I tell you about %s "
-	         "during week %d, and what did I say I would do next?", topics[i % 8], 1 + i % 13);
+	snprintf(buf, n, "Looking back, what exactly did I tell you about %s during week %d, and what did I say "
+	         "I would do next?", topics[i % 8], 1 + i % 13);
 }
 
 typedef struct parts {
