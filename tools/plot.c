@@ -395,13 +395,14 @@ static void bars(plot_image *im, plot_chart *c, const int *slot, size_t n_slots,
 	int gap = slot_w > 8 ? 2 : 0;
 	for (size_t k = 0; k < c->n_categories; k++) {
 		double base[PLOT_SERIES_MAX] = { 0 };
-		int axis[PLOT_SERIES_MAX], any[PLOT_SERIES_MAX] = { 0 };
+		int any[PLOT_SERIES_MAX] = { 0 }, drawn[PLOT_SERIES_MAX];
 		for (size_t i = 0; i < c->n_series; i++) {
 			const plot_series *s = &c->series[i];
 			int a = s->axis ? 1 : 0;
 			if (slot[i] < 0 || k >= s->n || !isfinite(s->y[k]))
 				continue;
-			axis[slot[i]] = a;
+			if (im && !any[slot[i]])
+				drawn[slot[i]] = plot_y(c, a, 0);
 			any[slot[i]] = 1;
 			double top = base[slot[i]] + s->y[k];
 			if (!im) {
@@ -410,13 +411,15 @@ static void bars(plot_image *im, plot_chart *c, const int *slot, size_t n_slots,
 			} else {
 				double left = plot_x(c, (double)k) - group / 2 + slot_w * slot[i];
 				int x0 = (int)lround(left) + gap / 2, x1 = (int)lround(left + slot_w) - 1 - gap / 2;
-				/* From the row past its base (the axis, or the part below)
-				 * to its top; a part too small to see gets one row. */
-				int yb = plot_y(c, a, base[slot[i]]), yt = plot_y(c, a, top), dir = top >= base[slot[i]] ? -1 : 1;
-				if (yt == yb && s->y[k] != 0)
-					yt += dir;
+				/* From the row past the pile drawn so far (the axis, or the
+				 * parts below) to its top; a part too small to see still
+				 * gets a row of its own. */
+				int yb = drawn[slot[i]], yt = plot_y(c, a, top), dir = s->y[k] >= 0 ? -1 : 1;
+				if (s->y[k] != 0 && (yt - yb) * dir <= 0)
+					yt = yb + dir;
 				if (yt != yb)
 					plot_rect(im, x0, yb + dir, x1, yt, s->color);
+				drawn[slot[i]] = yt;
 			}
 			base[slot[i]] = top;
 		}
@@ -427,8 +430,9 @@ static void bars(plot_image *im, plot_chart *c, const int *slot, size_t n_slots,
 			double v = base[j];
 			snprintf(label, sizeof label, fabs(v) >= 100 ? "%.0f" : fabs(v) >= 10 ? "%.1f" : "%.2f", v);
 			int mid = (int)lround(plot_x(c, (double)k) - group / 2 + slot_w * ((double)j + 0.5));
-			plot_text(im, mid - plot_text_width(label, TEXT) / 2, plot_y(c, axis[j], v) - TEXT_H - 3, label, TEXT,
-			          0, INK);
+			/* above a pile, below one that goes down */
+			int y = v >= 0 ? drawn[j] - TEXT_H - 3 : drawn[j] + 3;
+			plot_text(im, mid - plot_text_width(label, TEXT) / 2, y, label, TEXT, 0, INK);
 		}
 	}
 }
