@@ -222,6 +222,25 @@ static void test_chart(void)
 	CHECK(c.x_lo == 0 && fabs(c.x_hi - 0.3) < 1e-12 && c.y_hi[0] == 1);
 	CHECK(near(&im, plot_x(&c, 0.075), plot_y(&c, 0, 0.625), 0x000000));
 
+	/* Totals above the piles, with room for them under the top. */
+	static const double pile[] = { 3, 30 };
+	plot_chart_init(&c, NULL, NULL, NULL, NULL);
+	c.categories = cats;
+	c.n_categories = 2;
+	c.bar_totals = 1;
+	plot_add(&c, PLOT_BAR, NULL, 0x0000c0, NULL, pile, 2);
+	plot_rect(&im, 0, 0, im.w - 1, im.h - 1, 0xffffff);
+	CHECK(!plot_draw(&im, &c, 0, 0, 600, 400, &why));
+	CHECK(c.y_hi[0] >= 33);
+	for (int k = 0; k < 2; k++) {
+		size_t ink = 0;
+		int top = plot_y(&c, 0, pile[k]);
+		for (int y = top - 2 * 7 * 2; y < top; y++)
+			for (int x = plot_x(&c, k) - 60; x <= plot_x(&c, k) + 60; x++)
+				ink += plot_pixel(&im, x, y) == 0x202020;
+		CHECK(ink > 20);
+	}
+
 	/* Misuse. */
 	plot_add(&c, PLOT_BAR, "bar", 0, NULL, share, 3);
 	CHECK(plot_draw(&im, &c, 0, 0, 600, 400, &why) == -1 && strstr(why, "categories"));

@@ -233,7 +233,7 @@ static int chunk(FILE *f, const char *type, const uint8_t *data, uint32_t n)
 	if (n) /* zlib's crc32 of a NULL buffer is its initial value, not crc */
 		crc = crc32(crc, data, n);
 	be32(tail, (uint32_t)crc);
-	return fwrite(head, 1, 8, f) == 8 && fwrite(data, 1, n, f) == n && fwrite(tail, 1, 4, f) == 4 ? 0 : -1;
+	return fwrite(head, 1, 8, f) == 8 && (!n || fwrite(data, 1, n, f) == n) && fwrite(tail, 1, 4, f) == 4 ? 0 : -1;
 }
 
 int plot_write_png(const plot_image *im, const char *path)
@@ -305,16 +305,24 @@ double plot_nice_step(double span, int target)
 	return (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag;
 }
 
-/* Widens [lo, hi] to whole nice steps; an empty range becomes one unit. */
+/* Widens [lo, hi] to whole nice steps; an empty range is widened around its
+ * value first. A range beyond doubles (sums of huge values) becomes 0..1
+ * rather than NaN pixels or a loop over countless ticks. */
 static double nice_range(double *lo, double *hi)
 {
 	if (!(*hi > *lo)) {
-		*lo -= 0.5;
-		*hi += 0.5;
+		double d = fabs(*lo) / 2 + 0.5;
+		*lo -= d;
+		*hi += d;
 	}
 	double step = plot_nice_step(*hi - *lo, 5);
 	*lo = floor(*lo / step + 1e-9) * step;
 	*hi = ceil(*hi / step - 1e-9) * step;
+	if (!isfinite(*lo) || !isfinite(*hi) || !(*hi > *lo)) {
+		*lo = 0;
+		*hi = 1;
+		step = 0.2;
+	}
 	return step;
 }
 
@@ -430,9 +438,12 @@ static void bars(plot_image *im, plot_chart *c, const int *slot, size_t n_slots,
 			double v = base[j];
 			snprintf(label, sizeof label, fabs(v) >= 100 ? "%.0f" : fabs(v) >= 10 ? "%.1f" : "%.2f", v);
 			int mid = (int)lround(plot_x(c, (double)k) - group / 2 + slot_w * ((double)j + 0.5));
-			/* above a pile, below one that goes down */
+			int tw = plot_text_width(label, TEXT);
+			/* above a pile, below one that goes down; none wider than its
+			 * bar, which would run into the next one's */
 			int y = v >= 0 ? drawn[j] - TEXT_H - 3 : drawn[j] + 3;
-			plot_text(im, mid - plot_text_width(label, TEXT) / 2, y, label, TEXT, 0, INK);
+			if (tw <= slot_w - gap)
+				plot_text(im, mid - tw / 2, y, label, TEXT, 0, INK);
 		}
 	}
 }

@@ -71,7 +71,8 @@ typedef struct plot_chart {
 	size_t n_categories;
 	plot_series series[PLOT_SERIES_MAX];
 	size_t n_series;
-	int bar_totals;     /* each pile of bars labelled with its total above it */
+	int bar_totals;     /* each pile of bars labelled with its total above it,
+	                     * where the label is no wider than the bar */
 	double y_cover[2];  /* the y axes reach at least these values (0: the data decide) */
 	/* Set by plot_draw: the plot area in pixels, edges included, and the
 	 * ranges of x and of the two y axes (both y ranges include 0). */
