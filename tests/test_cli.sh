@@ -30,7 +30,7 @@ grep -q Biscuit "$tmp/full" || fail "ask --full-recompute: no Biscuit"
 grep -q "^full recompute: TTFT" "$tmp/full" || fail "ask --full-recompute: no TTFT"
 
 printf '{"namespace": "maya", "question": "%s"}\n{"namespace": "maya", "question": "Where does Maya live?"}\n' "$q" > "$tmp/q.jsonl"
-"$cli" bench --store "$tmp/s.infs" --questions "$tmp/q.jsonl" --k 2,4 --json "$tmp/b.json" > "$tmp/bench"
+"$cli" bench --store "$tmp/s.infs" --questions "$tmp/q.jsonl" --k 2,4 --json "$tmp/b.json" --plot "$tmp/b.png" > "$tmp/bench"
 cat "$tmp/bench"
 grep -q "^ *4 " "$tmp/bench" || fail "bench: no row for k 4"
 python3 - "$tmp/b.json" <<'PY'
@@ -43,6 +43,9 @@ assert all(x["kl"] >= 0 and x["facts"] == x["k"] for x in r)
 assert all(x["prefilled_tokens"] < x["prompt_tokens"] for x in r)
 assert d["hardware"]["cores"] >= 1
 PY
+# --plot: the bench chart (tests/test_cli_plot.sh), full recompute's bars in it.
+python3 "$root/tests/check_png.py" "$tmp/b.png" 1200 1060 c44e52:20000 55a868:2000 || fail "bench --plot"
+"$cli" plot "$tmp/b.json" "$tmp/b2.png" | grep -q "bench chart" || fail "plot of bench --json"
 
 # Errors: one line on stderr, non-zero exit.
 check_err() { # expected-status args...
@@ -77,6 +80,8 @@ for bad in "--k ," "--k 1,,2" "--k abc" "--k 2," "--k 0" "--k 99999" "--k 1,5000
 	[ ! -s "$tmp/o" ] || fail "bench $bad printed: $(cat "$tmp/o")"
 done
 check_err 2 bench --store "$tmp/s.infs" --questions "$tmp/q.jsonl" --k ""
+check_err 1 bench --store "$tmp/s.infs" --questions "$tmp/q.jsonl" --plot "$tmp/no-such-dir/b.png"
+[ ! -s "$tmp/o" ] || fail "bench with an unwritable --plot printed: $(cat "$tmp/o")"
 
 # The reserved namespace: nothing is written, not even the facts before it.
 size=$(wc -c < "$tmp/s.infs")

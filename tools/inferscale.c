@@ -5,6 +5,7 @@
  *   verify  re-check every checksum of a store
  *   eval    agreement and quality of injection against full recompute on a
  *           LoCoMo-format conversation
+ *   plot    a chart (PNG) of a result file
  * Errors are one line on stderr and exit status 1 (2 for usage). */
 #include <dirent.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "charts.h"
 #include "eval_metrics.h"
 #include "inferscale/inferscale.h"
 #include "jsonl.h"
@@ -44,6 +46,8 @@ static const char usage[] =
 	"                       1-4 by injection and by full recompute (greedy, up to 32\n"
 	"                       tokens) and prints their agreement, F1, evidence recall and\n"
 	"                       TTFT as JSON (docs/eval.md); no --store\n"
+	"  plot IN.json OUT.png draw a result file as a chart: bench --json output, an eval\n"
+	"                       sweep or the GPU engine benchmark, recognised by shape\n"
 	"\n"
 	"options:\n"
 	"  --store PATH         the fact store (required; encode creates it)\n"
@@ -73,10 +77,11 @@ static const char usage[] =
 	"  --questions FILE     questions, JSONL with \"question\" and \"namespace\"\n"
 	"  --json FILE          bench: also write the results as JSON (- for stdout); eval:\n"
 	"                       write them there instead of stdout\n"
+	"  --plot FILE.png      bench: also draw the results as a chart (as plot does)\n"
 	"  --quiet              no progress bar\n";
 
 typedef struct args {
-	const char *cmd, *positional, *store, *ns, *model, *embedder, *questions, *json, *recovery;
+	const char *cmd, *positional, *store, *ns, *model, *embedder, *questions, *json, *recovery, *plot;
 	infs_dtype kv_dtype;
 	uint32_t threads, k, max_tokens, limit, check_layer;
 	float recompute;
@@ -183,7 +188,7 @@ static int parse_args(args *a, int argc, char **argv)
 	a->cmd = argv[1];
 	int eval = !strcmp(a->cmd, "eval");
 	if (strcmp(a->cmd, "encode") && strcmp(a->cmd, "ask") && strcmp(a->cmd, "bench") && !eval)
-		return fail("unknown command \"%s\" (encode, ask, bench, verify, eval; --help for more)", a->cmd) + 1;
+		return fail("unknown command \"%s\" (encode, ask, bench, verify, eval, plot; --help for more)", a->cmd) + 1;
 	for (int i = 2; i < argc; i++) {
 		const char *o = argv[i];
 		int has = i + 1 < argc;
@@ -213,6 +218,9 @@ static int parse_args(args *a, int argc, char **argv)
 		} else if (!strcmp(o, "--json")) {
 			TAKE();
 			a->json = v;
+		} else if (!strcmp(o, "--plot")) {
+			TAKE();
+			a->plot = v;
 		} else if (!strcmp(o, "--kv-dtype")) {
 			TAKE();
 			if (!strcmp(v, "f16"))
@@ -314,6 +322,8 @@ static int parse_args(args *a, int argc, char **argv)
 	} else if (a->limit) {
 		return fail("--limit applies to eval only") + 1;
 	}
+	if (a->plot && strcmp(a->cmd, "bench"))
+		return fail("--plot applies to bench only") + 1;
 	if (a->recovery && strcmp(a->cmd, "ask") && strcmp(a->cmd, "bench") && !eval)
 		return fail("--recovery applies to ask, bench and eval") + 1;
 	if ((a->recompute_set || a->check_set) && !a->deviation)
@@ -952,6 +962,13 @@ static int cmd_bench(const args *a)
 		jf = strcmp(a->json, "-") ? fopen(a->json, "w") : stdout;
 	if (!rc && a->json && !jf)
 		rc = fail("%s: %s", a->json, strerror(errno));
+	/* The chart is drawn at the end: its file must be writable now. */
+	FILE *pf = !rc && a->plot ? fopen(a->plot, "wb") : NULL;
+	if (!rc && a->plot && !pf)
+		rc = fail("%s: %s", a->plot, strerror(errno));
+	if (pf)
+		fclose(pf);
+	chart_bench_k chart[sizeof a->ks / sizeof a->ks[0]];
 	char cpu[256];
 	cpu_name(cpu, sizeof cpu);
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1027,7 +1044,12 @@ static int cmd_bench(const args *a)
 		}
 		if (rc)
 			break;
-		double n = (double)nq, mi = median(ti, nq), mf = median(tf, nq);
+		double n = (double)nq, s_full = 0;
+		for (size_t q = 0; q < nq; q++)
+			s_full += tf[q];
+		chart[ki] = (chart_bench_k){ k, s_emb / n, s_ret / n, s_inj / n, s_pre / n, s_full / n,
+		                             (double)top1 / n, (double)same / n, s_kl / n };
+		double mi = median(ti, nq), mf = median(tf, nq);
 		printf("%5u %7.0f | %9.1f %8.1f %8.2f %8.1f %8.1f | %9.1f %8.1f | %6.1fx | %8.4f %5.0f%% %5.0f%%\n", k,
 		       s_prompt / n, mi, s_emb / n, s_ret / n, s_inj / n, s_pre / n, mf, s_fpre / n, mi > 0 ? mf / mi : 0,
 		       s_kl / n, 100.0 * (double)top1 / n, 100.0 * (double)same / n);
@@ -1042,6 +1064,9 @@ static int cmd_bench(const args *a)
 		if (jf != stdout)
 			fclose(jf);
 	}
+	char why[512];
+	if (!rc && a->plot && chart_bench(a->plot, chart, a->n_ks, nq, a->max_tokens, why, sizeof why))
+		rc = fail("--plot: %s", why);
 	free(ti);
 	free(tf);
 	runtime_free(&r);
@@ -1504,10 +1529,25 @@ static int cmd_verify(int argc, char **argv)
 	return rc;
 }
 
+/* inferscale plot IN.json OUT.png: a result file drawn as a chart. */
+static int cmd_plot(int argc, char **argv)
+{
+	if (argc != 4)
+		return fail("usage: inferscale plot IN.json OUT.png") + 1;
+	const char *kind;
+	char why[512];
+	if (chart_file(argv[3], argv[2], &kind, why, sizeof why))
+		return fail("%s", why);
+	printf("%s: %s chart of %s\n", argv[3], kind, argv[2]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "verify"))
 		return cmd_verify(argc, argv);
+	if (argc >= 2 && !strcmp(argv[1], "plot"))
+		return cmd_plot(argc, argv);
 	args a;
 	int rc = parse_args(&a, argc, argv);
 	if (rc)

@@ -1,0 +1,81 @@
+#!/bin/sh
+# inferscale plot on a hand-written file of each shape it knows (bench
+# --json output, an eval sweep, the GPU engine benchmark): a valid PNG of
+# the documented size with its data's colours in it, and errors that are
+# one line and a non-zero exit. No model needed.
+# usage: test_cli_plot.sh INFERSCALE REPO-ROOT
+set -eu
+cli=$1
+root=$2
+fx=$root/tests/fixtures/plot
+png() { python3 "$root/tests/check_png.py" "$@"; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/infs-plot-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Colours (tools/charts.c): the parts embed 4c72b0, retrieve 8172b3, inject
+# dd8452, prefill 55a868; full recompute c44e52; the GPU peers 937860,
+# da8bc3, 404040; the sweep's group markers 707070. A bar's legend swatch
+# is 324 pixels, a line's under 150: the counts below need the data drawn.
+"$cli" plot "$fx/bench.json" "$tmp/bench.png" > "$tmp/out"
+grep -qx "$tmp/bench.png: bench chart of $fx/bench.json" "$tmp/out" || fail "bench: $(cat "$tmp/out")"
+png "$tmp/bench.png" 1200 1060 c44e52:50000 55a868:10000 4c72b0:2000 dd8452:1000 8172b3:400
+
+"$cli" plot "$fx/sweep.json" "$tmp/sweep.png" | grep -q "eval sweep chart" || fail "sweep"
+png "$tmp/sweep.png" 1200 1060 4c72b0:1500 c44e52:1500 dd8452:600 707070:300
+# The same runs under "runs" of an object, as benchmarks/results keeps them.
+{ printf '{"runs": '; cat "$fx/sweep.json"; printf '}\n'; } > "$tmp/runs.json"
+"$cli" plot "$tmp/runs.json" "$tmp/runs.png" | grep -q "eval sweep chart" || fail "sweep under runs"
+cmp -s "$tmp/sweep.png" "$tmp/runs.png" || fail "sweep: the same runs drew another chart"
+
+"$cli" plot "$fx/gpu-engine.json" "$tmp/gpu.png" | grep -q "GPU engine benchmark chart" || fail "gpu"
+png "$tmp/gpu.png" 1200 700 c44e52:50000 937860:600 da8bc3:1000 404040:150 8172b3:400
+
+# Errors: one line on stderr, non-zero exit, nothing written.
+check_err() { # expected-status args...
+	want=$1
+	shift
+	rm -f "$tmp/x.png"
+	set +e
+	"$cli" "$@" > "$tmp/o" 2> "$tmp/e"
+	got=$?
+	set -e
+	[ "$got" = "$want" ] || fail "$*: exit $got, expected $want"
+	[ "$(wc -l < "$tmp/e")" = 1 ] || fail "$*: stderr is not one line: $(cat "$tmp/e")"
+	grep -q "^inferscale: " "$tmp/e" || fail "$*: $(cat "$tmp/e")"
+	[ ! -e "$tmp/x.png" ] || fail "$*: wrote a chart"
+}
+check_err 2 plot
+check_err 2 plot "$fx/bench.json"
+check_err 2 plot "$fx/bench.json" "$tmp/x.png" extra
+check_err 1 plot "$tmp/missing.json" "$tmp/x.png"
+grep -q "missing.json: No such file" "$tmp/e" || fail "missing: $(cat "$tmp/e")"
+printf '{"results": [\n  {"k": 2,}\n]}\n' > "$tmp/bad.json"
+check_err 1 plot "$tmp/bad.json" "$tmp/x.png"
+grep -q "bad.json:2:11: " "$tmp/e" || fail "malformed: $(cat "$tmp/e")"
+for doc in '{"a": 1}' '[]' '[1, 2]' '{"results": []}' '{"rows": [{"x": 1}]}' '"text"'; do
+	echo "$doc" > "$tmp/other.json"
+	check_err 1 plot "$tmp/other.json" "$tmp/x.png"
+	grep -q "not a result inferscale plot knows" "$tmp/e" || fail "$doc: $(cat "$tmp/e")"
+done
+sed 's/"prefill": 34.0/"prefill": "34"/' "$fx/bench.json" > "$tmp/b.json"
+check_err 1 plot "$tmp/b.json" "$tmp/x.png"
+grep -q 'b.json: results\[3\]: "injection_ms.prefill" is not a number' "$tmp/e" || fail "bench: $(cat "$tmp/e")"
+sed '0,/"answer_agree": false/s//"answer_agree": 0/' "$fx/bench.json" > "$tmp/b.json"
+check_err 1 plot "$tmp/b.json" "$tmp/x.png"
+grep -q 'results\[0\]: "answer_agree" is not true or false' "$tmp/e" || fail "bench: $(cat "$tmp/e")"
+sed 's/"mode": "none"/"mode": 0/' "$fx/sweep.json" > "$tmp/s.json"
+check_err 1 plot "$tmp/s.json" "$tmp/x.png"
+grep -q 'runs\[0\]: "mode" is not a string' "$tmp/e" || fail "sweep: $(cat "$tmp/e")"
+sed 's/"f1_full": 0.13, "evidence_recall": 0.47, "ttft_inject_ms": 1500.0/"evidence_recall": 0.47, "ttft_inject_ms": 1500.0/' \
+	"$fx/sweep.json" > "$tmp/s.json"
+check_err 1 plot "$tmp/s.json" "$tmp/x.png"
+grep -q 'runs\[2\]: "f1_full" is not a number' "$tmp/e" || fail "sweep: $(cat "$tmp/e")"
+sed 's/"hf_full_ms": 71.2/"hf_full_ms": "fast"/' "$fx/gpu-engine.json" > "$tmp/g.json"
+check_err 1 plot "$tmp/g.json" "$tmp/x.png"
+grep -q 'rows\[2\]: "hf_full_ms" is not a number' "$tmp/e" || fail "gpu: $(cat "$tmp/e")"
+check_err 1 plot "$fx/bench.json" "$tmp/no-such-dir/x.png"
+grep -q "x.png: No such file" "$tmp/e" || fail "unwritable: $(cat "$tmp/e")"
+check_err 2 ask --store "$tmp/s.infs" --namespace maya --plot "$tmp/x.png" "q"
+grep -q -- "--plot applies to bench only" "$tmp/e" || fail "--plot with ask: $(cat "$tmp/e")"
+echo "cli-plot: ok"
