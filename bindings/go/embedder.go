@@ -18,8 +18,8 @@ type EmbedderOptions struct {
 	Threads      int // threads of each Embed call; 0: the machine's cores
 	MaxSeqLength int // tokens per text, [CLS] and [SEP] included; 0: the model's
 
-	// UseDevice asks for CUDA device Device (ErrUnsupported until the
-	// library has a CUDA embedder).
+	// UseDevice asks for CUDA device Device (ErrUnsupported in a build
+	// without CUDA).
 	UseDevice bool
 	Device    int
 }

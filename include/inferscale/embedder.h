@@ -13,8 +13,10 @@
 extern "C" {
 #endif
 
-/* A loaded embedder. Read-only after loading: any number of threads may call
- * infs_embed on one embedder at the same time. */
+/* A loaded embedder. Any number of threads may call infs_embed on one
+ * embedder at the same time: on the CPU it is read-only after loading; on a
+ * device the calls share its one workspace and run one at a time (a mutex
+ * inside). */
 typedef struct infs_embedder infs_embedder;
 
 #define INFS_EMBEDDER_OPTIONS_VERSION 1
@@ -24,8 +26,10 @@ typedef struct infs_embedder_options {
 	uint32_t n_threads;      /* threads of each infs_embed call; 0 = the machine's cores.
 	                            Matrix products through OpenBLAS use its own thread count
 	                            (OPENBLAS_NUM_THREADS) and run while these threads wait. */
-	int device;              /* -1 = the CPU. A CUDA device index is reserved for the
-	                            CUDA backend: INFS_EUNSUPPORTED until it is built in. */
+	int device;              /* -1 = the CPU. A CUDA device index: infs_embed runs there,
+	                            weights in f32 and a workspace for 64 * max_seq_length
+	                            tokens allocated at load (docs/embedder.md, "On a GPU");
+	                            INFS_EUNSUPPORTED in a build without CUDA. */
 	uint32_t max_seq_length; /* tokens per text, [CLS] and [SEP] included; longer texts
 	                            are truncated. 0 = the model's (sentence_bert_config.json) */
 } infs_embedder_options;
@@ -45,8 +49,11 @@ INFS_API int infs_embedder_options_init(infs_embedder_options *opts, unsigned ve
  * Errors: INFS_EINVAL, INFS_ENOTFOUND (a required file is missing), INFS_EIO,
  * INFS_EFORMAT (malformed files, missing tensors, shapes that contradict the
  * configuration), INFS_EUNSUPPORTED (another architecture, pooling or module,
- * or a device), INFS_ERANGE (max_seq_length outside 2..max positions),
- * INFS_ENOMEM. */
+ * or a device in a build without CUDA, or a head size above 128 on a
+ * device), INFS_ERANGE (max_seq_length outside 2..max positions),
+ * INFS_ENOMEM; on a device also INFS_EINVAL (no such device), INFS_EBUDGET
+ * (not enough free device memory), INFS_EDEVICE (a CUDA or cuBLAS call
+ * failed). */
 INFS_API int infs_embedder_load(infs_embedder **out, const char *path,
                                 const infs_embedder_options *opts);
 
@@ -79,7 +86,8 @@ INFS_API int infs_embed_options_init(infs_embed_options *opts, unsigned version)
  * beyond float rounding. Bytes that are not well-formed UTF-8 are dropped.
  * opts may be NULL. Every argument is checked first; on error out is
  * untouched. Errors: INFS_EINVAL, INFS_EUNSUPPORTED (a prompt for a model
- * that pools without its prompt), INFS_ENOMEM. */
+ * that pools without its prompt), INFS_ENOMEM; on a device also
+ * INFS_EDEVICE and INFS_EBUDGET (a CUDA or cuBLAS call failed). */
 INFS_API int infs_embed(float *out, const infs_embedder *embedder, const char *const *texts,
                         size_t n_texts, const infs_embed_options *opts);
 

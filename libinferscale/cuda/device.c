@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cuda/device.h"
+#include "cuda/device_embed.h"
 #include "util/dtype.h"
 #include "util/error.h"
 #include "inject/inject.h"
@@ -547,6 +548,11 @@ static int device_attach(infs_store *s)
 static const infs__device_backend cuda_backend = { device_attach, infs__retrieve_device, infs__inject_device,
 	                                                infs__device_model_upload, infs__device_model_random,
 	                                                infs__device_model_release, infs__device_model_forward,
-	                                                infs__device_model_encode, &infs__dengine_cuda };
+	                                                infs__device_model_encode,
+	                                                infs__device_bert_upload,
+	                                                infs__device_bert_release,
+	                                                infs__device_bert_encode,
+	                                                infs__device_bert_encode_host,
+	                                                &infs__dengine_cuda };
 const infs__device_backend *const infs__cuda = &cuda_backend;
 

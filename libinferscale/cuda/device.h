@@ -11,6 +11,9 @@
 struct infs__inject_plan;
 struct infs_model;
 struct infs__device_forward;
+struct infs__bert_config;
+struct infs__bert_weights;
+struct infs__bert_dev;
 struct infs__dengine_ops;
 
 /* Fact encoding on the device (engine/encode.c): every fact runs after the
@@ -61,6 +64,14 @@ typedef struct infs__device_backend {
 	 * A fact whose own context and tokens exceed device_max_tokens is
 	 * refused (INFS_ERANGE) before anything runs. */
 	int (*model_encode)(const struct infs_model *m, const infs__encode_job *job);
+	/* The embedder's encoder on a device (cuda/device_embed.c; embed/embed_device.h says what callers see). */
+	int (*bert_upload)(struct infs__bert_dev **out, int device, const struct infs__bert_config *cfg,
+	                   const struct infs__bert_weights *w, uint32_t max_tokens);
+	void (*bert_release)(struct infs__bert_dev *d);
+	int (*bert_encode)(struct infs__bert_dev *d, const int32_t *ids, const uint32_t *offsets, uint32_t n_seq,
+	                   int pooling, int normalize, float *out, void *stream);
+	int (*bert_encode_host)(struct infs__bert_dev *d, const int32_t *ids, const uint32_t *offsets, uint32_t n_seq,
+	                        int pooling, int normalize, float *out);
 	/* The engine on a device (engine/engine_device.h). */
 	const struct infs__dengine_ops *engine;
 } infs__device_backend;

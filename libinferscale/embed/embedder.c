@@ -1,12 +1,15 @@
 /* The embedder handle: a sentence-transformers directory (BERT weights in
  * safetensors, WordPiece vocabulary, tokenizer / pooling / module configs)
  * loaded for infs_embed. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cuda/device.h"
 #include "embed/bert.h"
+#include "embed/embed_device.h"
 #include "util/dtype.h"
 #include "embed/embedder.h"
 #include "util/error.h"
@@ -24,6 +27,10 @@
  * MiniLM) stays a few tens of MiB. */
 #define BATCH_TOKENS 2048
 
+/* An embedder on a device has a workspace for this many texts of
+ * max_seq_length tokens (tokens in all: shorter texts fit more). */
+#define DEVICE_TEXTS 64
+
 struct infs_embedder {
 	infs__bert_config cfg;
 	infs__bert_weights w;
@@ -38,6 +45,15 @@ struct infs_embedder {
 	int st_lowercase;         /* sentence_bert_config.json's do_lower_case */
 	uint32_t max_seq;
 	uint32_t n_threads;
+	/* on a device: its copy of the encoder, a workspace of dev_tokens
+	 * tokens, and host buffers for one call's token ids, all used by one
+	 * call at a time, under dev_lock */
+	int device;
+	struct infs__bert_dev *dev;
+	uint32_t dev_tokens;
+	pthread_mutex_t dev_lock;
+	int32_t *dev_ids, *dev_one;
+	uint32_t *dev_off;
 };
 
 INFS__DEFINE_INIT(infs_embedder_options_init, infs_embedder_options, infs__sizes_embedder_options, INFS_EMBEDDER_OPTIONS_INIT)
@@ -391,6 +407,23 @@ static int read_weights(infs_embedder *e, const char *dir)
 
 /* ---- the handle ----------------------------------------------------------- */
 
+/* Uploads the loaded encoder to device with its workspace, and the host
+ * buffers of the device entries. */
+static int load_device(infs_embedder *e, int device)
+{
+	e->dev_tokens = DEVICE_TEXTS * e->max_seq; /* max_seq <= 65536 */
+	e->dev_ids = malloc((size_t)e->dev_tokens * sizeof *e->dev_ids);
+	e->dev_off = malloc(((size_t)e->dev_tokens + 1) * sizeof *e->dev_off);
+	e->dev_one = malloc((size_t)e->max_seq * sizeof *e->dev_one);
+	if (!e->dev_ids || !e->dev_off || !e->dev_one)
+		return infs__error(INFS_ENOMEM, "infs_embedder_load: out of memory");
+	int rc = infs__cuda->bert_upload(&e->dev, device, &e->cfg, &e->w, e->dev_tokens);
+	if (rc)
+		return rc;
+	e->device = device;
+	return INFS_OK;
+}
+
 void infs_embedder_free(infs_embedder *e)
 {
 	if (!e)
@@ -398,6 +431,12 @@ void infs_embedder_free(infs_embedder *e)
 	for (size_t i = 0; i < e->n_owned; i++)
 		free(e->owned[i]);
 	free(e->owned);
+	if (e->dev)
+		infs__cuda->bert_release(e->dev);
+	pthread_mutex_destroy(&e->dev_lock);
+	free(e->dev_ids);
+	free(e->dev_one);
+	free(e->dev_off);
 	free(e->layers);
 	infs__safetensors_close(e->st);
 	infs__wordpiece_free(e->wp);
@@ -418,7 +457,7 @@ int infs_embedder_load(infs_embedder **out, const char *path, const infs_embedde
 	if (opts->device < -1)
 		return infs__error(INFS_EINVAL, "infs_embedder_load: device %d (-1 is the CPU)",
 		                   opts->device);
-	if (opts->device >= 0)
+	if (opts->device >= 0 && !infs__cuda)
 		return infs__error(INFS_EUNSUPPORTED, "infs_embedder_load: device %d: the embedder's "
 		                   "CUDA backend is not built in", opts->device);
 	if (opts->n_threads > 1024)
@@ -432,6 +471,8 @@ int infs_embedder_load(infs_embedder **out, const char *path, const infs_embedde
 	infs_embedder *e = calloc(1, sizeof *e);
 	if (!e)
 		return infs__error(INFS_ENOMEM, "out of memory");
+	pthread_mutex_init(&e->dev_lock, NULL);
+	e->device = -1;
 	rc = read_config(e, path);
 	if (!rc)
 		rc = read_tokenizer(e, path);
@@ -446,6 +487,8 @@ int infs_embedder_load(infs_embedder **out, const char *path, const infs_embedde
 		else
 			e->max_seq = opts->max_seq_length;
 	}
+	if (!rc && opts->device >= 0)
+		rc = load_device(e, opts->device);
 	if (rc) {
 		infs_embedder_free(e);
 		return rc;
@@ -521,49 +564,35 @@ int infs__embedder_tokenize(const infs_embedder *e, const char *text, int32_t *i
 	return tokenize(e, "", text, ids, n);
 }
 
-int infs_embed(float *out, const infs_embedder *e, const char *const *texts, size_t n_texts,
-               const infs_embed_options *in)
+/* The checks of the texts and prompt that every embedding entry makes. */
+static int check_texts(const infs_embedder *e, const char *const *texts, size_t n_texts, const char *prompt,
+                       const char *fn)
 {
-	infs_embed_options o = INFS_EMBED_OPTIONS_INIT;
-	if (!out)
-		return infs__error(INFS_EINVAL, "infs_embed: out is NULL");
-	if (!e)
-		return infs__error(INFS_EINVAL, "infs_embed: embedder is NULL");
 	if (!texts && n_texts)
-		return infs__error(INFS_EINVAL, "infs_embed: texts is NULL");
-	int rc = INFS__TAKE(o, in, infs__sizes_embed_options, "infs_embed", "options");
-	if (rc)
-		return rc;
-	const infs_embed_options *opts = &o;
+		return infs__error(INFS_EINVAL, "%s: texts is NULL", fn);
 	if (n_texts > UINT32_MAX)
-		return infs__error(INFS_EINVAL, "infs_embed: n_texts %zu is above %u", n_texts,
-		                   UINT32_MAX);
+		return infs__error(INFS_EINVAL, "%s: n_texts %zu is above %u", fn, n_texts, UINT32_MAX);
 	for (size_t i = 0; i < n_texts; i++)
 		if (!texts[i])
-			return infs__error(INFS_EINVAL, "infs_embed: texts[%zu] is NULL", i);
-	const char *prompt = opts->prompt ? opts->prompt : "";
+			return infs__error(INFS_EINVAL, "%s: texts[%zu] is NULL", fn, i);
 	if (prompt[0] && !e->include_prompt)
-		return infs__error(INFS_EUNSUPPORTED, "infs_embed: this model pools without its "
-		                   "prompt, which is not supported");
-	if (n_texts == 0)
-		return INFS_OK;
+		return infs__error(INFS_EUNSUPPORTED, "%s: this model pools without its prompt, which is not "
+		                   "supported", fn);
+	return INFS_OK;
+}
 
-	/* Tokenize everything first, so that nothing can fail once out is
-	 * being written. */
-	uint32_t max_seq = e->max_seq, n_threads = e->n_threads;
-	uint32_t batch_max = max_seq > BATCH_TOKENS ? max_seq : BATCH_TOKENS;
+/* Tokenizes prompt + each text, back to back: text i is (*ids)[(*offsets)[i]
+ * .. (*offsets)[i + 1]). Both malloc'd, NULL on error. */
+static int tokenize_all(int32_t **ids_out, uint32_t **offsets_out, const infs_embedder *e, const char *prompt,
+                        const char *const *texts, size_t n_texts)
+{
 	uint32_t *offsets = malloc((n_texts + 1) * sizeof *offsets);
-	uint32_t *batch_off = malloc(((size_t)batch_max + 1) * sizeof *batch_off);
-	int32_t *one = malloc((size_t)max_seq * sizeof *one), *ids = NULL;
-	float *scratch = malloc(infs__bert_scratch_floats(&e->cfg, batch_max, n_threads) *
-	                        sizeof *scratch);
+	int32_t *one = malloc((size_t)e->max_seq * sizeof *one), *ids = NULL;
 	size_t cap = 0;
-	infs__pool *pool = NULL;
-	if (!offsets || !batch_off || !one || !scratch)
+	int rc = INFS_OK;
+	if (!offsets || !one)
 		rc = infs__error(INFS_ENOMEM, "infs_embed: out of memory");
-	if (!rc)
-		rc = infs__pool_create(&pool, n_threads);
-	if (!rc)
+	else
 		offsets[0] = 0;
 	for (size_t i = 0; !rc && i < n_texts; i++) {
 		uint32_t n;
@@ -588,26 +617,204 @@ int infs_embed(float *out, const infs_embedder *e, const char *const *texts, siz
 			offsets[i + 1] = offsets[i] + n;
 		}
 	}
-	/* Batches of whole texts, up to batch_max tokens. */
+	free(one);
+	if (rc) {
+		free(ids);
+		free(offsets);
+		ids = NULL;
+		offsets = NULL;
+	}
+	*ids_out = ids;
+	*offsets_out = offsets;
+	return rc;
+}
+
+/* Consecutive texts from first whose tokens fit in batch_max: their count,
+ * their offsets from the first's in batch_off. */
+static size_t next_batch(uint32_t *batch_off, const uint32_t *offsets, size_t first, size_t n_texts,
+                         uint32_t batch_max)
+{
+	size_t end = first;
+	uint32_t n_tok = 0;
+	batch_off[0] = 0;
+	while (end < n_texts && n_tok + (offsets[end + 1] - offsets[end]) <= batch_max) {
+		n_tok += offsets[end + 1] - offsets[end];
+		batch_off[end - first + 1] = n_tok;
+		end++;
+	}
+	return end - first;
+}
+
+/* Encodes tokenized texts on the CPU in batches of up to batch_max tokens;
+ * out is written only once nothing can fail. */
+static int embed_cpu(float *out, const infs_embedder *e, const int32_t *ids, const uint32_t *offsets,
+                     size_t n_texts)
+{
+	uint32_t max_seq = e->max_seq, n_threads = e->n_threads;
+	uint32_t batch_max = max_seq > BATCH_TOKENS ? max_seq : BATCH_TOKENS;
+	uint32_t *batch_off = malloc(((size_t)batch_max + 1) * sizeof *batch_off);
+	float *scratch = malloc(infs__bert_scratch_floats(&e->cfg, batch_max, n_threads) *
+	                        sizeof *scratch);
+	infs__pool *pool = NULL;
+	int rc = INFS_OK;
+	if (!batch_off || !scratch)
+		rc = infs__error(INFS_ENOMEM, "infs_embed: out of memory");
+	if (!rc)
+		rc = infs__pool_create(&pool, n_threads);
 	for (size_t first = 0; !rc && first < n_texts;) {
-		size_t end = first;
-		uint32_t n_tok = 0;
-		batch_off[0] = 0;
-		while (end < n_texts && n_tok + (offsets[end + 1] - offsets[end]) <= batch_max) {
-			n_tok += offsets[end + 1] - offsets[end];
-			batch_off[end - first + 1] = n_tok;
-			end++;
-		}
-		infs__bert_encode(&e->cfg, &e->w, ids + offsets[first], batch_off,
-		                  (uint32_t)(end - first), e->pooling, e->normalize, pool, scratch,
-		                  out + first * e->cfg.dim);
-		first = end;
+		size_t n = next_batch(batch_off, offsets, first, n_texts, batch_max);
+		infs__bert_encode(&e->cfg, &e->w, ids + offsets[first], batch_off, (uint32_t)n,
+		                  e->pooling, e->normalize, pool, scratch, out + first * e->cfg.dim);
+		first += n;
 	}
 	infs__pool_free(pool);
-	free(offsets);
 	free(batch_off);
-	free(one);
-	free(ids);
 	free(scratch);
+	return rc;
+}
+
+/* The same on the device, in batches that fill its workspace, into a host
+ * buffer first so that out stays untouched when the device fails. */
+static int embed_on_device(float *out, infs_embedder *e, const int32_t *ids, const uint32_t *offsets,
+                           size_t n_texts)
+{
+	const size_t dim = e->cfg.dim;
+	uint32_t *batch_off = malloc((n_texts + 1) * sizeof *batch_off);
+	float *res = malloc(n_texts * dim * sizeof *res);
+	int rc = INFS_OK;
+	if (!batch_off || !res)
+		rc = infs__error(INFS_ENOMEM, "infs_embed: out of memory");
+	pthread_mutex_lock(&e->dev_lock);
+	/* every text fits: it has at most max_seq <= dev_tokens tokens */
+	for (size_t first = 0; !rc && first < n_texts;) {
+		size_t n = next_batch(batch_off, offsets, first, n_texts, e->dev_tokens);
+		rc = infs__cuda->bert_encode_host(e->dev, ids + offsets[first], batch_off, (uint32_t)n, e->pooling,
+		                                  e->normalize, res + first * dim);
+		first += n;
+	}
+	pthread_mutex_unlock(&e->dev_lock);
+	if (!rc)
+		memcpy(out, res, n_texts * dim * sizeof *out);
+	free(batch_off);
+	free(res);
+	return rc;
+}
+
+int infs_embed(float *out, const infs_embedder *e, const char *const *texts, size_t n_texts,
+               const infs_embed_options *in)
+{
+	infs_embed_options o = INFS_EMBED_OPTIONS_INIT;
+	if (!out)
+		return infs__error(INFS_EINVAL, "infs_embed: out is NULL");
+	if (!e)
+		return infs__error(INFS_EINVAL, "infs_embed: embedder is NULL");
+	int rc = INFS__TAKE(o, in, infs__sizes_embed_options, "infs_embed", "options");
+	if (rc)
+		return rc;
+	const char *prompt = o.prompt ? o.prompt : "";
+	if ((rc = check_texts(e, texts, n_texts, prompt, "infs_embed")) || n_texts == 0)
+		return rc;
+
+	/* Tokenize everything first, so that nothing can fail once out is
+	 * being written. */
+	int32_t *ids;
+	uint32_t *offsets;
+	rc = tokenize_all(&ids, &offsets, e, prompt, texts, n_texts);
+	if (!rc)
+		rc = e->dev ? embed_on_device(out, (infs_embedder *)e, ids, offsets, n_texts)
+		            : embed_cpu(out, e, ids, offsets, n_texts);
+	free(ids);
+	free(offsets);
+	return rc;
+}
+
+/* ---- the device entries (embed_device.h) ------------------------------------ */
+
+int infs__embedder_device(const infs_embedder *e)
+{
+	return e ? e->device : -1;
+}
+
+uint32_t infs__embedder_device_tokens(const infs_embedder *e)
+{
+	return e && e->dev ? e->dev_tokens : 0;
+}
+
+static int check_device_call(float *out, const infs_embedder *e, const char *fn)
+{
+	if (!out)
+		return infs__error(INFS_EINVAL, "%s: out is NULL", fn);
+	if (!e)
+		return infs__error(INFS_EINVAL, "%s: embedder is NULL", fn);
+	if (!e->dev)
+		return infs__error(INFS_EINVAL, "%s: the embedder was not loaded on a device", fn);
+	return INFS_OK;
+}
+
+int infs__embed_device_tokens(float *out, const infs_embedder *e, const int32_t *ids, const uint32_t *offsets,
+                              uint32_t n_seq, void *stream)
+{
+	static const char fn[] = "infs__embed_device_tokens";
+	int rc = check_device_call(out, e, fn);
+	if (rc || n_seq == 0)
+		return rc;
+	if (!ids || !offsets)
+		return infs__error(INFS_EINVAL, "%s: ids or offsets is NULL", fn);
+	if (offsets[0] != 0)
+		return infs__error(INFS_EINVAL, "%s: offsets[0] is %u, not 0", fn, offsets[0]);
+	for (uint32_t s = 0; s < n_seq; s++) {
+		if (offsets[s + 1] <= offsets[s])
+			return infs__error(INFS_EINVAL, "%s: sequence %u has no tokens (offsets %u, %u)", fn, s,
+			                   offsets[s], offsets[s + 1]);
+		if (offsets[s + 1] - offsets[s] > e->max_seq)
+			return infs__error(INFS_ERANGE, "%s: sequence %u has %u tokens, above max_seq_length %u", fn, s,
+			                   offsets[s + 1] - offsets[s], e->max_seq);
+		if (offsets[s + 1] > e->dev_tokens)
+			return infs__error(INFS_ERANGE, "%s: above %u tokens, the device workspace's", fn,
+			                   e->dev_tokens);
+	}
+	for (uint32_t t = 0; t < offsets[n_seq]; t++)
+		if (ids[t] < 0 || (uint32_t)ids[t] >= e->cfg.n_vocab)
+			return infs__error(INFS_EINVAL, "%s: token %u is id %d, outside 0..%u", fn, t, ids[t],
+			                   e->cfg.n_vocab - 1);
+	infs_embedder *m = (infs_embedder *)e; /* the device state only */
+	pthread_mutex_lock(&m->dev_lock);
+	rc = infs__cuda->bert_encode(m->dev, ids, offsets, n_seq, e->pooling, e->normalize, out, stream);
+	pthread_mutex_unlock(&m->dev_lock);
+	return rc;
+}
+
+int infs__embed_device(float *out, const infs_embedder *e, const char *const *texts, size_t n_texts,
+                       const char *prompt, void *stream)
+{
+	static const char fn[] = "infs__embed_device";
+	int rc = check_device_call(out, e, fn);
+	if (!prompt)
+		prompt = "";
+	if (!rc)
+		rc = check_texts(e, texts, n_texts, prompt, fn);
+	if (rc || n_texts == 0)
+		return rc;
+	if (n_texts > e->dev_tokens) /* every text has a token at least */
+		return infs__error(INFS_ERANGE, "%s: %zu texts, above %u, the device workspace's tokens", fn,
+		                   n_texts, e->dev_tokens);
+	infs_embedder *m = (infs_embedder *)e; /* the device state only */
+	pthread_mutex_lock(&m->dev_lock);
+	m->dev_off[0] = 0;
+	for (size_t i = 0; !rc && i < n_texts; i++) {
+		uint32_t n;
+		rc = tokenize(e, prompt, texts[i], m->dev_one, &n);
+		if (!rc && m->dev_off[i] + (uint64_t)n > m->dev_tokens)
+			rc = infs__error(INFS_ERANGE, "%s: texts 0..%zu have %llu tokens, above %u, the device "
+			                 "workspace's", fn, i, (unsigned long long)m->dev_off[i] + n, m->dev_tokens);
+		if (!rc) {
+			memcpy(m->dev_ids + m->dev_off[i], m->dev_one, (size_t)n * sizeof *m->dev_ids);
+			m->dev_off[i + 1] = m->dev_off[i] + n;
+		}
+	}
+	if (!rc)
+		rc = infs__cuda->bert_encode(m->dev, m->dev_ids, m->dev_off, (uint32_t)n_texts, e->pooling,
+		                             e->normalize, out, stream);
+	pthread_mutex_unlock(&m->dev_lock);
 	return rc;
 }
