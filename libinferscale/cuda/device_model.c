@@ -398,6 +398,10 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 	const uint64_t max_keys = a->n_seqs ? a->max_context : (uint64_t)a->n_past + n;
 	const uint32_t splits = attn_splits(d, g, n, a->n_seqs, max_keys);
 	cublasStatus_t st = cublasSetStream(d->blas, s);
+	/* cublasSetStream puts back cuBLAS's own workspace pool: the model's
+	 * again, so that a call (or its capture) allocates nothing */
+	if (st == CUBLAS_STATUS_SUCCESS)
+		st = cublasSetWorkspace(d->blas, d->blas_ws, BLAS_WORKSPACE);
 	cudaError_t err = infs_k_embed(d->x, d->emb, a->tokens, n, D, g->n_vocab, s);
 	for (uint32_t l = 0; l < g->n_layers && err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS; l++) {
 		const dev_layer *L = &d->layers[l];
