@@ -61,18 +61,25 @@ if [[ $skip != *sanitizer* ]]; then
 		for tool in $tools; do
 			echo "-- $tool $t" | tee -a "$OUT/sanitizer.log"
 			start=$SECONDS
-			# racecheck skips cuBLAS's Hopper GEMMs (nvjet_*): they order
-			# shared memory through mbarriers and the async proxy, which
-			# racecheck does not follow (it reports hazards in them, and
-			# only in them); memcheck checks every kernel.
-			filter=
-			[ $tool = racecheck ] && filter="--kernel-name-exclude kns=nvjet"
-			if INFS_TEST_SMALL=1 meson test -C "$BUILD" --no-rebuild --print-errorlogs \
-				--wrapper "compute-sanitizer --tool $tool $filter --error-exitcode 99" "$t" >>"$OUT/sanitizer.log" 2>&1; then
-				tail -n 2 "$OUT/sanitizer.log"
+			# racecheck reports hazards in cuBLAS's Hopper GEMMs (nvjet_*),
+			# which order shared memory through mbarriers and the async
+			# proxy that it does not follow; excluding them by name makes
+			# the sanitizer itself fault. So racecheck runs on everything
+			# and fails on a hazard in any other kernel (ours).
+			log=$(mktemp)
+			exitcode="--error-exitcode 99"
+			[ $tool = racecheck ] && exitcode=
+			INFS_TEST_SMALL=1 meson test -C "$BUILD" --no-rebuild --print-errorlogs \
+				--wrapper "compute-sanitizer --tool $tool $exitcode" "$t" >"$log" 2>&1
+			rc=$?
+			cat "$log" >>"$OUT/sanitizer.log"
+			ours=$(grep -E "access at " "$log" | grep -vc "access at nvjet_")
+			theirs=$(grep -E "access at nvjet_" "$log" | wc -l)
+			rm -f "$log"
+			if [ $rc = 0 ] && [ "$ours" = 0 ]; then
+				echo "   clean$([ "$theirs" != 0 ] && echo " (hazard reports in cuBLAS's nvjet kernels only: $theirs lines)")"
 			else
-				echo "FAILED: $tool $t"
-				tail -n 30 "$OUT/sanitizer.log"
+				echo "FAILED: $tool $t (exit $rc, $ours hazard lines in our kernels)"
 				fail=1
 			fi
 			echo "   $((SECONDS - start)) s" | tee -a "$OUT/sanitizer.log"

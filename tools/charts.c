@@ -363,7 +363,7 @@ static int sweep_file(const char *png, const jsonl_value *list, const char *file
 		for (int j = 0; j < 8 && !rc; j++)
 			rc = number(x[j], r, keys[j], 0, file, "runs", i, err, n_err);
 		p->mode = jsonl_str(jsonl_get(r, "mode"), NULL);
-		double layer;
+		double layer = -1;
 		if (!rc && !p->mode)
 			rc = say(err, n_err, "%s: runs[%zu]: \"mode\" is not a string", file, i);
 		if (!rc)
