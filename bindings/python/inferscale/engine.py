@@ -159,7 +159,7 @@ class Engine:
         """Encodes the header and footer segments into the store's namespace
         "inferscale.segments" unless segments with the same tokens are already
         there: once per store, needed before ask on that store."""
-        with self._lock, store._use() as sp:
+        with self._lock, _store(store)._use() as sp:
             check(lib.infs_engine_prepare(self._p, sp))
 
     def ask(self, store: Store, question: str, *, namespace: str, embedder: Optional[Embedder] = None,
@@ -186,7 +186,7 @@ class Engine:
         o, _alive = _ask_options(k, full_recompute, metric, fact_ids, max_tokens, temperature, top_p, seed, stop,
                                  recompute_ratio, check_layer, ignore_eos)
         out = ffi.new("infs_answer **")
-        with self._lock, store._use() as sp:
+        with self._lock, _store(store)._use() as sp:
             check(lib.infs_engine_ask(out, self._p, sp, _embedder_ptr(embedder), cns, cq, o))
         try:
             return Answer._from_c(out[0])
@@ -214,13 +214,19 @@ class Engine:
                                  recompute_ratio, check_layer, ignore_eos)
         qs = ffi.new("const char *[]", keep) if n else ffi.NULL
         out = ffi.new("infs_answer *[]", max(n, 1))
-        with self._lock, store._use() as sp:
+        with self._lock, _store(store)._use() as sp:
             check(lib.infs_engine_ask_batch(out, self._p, sp, _embedder_ptr(embedder), cns, qs, n, o))
         try:
             return [Answer._from_c(out[i]) for i in range(n)]
         finally:
             for i in range(n):
                 lib.infs_answer_free(out[i])
+
+
+def _store(store: Store) -> Store:
+    if not isinstance(store, Store):
+        raise TypeError(f"store must be an inferscale.Store, not {type(store).__name__}")
+    return store
 
 
 def _embedder_ptr(embedder: Optional[Embedder]):

@@ -136,6 +136,10 @@ def test_errors(setup, tmp_path):
         engine.ask(store, "a\0b", namespace="maya", embedder=emb)
     with pytest.raises(TypeError, match="questions must be a sequence"):
         engine.ask_batch(store, QUESTION, namespace="maya", embedder=emb)
+    with pytest.raises(TypeError, match="store must be an inferscale.Store"):
+        engine.prepare(None)
+    with pytest.raises(TypeError, match="embedder must be an inferscale.Embedder"):
+        engine.ask(store, QUESTION, namespace="maya", embedder=lambda t: np.zeros(384, np.float32))
     with pytest.raises(TypeError, match="temperature must be a number"):
         engine.ask(store, QUESTION, namespace="maya", embedder=emb, temperature="hot")
     with pytest.raises(infs.RangeError, match="n_ctx"):
