@@ -13,9 +13,18 @@ import (
 )
 
 // ModelOptions are how LoadModel loads a model; nil or the zero value uses
-// every core of the machine.
+// every core of the machine, on the host only.
 type ModelOptions struct {
 	Threads int // threads of the forward pass; 0: the machine's cores
+
+	// UseDevice also uploads the weights to CUDA device Device in bf16, for
+	// an Engine there, using at most DeviceBudget bytes of its memory (0: no
+	// limit), with a workspace for DeviceMaxTokens tokens per forward call
+	// (0: 512). A build without CUDA fails with ErrUnsupported.
+	UseDevice       bool
+	Device          int
+	DeviceBudget    uint64
+	DeviceMaxTokens uint32
 }
 
 // ModelInfo describes a loaded model.
@@ -40,6 +49,12 @@ type Model struct {
 	mu   sync.RWMutex // shared by calls, exclusive for Close (see Store)
 	c    *C.infs_model
 	info ModelInfo
+
+	// Engines open on the model (guarded by mu, written under its write
+	// lock). Close with engines open leaves the C model in pending, freed
+	// by the last engine's Close: an engine is freed before its model.
+	engines int
+	pending *C.infs_model
 }
 
 // LoadModel loads path: a .gguf file, or a directory holding config.json
@@ -60,6 +75,11 @@ func LoadModel(path string, opts *ModelOptions) (*Model, error) {
 			return nil, newError(ErrInvalid, fmt.Sprintf("%s: %d threads", op, opts.Threads))
 		}
 		co.n_threads = C.uint32_t(opts.Threads)
+		if opts.UseDevice {
+			co.device = C.int(opts.Device)
+			co.device_budget_bytes = C.uint64_t(opts.DeviceBudget)
+			co.device_max_tokens = C.uint32_t(opts.DeviceMaxTokens)
+		}
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -91,7 +111,8 @@ func LoadModel(path string, opts *ModelOptions) (*Model, error) {
 }
 
 // Close releases the model, waiting for calls in flight; calling it again
-// does nothing.
+// does nothing. Engines open on the model keep working, and the model's
+// memory is released when the last of them is closed.
 func (m *Model) Close() error {
 	if m == nil {
 		return nil
@@ -99,7 +120,11 @@ func (m *Model) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.c != nil {
-		C.infs_model_free(m.c)
+		if m.engines > 0 {
+			m.pending = m.c
+		} else {
+			C.infs_model_free(m.c)
+		}
 		m.c = nil
 		runtime.SetFinalizer(m, nil)
 	}

@@ -27,11 +27,12 @@ from .store import RESERVED_PREFIX, Fact, Hits, Store, StoreStats, rope_rotate
 from .tokenizer import ChatFormat, Tokenizer
 from .model import ForwardResult, Model, ModelInfo
 from .embedders import Embedder
+from .engine import Answer, Engine, render_fact
 
 __all__ = [
     "Backend", "DType", "Geometry", "Metric", "RopeScaling", "RopeStyle", "SyncMode",
     "KVLayout", "Fact", "Hits", "Store", "StoreStats", "RESERVED_PREFIX", "rope_rotate", "Tokenizer", "ChatFormat",
-    "Model", "ModelInfo", "ForwardResult", "Embedder",
+    "Model", "ModelInfo", "ForwardResult", "Embedder", "Engine", "Answer", "render_fact",
     "version", "version_number", "features", "get_include", "library_path",
     "__version__", *_errors_all,
 ]

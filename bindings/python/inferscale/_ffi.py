@@ -81,6 +81,12 @@ def as_int(value: Any, what: str, ctype: str) -> int:
     return int(value)
 
 
+def device_index(device: Any) -> int:
+    """The C options' device: -1 (the host) for None, else the int given
+    (checked as as_int does)."""
+    return -1 if device is None else as_int(device, "device", "int")
+
+
 def cstr(s: Optional[str], what: str, *, none_ok: bool = False):
     """A NUL-terminated char* holding the str s as UTF-8 (NULL for None where
     none_ok). TypeError for anything but a str; InvalidArgumentError for a

@@ -8,11 +8,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+import weakref
 from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 
-from ._ffi import as_int, check, cpath, ffi, lib, pystr
+from ._ffi import as_int, check, cpath, device_index, ffi, lib, pystr
 from .arrays import as_int_array
 from .errors import InvalidArgumentError
 from .geometry import DType, Geometry
@@ -53,14 +54,25 @@ _NP = {DType.F32: np.float32, DType.F16: np.float16, DType.BF16: np.uint16}
 class Model:
     """A model loaded by the library (read-only; forward is safe from many
     threads at once). ``close()`` or ``with`` frees it, as does garbage
-    collection."""
+    collection.
 
-    def __init__(self, path: Union[str, "os.PathLike[str]"], *, n_threads: int = 0) -> None:
+    device (None: the host only) also uploads the weights to that CUDA device
+    in bf16, for an Engine on it, using at most device_budget_bytes of its
+    memory (0: no limit), with a workspace for device_max_tokens tokens per
+    forward call (0: 512). A build without CUDA raises UnsupportedError."""
+
+    def __init__(self, path: Union[str, "os.PathLike[str]"], *, n_threads: int = 0,
+                 device: Optional[int] = None, device_budget_bytes: int = 0,
+                 device_max_tokens: int = 0) -> None:
         self._ptr = None
         self._lock = threading.Lock()
+        self._engines: "weakref.WeakSet[Any]" = weakref.WeakSet()
         opts = ffi.new("infs_model_options *")
         check(lib.infs_model_options_init(opts, lib.INFS_MODEL_OPTIONS_VERSION))
         opts.n_threads = as_int(n_threads, "n_threads", "uint32")
+        opts.device = device_index(device)
+        opts.device_budget_bytes = as_int(device_budget_bytes, "device_budget_bytes", "uint64")
+        opts.device_max_tokens = as_int(device_max_tokens, "device_max_tokens", "uint32")
         out = ffi.new("infs_model **")
         check(lib.infs_model_load(out, cpath(path), opts))
         self._ptr = ffi.gc(out[0], lib.infs_model_free)
@@ -77,8 +89,10 @@ class Model:
         return self._ptr is None
 
     def close(self) -> None:
-        """Frees the model (and its tokenizer). Idempotent; no other thread
-        may be using it."""
+        """Frees the model (and its tokenizer), after closing the engines on
+        it. Idempotent; no other thread may be using it."""
+        for engine in list(self._engines):
+            engine.close()
         with self._lock:
             ptr, self._ptr = self._ptr, None
         if ptr is not None:
