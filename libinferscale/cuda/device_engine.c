@@ -1,9 +1,11 @@
 /* The device side of a device engine: a pool of KV blocks in vLLM's layout,
  * a stream, pinned staging for each step's small inputs and outputs, and
  * the step itself: copies in, the model's forward over a batch of
- * sequences, greedy tokens on the device, copies out. Steps of a shape seen
- * before replay a CUDA graph captured the first time: the graph reads the
- * same pinned buffers, so new values only need writing there. */
+ * sequences, greedy tokens on the device, copies out. A step of a shape
+ * seen before is captured as a CUDA graph the second time (a shape seen
+ * once, a question's length say, is not worth a capture) and replayed from
+ * then on: the graph reads the same pinned buffers, so new values only
+ * need writing there. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +25,7 @@ static const char fn[] = "device engine";
 typedef struct shape {
 	uint32_t n_seqs, n_tokens;
 	int logits, argmax;
-	cudaGraphExec_t exec;
+	cudaGraphExec_t exec;   /* NULL: seen once, not captured */
 } shape;
 
 struct infs__dengine {
@@ -50,7 +52,8 @@ static void dclose(infs__dengine *d)
 	int prev;
 	if (infs__device_enter(&prev, d->device, fn) == INFS_OK) {
 		for (uint32_t i = 0; i < d->n_graphs; i++)
-			cudaGraphExecDestroy(d->graphs[i].exec);
+			if (d->graphs[i].exec)
+				cudaGraphExecDestroy(d->graphs[i].exec);
 		if (d->stream)
 			cudaStreamDestroy(d->stream);
 		cudaFree(d->pool);
@@ -188,21 +191,30 @@ static int queue_step(infs__dengine *d, const shape *sh)
 	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "queueing a step's outputs");
 }
 
-/* The graph of this shape, captured now if it is new and there is room;
- * NULL: run the step eagerly. */
+/* The graph of this shape: captured now when the shape was seen before
+ * and there is room; NULL: run the step eagerly. */
 static int graph_of(cudaGraphExec_t *out, infs__dengine *d, const shape *want)
 {
 	*out = NULL;
-	for (uint32_t i = 0; i < d->n_graphs; i++) {
-		const shape *g = &d->graphs[i];
+	shape *s = NULL;
+	for (uint32_t i = 0; i < d->n_graphs && !s; i++) {
+		shape *g = &d->graphs[i];
 		if (g->n_seqs == want->n_seqs && g->n_tokens == want->n_tokens && g->logits == want->logits &&
-		    g->argmax == want->argmax) {
-			*out = g->exec;
-			return INFS_OK;
-		}
+		    g->argmax == want->argmax)
+			s = g;
 	}
-	if (d->n_graphs == MAX_GRAPHS)
+	if (s && s->exec) {
+		*out = s->exec;
 		return INFS_OK;
+	}
+	if (!s) {
+		if (d->n_graphs < MAX_GRAPHS) {
+			s = &d->graphs[d->n_graphs++];
+			*s = *want;
+			s->exec = NULL;
+		}
+		return INFS_OK;
+	}
 	cudaGraph_t graph = NULL;
 	cudaError_t err = cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal);
 	if (err != cudaSuccess)
@@ -218,8 +230,6 @@ static int graph_of(cudaGraphExec_t *out, infs__dengine *d, const shape *want)
 		cudaGraphDestroy(graph);
 	if (rc)
 		return rc;
-	shape *s = &d->graphs[d->n_graphs++];
-	*s = *want;
 	s->exec = exec;
 	*out = exec;
 	return INFS_OK;
