@@ -5,6 +5,7 @@
  * answers name the fact's content, the prompt is the same length both ways,
  * sampling is reproducible from its seed, budget and stop strings hold.
  * argv[1]: examples/memory/facts.jsonl (the first lines are used). */
+#include <pthread.h>
 #include <string.h>
 
 #include "check.h"
@@ -12,6 +13,26 @@
 #include "model_store_util.h"
 
 enum { N_FACTS = 12 };
+
+/* One thread's question on a shared engine. */
+typedef struct asker {
+	infs_engine *e;
+	infs_store *st;
+	const infs_embedder *emb;
+	const char *q;
+	infs_answer *a;
+	int rc;
+} asker;
+
+static void *ask_thread(void *arg)
+{
+	asker *k = arg;
+	infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
+	ao.k = 4;
+	ao.generate.max_tokens = 8;
+	k->rc = infs_engine_ask(&k->a, k->e, k->st, k->emb, "maya", k->q, &ao);
+	return NULL;
+}
 
 int main(int argc, char **argv)
 {
@@ -137,6 +158,22 @@ int main(int argc, char **argv)
 		infs_answer_free(many[i]);
 		infs_answer_free(ans);
 	}
+	/* Two threads asking one engine at once: their calls take turns, each
+	 * answer is the one its question gets alone. */
+	asker ks[2] = { { e, st, emb, qs[0], NULL, 0 }, { e, st, emb, qs[1], NULL, 0 } };
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		CHECK(pthread_create(&th[i], NULL, ask_thread, &ks[i]) == 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_OK(ks[i].rc);
+		CHECK_OK(infs_engine_ask(&ans, e, st, emb, "maya", qs[i], &ao));
+		CHECK(ks[i].a && ans && !strcmp(ks[i].a->text, ans->text));
+		CHECK(ks[i].a && ans && !memcmp(ks[i].a->first_logits, ans->first_logits, ans->n_vocab * sizeof(float)));
+		infs_answer_free(ks[i].a);
+		infs_answer_free(ans);
+	}
+
 	/* ignore_eos: the budget is spent whatever the model says. */
 	ao.ignore_eos = 1;
 	ao.generate.max_tokens = 40;

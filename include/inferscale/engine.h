@@ -16,10 +16,12 @@ extern "C" {
 #endif
 
 /* An engine: a model, a prompt layout and a paged KV cache, in host memory
- * or on the model's CUDA device (infs_engine_options.device). One thread at
- * a time per engine; host engines over one model may run in parallel, a
- * device engine has its model's device workspace to itself (one device
- * engine per model at a time). */
+ * or on the model's CUDA device (infs_engine_options.device). Any thread
+ * may call infs_engine_ask and infs_engine_ask_batch: calls on one engine
+ * take turns. The other calls are for one thread at a time per engine.
+ * Host engines over one model may run in parallel; a device engine has its
+ * model's device workspace to itself (one device engine per model at a
+ * time). */
 typedef struct infs_engine infs_engine;
 
 /* Namespace where infs_engine_prepare keeps the header and footer segments. */
@@ -191,9 +193,10 @@ INFS_API void infs_answer_free(infs_answer *answer);
  * positions or more fails the call (INFS_ERANGE). Its
  * time parts are those of the group it was admitted with (embedded,
  * retrieved, injected and prefilled together). On the host the questions
- * are answered one after another. On error every out[i] is NULL. One
- * thread at a time per engine, as for every engine call: a server shares
- * a device engine by collecting its threads' requests into batches. */
+ * are answered one after another. On error every out[i] is NULL. Calls
+ * from several threads take turns: a server gets batches, and with them
+ * the device's throughput, by collecting its threads' requests into one
+ * call (docs/end-to-end.md, "The engine on a GPU"). */
 INFS_API int infs_engine_ask_batch(infs_answer **out, infs_engine *engine, infs_store *store,
                                    const infs_embedder *embedder, const char *ns,
                                    const char *const *questions, size_t n, const infs_ask_options *opts);

@@ -88,6 +88,7 @@ int infs_engine_create(infs_engine **out, const infs_model *model, const infs_en
 	if (!e)
 		return infs__error(INFS_ENOMEM, "infs_engine_create: out of memory");
 	e->model = model;
+	pthread_mutex_init(&e->ask_lock, NULL);
 	infs_model_info info = { .version = INFS_MODEL_INFO_VERSION };
 	rc = infs_model_info_get(&info, model);
 	if (!rc)
@@ -128,6 +129,7 @@ void infs_engine_free(infs_engine *e)
 	infs__pool_free(e->pool);
 	infs__compose_free(&e->prompt);
 	free(e->logits);
+	pthread_mutex_destroy(&e->ask_lock);
 	free(e);
 }
 
@@ -522,8 +524,22 @@ int infs__ask_take(infs_ask_options *po, const infs_engine *e, const infs_store 
 	return INFS_OK;
 }
 
+static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
+               const char *ns, const char *question, const infs_ask_options *opts);
+
 int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
                     const char *ns, const char *question, const infs_ask_options *opts)
+{
+	if (!e)
+		return infs__error(INFS_EINVAL, "infs_engine_ask: engine is NULL");
+	pthread_mutex_lock(&e->ask_lock);
+	int rc = ask(out, e, store, embedder, ns, question, opts);
+	pthread_mutex_unlock(&e->ask_lock);
+	return rc;
+}
+
+static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
+               const char *ns, const char *question, const infs_ask_options *opts)
 {
 	if (!out || !e || !store || !ns || !question)
 		return infs__error(INFS_EINVAL, "infs_engine_ask: %s is NULL",
@@ -664,10 +680,12 @@ int infs_engine_ask_batch(infs_answer **out, infs_engine *e, infs_store *store, 
 	int rc = infs__ask_take(&o, e, store, embedder, opts, "infs_engine_ask_batch");
 	if (rc || !n)
 		return rc;
+	pthread_mutex_lock(&e->ask_lock);
 	if (e->dev)
-		return infs__ask_device(out, e, store, embedder, ns, questions, n, &o);
-	for (size_t i = 0; i < n && !rc; i++)
-		rc = infs_engine_ask(&out[i], e, store, embedder, ns, questions[i], &o);
+		rc = infs__ask_device(out, e, store, embedder, ns, questions, n, &o);
+	for (size_t i = 0; !e->dev && i < n && !rc; i++)
+		rc = ask(&out[i], e, store, embedder, ns, questions[i], &o);
+	pthread_mutex_unlock(&e->ask_lock);
 	if (rc)
 		for (size_t i = 0; i < n; i++) {
 			infs_answer_free(out[i]);

@@ -4,6 +4,8 @@
 #ifndef INFS_ENGINE_IMPL_H
 #define INFS_ENGINE_IMPL_H
 
+#include <pthread.h>
+
 #include "inferscale/engine.h"
 #include "engine/compose.h"
 #include "engine/engine_device.h"
@@ -25,6 +27,7 @@ struct infs_engine {
 	infs_store *prepared;       /* the store whose segment ids are below */
 	uint64_t header_id, footer_id;
 	infs__engine_view view;
+	pthread_mutex_t ask_lock;   /* infs_engine_ask and _ask_batch take turns */
 	/* device engine */
 	infs__dengine *dev;
 	const infs__dengine_ops *ops;
