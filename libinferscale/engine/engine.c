@@ -345,8 +345,9 @@ void infs_answer_free(infs_answer *a)
 }
 
 /* The composed prompt's fact tokens, injection order, for full recompute:
- * read in place under the store's read lock, never copying a record's KV. */
-static int fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const char *ns,
+ * read in place under the store's read lock, never copying a record's KV.
+ * lens (NULL, or n counts): each fact's token count. */
+static int fact_tokens(int32_t **out, uint32_t *n_out, uint32_t *lens, infs_store *store, const char *ns,
                        const uint64_t *order, size_t n)
 {
 	int32_t *all = NULL;
@@ -363,6 +364,8 @@ static int fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const 
 			all = grown;
 			memcpy(all + len, r.tokens, r.n_tokens * sizeof *all);
 			len += r.n_tokens;
+			if (lens)
+				lens[i] = r.n_tokens;
 		}
 	}
 	infs__store_read_unlock(store);
@@ -377,43 +380,67 @@ static int fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const 
 
 /* Accuracy recovery after the injection of header, facts (order[0..nh))
  * and footer: the facts' and footer's tokens, which lie right after the
- * header, recomputed in place (infs__recompute). */
+ * header, recomputed in place (infs__recompute). With recompute_ratio 0
+ * only each chunk's first prefix_tokens run, through every layer; else all
+ * run through the check layer, where the prefixes are kept and the
+ * ratio's share (at least the prefixes) is filled by score. The question's
+ * tokens qt[0..nq) help score with query_weight. */
 static int recover(infs_answer *a, infs_engine *e, infs_store *store, const char *ns, const uint64_t *order,
-                   size_t nh, const infs_ask_options *o)
+                   size_t nh, const int32_t *qt, uint32_t nq, const infs_ask_options *o)
 {
 	int32_t *ft = NULL, *tok = NULL, *pos = NULL;
-	uint32_t nf = 0;
-	int rc = fact_tokens(&ft, &nf, store, ns, order, nh);
-	if (rc)
+	uint8_t *forced = NULL;
+	uint32_t nf = 0, *lens = malloc((nh + 1) * sizeof *lens);
+	int rc = lens ? fact_tokens(&ft, &nf, lens, store, ns, order, nh)
+	              : infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
+	if (rc) {
+		free(lens);
 		return rc;
+	}
+	lens[nh] = e->prompt.n_footer;
 	const uint32_t first = e->prompt.n_header, n = nf + e->prompt.n_footer;
 	if (first + n != e->n_past) {
 		free(ft);
+		free(lens);
 		return infs__error(INFS_EFORMAT, "infs_engine_ask: the injected prompt holds %u positions, its tokens %u",
 		                   e->n_past, first + n);
 	}
 	tok = malloc((n ? n : 1) * sizeof *tok);
 	pos = malloc((n ? n : 1) * sizeof *pos);
-	if (!tok || !pos) {
+	forced = calloc(n ? n : 1, 1);
+	if (!tok || !pos || !forced) {
 		rc = infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
 	} else {
 		if (nf)
 			memcpy(tok, ft, nf * sizeof *tok);
 		memcpy(tok + nf, e->prompt.footer, e->prompt.n_footer * sizeof *tok);
+		uint32_t n_forced = 0;
+		for (uint32_t c = 0, at = 0; c <= nh; at += lens[c++])
+			for (uint32_t j = 0; j < lens[c] && j < o->prefix_tokens; j++, n_forced++)
+				forced[at + j] = 1;
+		uint32_t rows = 0;
 		for (uint32_t i = 0; i < n; i++)
-			pos[i] = (int32_t)(first + i);
-		const uint32_t keep = (uint32_t)((double)o->recompute_ratio * n + 0.5);
+			if (o->recompute_ratio > 0.0f || forced[i]) { /* ratio 0: only the prefixes run */
+				tok[rows] = tok[i];
+				pos[rows++] = (int32_t)(first + i);
+			}
+		uint32_t keep = (uint32_t)((double)o->recompute_ratio * n + 0.5);
+		keep = o->recompute_ratio > 0.0f ? (keep < n_forced ? n_forced : keep < n ? keep : n) : rows;
 		infs__paged_kv past = { &e->cache.layout, e->cache.table, e->cache.layout.n_blocks, e->n_past, 1 };
-		infs__recompute_args ra = { .tokens = tok, .positions = pos, .n_tokens = n,
-			                    .check_layer = o->check_layer, .n_keep = keep < n ? keep : n,
+		infs__recompute_args ra = { .tokens = tok, .positions = pos, .n_tokens = rows,
+			                    .check_layer = o->check_layer, .n_keep = keep,
+			                    .forced = o->recompute_ratio > 0.0f ? forced : NULL, .query = qt,
+			                    .n_query = nq, .query_weight = o->query_weight,
 			                    .past = &past, .pool = e->pool };
-		rc = n ? infs__recompute(e->model, &ra) : INFS_OK;
+		rc = rows ? infs__recompute(e->model, &ra) : INFS_OK;
 		a->n_recomputable = n;
 		a->n_recomputed = ra.n_keep;
 	}
 	free(ft);
+	free(lens);
 	free(tok);
 	free(pos);
+	free(forced);
 	return rc;
 }
 
@@ -443,6 +470,9 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 	if (!(o.recompute_ratio >= 0.0f && o.recompute_ratio <= 1.0f))
 		return infs__error(INFS_ERANGE, "infs_engine_ask: recompute_ratio %g is not in [0, 1]",
 		                   (double)o.recompute_ratio);
+	if (!(o.query_weight >= 0.0f && o.query_weight <= 1.0f))
+		return infs__error(INFS_ERANGE, "infs_engine_ask: query_weight %g is not in [0, 1]",
+		                   (double)o.query_weight);
 	if (o.check_layer >= e->geom.n_layers)
 		return infs__error(INFS_ERANGE, "infs_engine_ask: check_layer %u: the model has %u layers", o.check_layer,
 		                   e->geom.n_layers);
@@ -494,7 +524,7 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 		n_prompt = e->n_past + nq;
 	} else {
 		/* The same tokens, all prefilled: facts' tokens read from the store. */
-		if ((rc = fact_tokens(&ft, &nf, store, ns, order, nh)))
+		if ((rc = fact_tokens(&ft, &nf, NULL, store, ns, order, nh)))
 			goto fail;
 		size_t total = (size_t)e->prompt.n_header + nf + e->prompt.n_footer + nq;
 		if (!(all = malloc(total * sizeof *all))) {
@@ -513,7 +543,8 @@ int infs_engine_ask(infs_answer **out, infs_engine *e, infs_store *store, const 
 		n_prompt = (uint32_t)total;
 	}
 	double t3 = now_ms();
-	if (!o.full_recompute && o.recompute_ratio > 0.0f && (rc = recover(a, e, store, ns, order, nh, &o)))
+	if (!o.full_recompute && (o.recompute_ratio > 0.0f || o.prefix_tokens) &&
+	    (rc = recover(a, e, store, ns, order, nh, qt, nq, &o)))
 		goto fail;
 	if ((rc = o.full_recompute ? infs_engine_prefill(e, all, n_prompt) : infs_engine_prefill(e, qt, nq)))
 		goto fail;

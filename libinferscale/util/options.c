@@ -9,7 +9,8 @@ const size_t infs__sizes_encode_options[] = { [1] = sizeof(infs_encode_options) 
 const size_t infs__sizes_engine_options[] = { [1] = sizeof(infs_engine_options) };
 const size_t infs__sizes_generate_options[] = { [1] = sizeof(infs_generate_options) };
 const size_t infs__sizes_ask_options[] = { [1] = offsetof(infs_ask_options, recompute_ratio),
-                                            [2] = sizeof(infs_ask_options) };
+                                            [2] = offsetof(infs_ask_options, prefix_tokens),
+                                            [3] = sizeof(infs_ask_options) };
 const size_t infs__sizes_geometry[] = { [1] = sizeof(infs_geometry) };
 const size_t infs__sizes_kv_layout[] = { [1] = sizeof(infs_kv_layout) };
 const size_t infs__sizes_inject_options[] = { [1] = sizeof(infs_inject_options) };

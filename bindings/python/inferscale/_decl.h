@@ -498,7 +498,7 @@ int infs_generate_options_init(infs_generate_options *opts, unsigned version);
 int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *engine,
                const infs_generate_options *opts);
 
-#define INFS_ASK_OPTIONS_VERSION 2
+#define INFS_ASK_OPTIONS_VERSION 3
 
 typedef struct infs_ask_options {
 	unsigned version;
@@ -510,6 +510,8 @@ typedef struct infs_ask_options {
 	infs_generate_options generate;
 	float recompute_ratio;
 	uint32_t check_layer;
+	uint32_t prefix_tokens;
+	float query_weight;
 } infs_ask_options;
 
 int infs_ask_options_init(infs_ask_options *opts, unsigned version);
