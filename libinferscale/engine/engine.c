@@ -434,7 +434,8 @@ static int recover(infs_answer *a, infs_engine *e, infs_store *store, const char
 			                    .past = &past, .pool = e->pool };
 		rc = rows ? infs__recompute(e->model, &ra) : INFS_OK;
 		a->n_recomputable = n;
-		a->n_recomputed = ra.n_keep;
+		/* A check layer that is the last lets every row through every layer. */
+		a->n_recomputed = o->check_layer + 1 == e->geom.n_layers ? rows : ra.n_keep;
 	}
 	free(ft);
 	free(lens);
