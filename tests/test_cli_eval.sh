@@ -69,6 +69,17 @@ check_err 2 "--recompute needs --recovery deviation" eval "$tiny" --recompute 0.
 check_err 2 "--check-layer needs --recovery deviation" eval "$tiny" --recovery none --check-layer 1
 check_err 2 "--recompute: \"1.5\" is not a share in 0..1" eval "$tiny" --recovery deviation --recompute 1.5
 check_err 2 "--recovery applies to ask, bench and eval" encode --store "$tmp/s.infs" --recovery none x.jsonl
+check_err 2 "--recovery: \"deviation+query\" is not a recovery mode" eval "$tiny" --recovery deviation+query
+check_err 2 "--recovery: \"prefix+\" is not a recovery mode" eval "$tiny" --recovery prefix+
+check_err 2 "--recovery: \"prefix+prefix\" is not a recovery mode" eval "$tiny" --recovery prefix+prefix
+check_err 2 "--recompute needs --recovery deviation or query" eval "$tiny" --recovery prefix --recompute 0.2
+check_err 2 "--prefix needs --recovery prefix" eval "$tiny" --recovery deviation --prefix 2
+check_err 2 "--prefix: \"-1\" is not a count" eval "$tiny" --recovery prefix --prefix -1
+check_err 2 "--query-weight needs --recovery query" eval "$tiny" --recovery prefix+deviation --query-weight 0.5
+check_err 2 "--query-weight: \"1.5\" is not a weight in 0..1" eval "$tiny" --recovery query --query-weight 1.5
+check_err 2 "--sweep applies to eval only" bench --store "$tmp/s.infs" --sweep "q"
+check_err 2 "--sweep sets --recompute itself" eval "$tiny" --sweep --recovery deviation --recompute 0.2
+check_err 2 "--sweep varies --recompute: --recovery prefix has none" eval "$tiny" --sweep --recovery prefix
 [ -z "$(ls "$tmp/t")" ] || fail "a refusal left $(ls "$tmp/t")"
 
 cache=${INFS_CACHE:-$HOME/.cache/inferscale}
@@ -91,16 +102,21 @@ grep -q "3 of 3 questions (categories 1-4), 6 facts, k 50, recovery none" "$tmp/
 # half of the fact tokens.
 "$cli" eval "$tiny" --k 50 --quiet --recovery deviation --recompute 1 > "$tmp/r1.json" 2> /dev/null
 "$cli" eval "$tiny" --k 50 --quiet --recovery deviation --recompute 0.5 --check-layer 1 > "$tmp/r5.json" 2> /dev/null
+# A sweep of one mode on one question: 8 points; ratio 0 is the prefix's.
+"$cli" eval "$tiny" --k 50 --quiet --limit 1 --seed 1 --sweep --recovery query+prefix --prefix 3 > "$tmp/sw.json" 2> "$tmp/sw.txt"
+cat "$tmp/sw.txt"
+[ "$(grep -c "^prefix+query  *r " "$tmp/sw.txt")" = 8 ] || fail "sweep summary"
 [ -z "$(ls "$tmp/t")" ] || fail "eval left $(ls "$tmp/t")"
 python3 - "$tmp" <<'PY'
 import json, sys
 t = sys.argv[1]
 d = json.load(open(t + "/all.json"))
-keys = {"mode", "k", "n_questions", "recompute_fraction", "first_token_agreement", "answer_agreement",
+keys = {"mode", "recompute_ratio", "check_layer", "prefix_tokens", "query_weight", "k", "n_questions", "recompute_fraction", "first_token_agreement", "answer_agreement",
         "kl_first_token_mean", "f1_inject", "f1_full", "evidence_recall", "ttft_inject_ms", "ttft_full_ms",
         "questions"}
 assert set(d) == keys, set(d) ^ keys
 assert d["mode"] == "none" and d["k"] == 50 and d["n_questions"] == 3, d
+assert d["recompute_ratio"] == 0 and d["prefix_tokens"] == 0 and d["query_weight"] == 0, d
 assert d["recompute_fraction"] == 0 and d["evidence_recall"] == 1.0, d
 for k in ("first_token_agreement", "answer_agreement", "f1_inject", "f1_full"):
     assert 0 <= d[k] <= 1, (k, d[k])
@@ -134,5 +150,20 @@ assert r1["mode"] == "deviation" and r1["first_token_agreement"] == 1 and r1["an
 assert r1["kl_first_token_mean"] == 0 and r1["f1_inject"] == r1["f1_full"] and r1["recompute_fraction"] == 1, r1
 assert r5["mode"] == "deviation" and abs(r5["recompute_fraction"] - 0.5) < 0.02, r5
 assert r5["f1_full"] == d["f1_full"], (r5, d)
+assert (r5["recompute_ratio"], r5["check_layer"], r5["prefix_tokens"]) == (0.5, 1, 0), r5
+sw = json.load(open(t + "/sw.json"))
+assert isinstance(sw, list) and [p["recompute_ratio"] for p in sw] == [0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5, 1], sw
+assert all(set(p) == keys for p in sw), sw
+assert all((p["mode"], p["check_layer"], p["prefix_tokens"], p["query_weight"], p["n_questions"]) ==
+           ("prefix+query", 2, 3, 0.5, 1) for p in sw), sw
+# The same question and facts at every point; full recompute answered once.
+assert len({(p["questions"][0]["qa"], p["f1_full"], p["questions"][0]["ttft_full_ms"]) for p in sw}) == 1, sw
+fr = [p["recompute_fraction"] for p in sw]
+# Ratio 0: the prefixes alone (3 tokens of 6 facts and the footer); then
+# the share asked, never fewer than the prefixes; 1: everything.
+assert 0 < fr[0] < 0.5 and fr[1] == fr[0] and fr[-1] == 1, fr
+assert all(abs(f - r) < 0.02 for f, r in zip(fr[2:], [0.1, 0.15, 0.2, 0.3, 0.5]) if r > fr[0]), fr
+assert sw[-1]["kl_first_token_mean"] == 0 and sw[-1]["answer_agreement"] == 1, sw[-1]
+assert sw[-1]["ttft_inject_ms"] == sw[-1]["ttft_full_ms"], sw[-1]
 PY
 echo "cli-eval: ok"

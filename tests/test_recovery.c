@@ -6,8 +6,9 @@
  * recompute's logits up to float rounding; a partial recompute keeps the
  * share asked for, is deterministic, and brings the first-token
  * distribution nearer full recompute's on average; bad ratios and layers
- * are refused. argv[1], argv[2]: examples/memory/facts.jsonl and
- * questions.jsonl. */
+ * are refused. With a third argument "modes", the modes of version 3
+ * instead (modes()): prefix recompute and query-aware selection. argv[1],
+ * argv[2]: examples/memory/facts.jsonl and questions.jsonl. */
 #include <math.h>
 #include <string.h>
 
@@ -59,9 +60,118 @@ static int read_member(char **out, const char *path, const char *key, int n)
 	return i;
 }
 
+/* Everything recomputed in place: full recompute's logits up to rounding. */
+static void check_near_full(const infs_answer *x, const infs_answer *full)
+{
+	float worst = 0, top = 0;
+	for (uint32_t i = 0; i < full->n_vocab; i++) {
+		worst = fmaxf(worst, fabsf(x->first_logits[i] - full->first_logits[i]));
+		top = fmaxf(top, fabsf(full->first_logits[i]));
+	}
+	CHECK(worst <= 1e-3f * top);
+	CHECK(argmax(x->first_logits, full->n_vocab) == argmax(full->first_logits, full->n_vocab));
+	CHECK(x->n_recomputed == x->n_recomputable && x->n_recomputable > 0);
+}
+
+/* Prefix recompute and query-aware selection (infs_ask_options v3) on the
+ * first two questions: at prefix 0 and ratio 0 they are plain injection
+ * exactly, a version 2 struct never reads their fields, a prefix that
+ * covers every fact and the footer is full recompute up to rounding (alone
+ * and with a ratio that would keep less: the prefixes are always kept), as
+ * is query-aware selection past the last layer (the question's tokens run
+ * with the facts but never change them); the counts are the prefixes' and
+ * the share's, the selection is deterministic, and the prefix and the
+ * question's weight each change the answer's logits. */
+static void modes(infs_engine *e, infs_store *st, const infs_embedder *emb, char **qs, uint32_t n_layers)
+{
+	int weight_changed = 0;
+	for (int q = 0; q < 2; q++) {
+		infs_ask_options o = INFS_ASK_OPTIONS_INIT;
+		o.k = K;
+		o.generate.max_tokens = 4;
+		infs_answer *inj = NULL, *full = NULL, *zero = NULL, *v2 = NULL, *pall = NULL, *pmix = NULL,
+			    *qall = NULL, *q1 = NULL, *q2 = NULL, *dev = NULL, *pre = NULL, *pre5 = NULL;
+		CHECK_OK(infs_engine_ask(&inj, e, st, emb, "maya", qs[q], &o));
+		if (!inj)
+			break;
+		o.fact_ids = inj->fact_ids;
+		o.n_fact_ids = inj->n_facts;
+		o.full_recompute = 1;
+		CHECK_OK(infs_engine_ask(&full, e, st, NULL, "maya", qs[q], &o));
+		o.full_recompute = 0;
+		o.query_weight = 0.5f; /* ratio 0: nothing to select */
+		CHECK_OK(infs_engine_ask(&zero, e, st, NULL, "maya", qs[q], &o));
+		o.version = 2; /* its bytes end before prefix_tokens */
+		o.prefix_tokens = 3;
+		CHECK_OK(infs_engine_ask(&v2, e, st, NULL, "maya", qs[q], &o));
+		o.version = INFS_ASK_OPTIONS_VERSION;
+		o.query_weight = 0;
+		o.prefix_tokens = 4096;
+		CHECK_OK(infs_engine_ask(&pall, e, st, NULL, "maya", qs[q], &o));
+		o.prefix_tokens = 2;
+		CHECK_OK(infs_engine_ask(&pre, e, st, NULL, "maya", qs[q], &o));
+		o.recompute_ratio = 0.05f;
+		o.check_layer = 2;
+		CHECK_OK(infs_engine_ask(&pre5, e, st, NULL, "maya", qs[q], &o));
+		o.prefix_tokens = 0;
+		o.recompute_ratio = 0.25f;
+		CHECK_OK(infs_engine_ask(&dev, e, st, NULL, "maya", qs[q], &o));
+		o.query_weight = 0.5f;
+		CHECK_OK(infs_engine_ask(&q1, e, st, NULL, "maya", qs[q], &o));
+		if (q == 0) { /* once each: they take as long as the rest */
+			CHECK_OK(infs_engine_ask(&q2, e, st, NULL, "maya", qs[q], &o));
+			o.query_weight = 1.0f;
+			o.recompute_ratio = 0.5f;
+			o.check_layer = n_layers - 1;
+			CHECK_OK(infs_engine_ask(&qall, e, st, NULL, "maya", qs[q], &o));
+			o.query_weight = 0;
+			o.prefix_tokens = 4096;
+			o.recompute_ratio = 0.05f;
+			o.check_layer = 2;
+			CHECK_OK(infs_engine_ask(&pmix, e, st, NULL, "maya", qs[q], &o));
+		}
+		if (!full || !zero || !v2 || !pall || !pre || !pre5 || !dev || !q1 || (q == 0 && (!q2 || !qall || !pmix)))
+			break;
+		const uint32_t V = inj->n_vocab, n = pall->n_recomputable, n_pre = 2 * (uint32_t)(inj->n_facts + 1);
+		const size_t bytes = V * sizeof(float);
+		CHECK(!memcmp(zero->first_logits, inj->first_logits, bytes) && !strcmp(zero->text, inj->text));
+		CHECK(!memcmp(v2->first_logits, inj->first_logits, bytes) && zero->n_recomputed == 0 && v2->n_recomputed == 0);
+		check_near_full(pall, full);
+		if (q == 0) {
+			check_near_full(qall, full);
+			check_near_full(pmix, full);
+			CHECK(!memcmp(q1->first_logits, q2->first_logits, bytes) && !strcmp(q1->text, q2->text));
+		}
+		/* Two tokens of each of the facts and the footer (all longer). */
+		CHECK(pre->n_recomputed == n_pre && pre->n_recomputable == n);
+		CHECK(memcmp(pre->first_logits, inj->first_logits, bytes) != 0);
+		const uint32_t share = (uint32_t)(0.05 * n + 0.5);
+		CHECK(pre5->n_recomputed == (share > n_pre ? share : n_pre));
+		CHECK(q1->n_recomputed == (uint32_t)(0.25 * n + 0.5) && q1->n_recomputed == dev->n_recomputed);
+		weight_changed |= memcmp(q1->first_logits, dev->first_logits, bytes) != 0;
+		printf("%-45s KL(full||inj) %.4f  prefix 2 %.4f  25%%@2 deviation %.4f  query %.4f\n", qs[q],
+		       kl(full->first_logits, inj->first_logits, V), kl(full->first_logits, pre->first_logits, V),
+		       kl(full->first_logits, dev->first_logits, V), kl(full->first_logits, q1->first_logits, V));
+		infs_answer *as[] = { inj, full, zero, v2, pall, pmix, qall, q1, q2, dev, pre, pre5 };
+		for (size_t i = 0; i < sizeof as / sizeof as[0]; i++)
+			infs_answer_free(as[i]);
+	}
+	CHECK(weight_changed);
+
+	infs_ask_options o = INFS_ASK_OPTIONS_INIT;
+	infs_answer *ans = NULL;
+	o.recompute_ratio = 0.5f;
+	const float bad[] = { -0.1f, 1.5f, NAN };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		o.query_weight = bad[i];
+		CHECK_ERR(infs_engine_ask(&ans, e, st, emb, "maya", qs[0], &o), INFS_ERANGE);
+		CHECK(ans == NULL && strstr(infs_error_last(), "query_weight"));
+	}
+}
+
 int main(int argc, char **argv)
 {
-	CHECK(argc == 3);
+	CHECK(argc == 3 || (argc == 4 && !strcmp(argv[3], "modes")));
 	char spath[600];
 	infs_model *m;
 	infs_embedder *emb;
@@ -88,6 +198,10 @@ int main(int argc, char **argv)
 	                    N_FACTS);
 
 	double kl_inj = 0, kl_part = 0;
+	if (argc == 4) {
+		modes(e, st, emb, qs, info.n_layers);
+		goto done;
+	}
 	for (int q = 0; q < N_Q; q++) {
 		infs_ask_options o = INFS_ASK_OPTIONS_INIT;
 		o.k = K;
@@ -165,6 +279,7 @@ int main(int argc, char **argv)
 	CHECK_ERR(infs_engine_ask(&ans, e, st, emb, "maya", qs[0], &o), INFS_ERANGE);
 	CHECK(ans == NULL && strstr(infs_error_last(), "check_layer"));
 
+done:
 	for (int i = 0; i < N_FACTS; i++) {
 		free(texts[i]);
 		infs_free(rendered[i]);

@@ -69,11 +69,20 @@ static const char usage[] =
 	"  --seed S             sampler seed, 0..2^64-1 (default 0); eval: the seed of --limit\n"
 	"  --limit N            eval: a fixed sample of N questions, chosen by --seed\n"
 	"  --recovery MODE      ask, bench, eval: how injected answers recover: none (plain\n"
-	"                       injection, default) or deviation (selective recompute)\n"
-	"  --recompute R        deviation: share of the injected fact tokens recomputed\n"
-	"                       through every layer, 0..1 (default 0.15)\n"
-	"  --check-layer C      deviation: layer through which every one is recomputed and\n"
-	"                       where the share is chosen (default 2)\n"
+	"                       injection, default), or deviation (selective recompute),\n"
+	"                       query (the same, selection also by the question's\n"
+	"                       attention), prefix (each fact's first tokens recomputed),\n"
+	"                       or prefix joined to one of the others by +\n"
+	"  --recompute R        deviation, query: share of the injected fact tokens\n"
+	"                       recomputed through every layer, 0..1 (default 0.15)\n"
+	"  --check-layer C      deviation, query: layer through which every one is\n"
+	"                       recomputed and where the share is chosen (default 2)\n"
+	"  --prefix M           prefix: tokens recomputed at each fact's start (default 2)\n"
+	"  --query-weight W     query: the question's attention's weight in the selection,\n"
+	"                       0..1 (default 0.5)\n"
+	"  --sweep              eval: every mode of --recovery (default deviation, query,\n"
+	"                       prefix+deviation, prefix+query) at --recompute 0, 0.05,\n"
+	"                       0.1, 0.15, 0.2, 0.3, 0.5 and 1: a JSON array\n"
 	"  --questions FILE     questions, JSONL with \"question\" and \"namespace\"\n"
 	"  --json FILE          bench: also write the results as JSON (- for stdout); eval:\n"
 	"                       write them there instead of stdout\n"
@@ -83,10 +92,12 @@ static const char usage[] =
 typedef struct args {
 	const char *cmd, *positional, *store, *ns, *model, *embedder, *questions, *json, *recovery, *plot;
 	infs_dtype kv_dtype;
-	uint32_t threads, k, max_tokens, limit, check_layer;
-	float recompute;
-	int deviation, device;
-	int full, compare, quiet, max_tokens_set, recompute_set, check_set;
+	uint32_t threads, k, max_tokens, limit, check_layer, prefix;
+	float recompute, query_weight;
+	int select, prefix_mode, query_mode; /* parts of --recovery; select: deviation or query */
+	int device;
+	int full, compare, quiet, sweep, max_tokens_set, recompute_set, check_set, prefix_set, query_weight_set;
+	char mode[32];                       /* --recovery, parts in a fixed order */
 	float temperature, top_p;
 	uint64_t seed;
 	uint32_t ks[32];
@@ -164,9 +175,37 @@ static int parse_float(float *out, const char *s, const char *opt)
 	return 0;
 }
 
+/* --recovery: none, or parts prefix, deviation, query joined by +, each
+ * once, deviation and query not both (query selects by deviation too). */
+static int parse_recovery(args *a, const char *v)
+{
+	a->select = a->prefix_mode = a->query_mode = 0;
+	int dev = 0;
+	for (const char *p = v; strcmp(v, "none");) {
+		size_t len = strcspn(p, "+");
+		int *part = len == 6 && !strncmp(p, "prefix", 6) ? &a->prefix_mode
+		          : len == 9 && !strncmp(p, "deviation", 9) ? &dev
+		          : len == 5 && !strncmp(p, "query", 5) ? &a->query_mode : NULL;
+		if (!part || *part || (part == &dev && a->query_mode) || (part == &a->query_mode && dev))
+			return fail("--recovery: \"%s\" is not a recovery mode (none, deviation, query, prefix, "
+			            "prefix+deviation, prefix+query)", v);
+		*part = 1;
+		p += len;
+		if (!*p++)
+			break;
+	}
+	a->select = dev || a->query_mode;
+	snprintf(a->mode, sizeof a->mode, "%s%s%s", a->prefix_mode ? "prefix" : "",
+	         a->prefix_mode && a->select ? "+" : "", a->query_mode ? "query" : dev ? "deviation" : "");
+	if (!a->mode[0])
+		strcpy(a->mode, "none");
+	return 0;
+}
+
 static int parse_args(args *a, int argc, char **argv)
 {
 	memset(a, 0, sizeof *a);
+	strcpy(a->mode, "none");
 	a->kv_dtype = INFS_DTYPE_F16;
 	a->top_p = 1.0f;
 	a->device = -1;
@@ -254,9 +293,7 @@ static int parse_args(args *a, int argc, char **argv)
 		} else if (!strcmp(o, "--recovery")) {
 			TAKE();
 			a->recovery = v;
-			a->deviation = !strcmp(v, "deviation");
-			if (strcmp(v, "none") && !a->deviation)
-				rc = fail("--recovery: \"%s\" is not a recovery mode (none, deviation)", v);
+			rc = parse_recovery(a, v);
 		} else if (!strcmp(o, "--recompute")) {
 			TAKE();
 			char *end = NULL;
@@ -269,6 +306,18 @@ static int parse_args(args *a, int argc, char **argv)
 			TAKE();
 			rc = parse_range(&a->check_layer, v, o, 0, 1023);
 			a->check_set = 1;
+		} else if (!strcmp(o, "--prefix")) {
+			TAKE();
+			rc = parse_range(&a->prefix, v, o, 0, CLI_N_CTX);
+			a->prefix_set = 1;
+		} else if (!strcmp(o, "--query-weight")) {
+			TAKE();
+			rc = parse_float(&a->query_weight, v, o);
+			if (!rc && !(a->query_weight >= 0 && a->query_weight <= 1))
+				rc = fail("--query-weight: \"%s\" is not a weight in 0..1", v);
+			a->query_weight_set = 1;
+		} else if (!strcmp(o, "--sweep")) {
+			a->sweep = 1;
 		} else if (!strcmp(o, "--max-tokens")) {
 			TAKE();
 			rc = parse_range(&a->max_tokens, v, o, 1, CLI_N_CTX);
@@ -326,8 +375,18 @@ static int parse_args(args *a, int argc, char **argv)
 		return fail("--plot applies to bench only") + 1;
 	if (a->recovery && strcmp(a->cmd, "ask") && strcmp(a->cmd, "bench") && !eval)
 		return fail("--recovery applies to ask, bench and eval") + 1;
-	if ((a->recompute_set || a->check_set) && !a->deviation)
-		return fail("%s needs --recovery deviation", a->recompute_set ? "--recompute" : "--check-layer") + 1;
+	if ((a->recompute_set || a->check_set) && !a->select)
+		return fail("%s needs --recovery deviation or query", a->recompute_set ? "--recompute" : "--check-layer") + 1;
+	if (a->prefix_set && !a->prefix_mode)
+		return fail("--prefix needs --recovery prefix") + 1;
+	if (a->query_weight_set && !a->query_mode)
+		return fail("--query-weight needs --recovery query") + 1;
+	if (a->sweep && !eval)
+		return fail("--sweep applies to eval only") + 1;
+	if (a->sweep && a->recompute_set)
+		return fail("--sweep sets --recompute itself") + 1;
+	if (a->sweep && a->recovery && !a->select)
+		return fail("--sweep varies --recompute: --recovery %s has none", a->mode) + 1;
 	if (!a->store && !eval)
 		return fail("%s needs --store PATH", a->cmd) + 1;
 	if (!strcmp(a->cmd, "encode") && !a->positional)
@@ -761,10 +820,16 @@ static void ask_options(infs_ask_options *o, const args *a, uint32_t k, int full
 	o->generate.temperature = a->temperature;
 	o->generate.top_p = a->top_p;
 	o->generate.seed = a->seed;
-	if (a->deviation && !full) {
+	if (full)
+		return;
+	if (a->select) {
 		o->recompute_ratio = a->recompute_set ? a->recompute : 0.15f;
 		o->check_layer = a->check_set ? a->check_layer : 2;
 	}
+	if (a->prefix_mode)
+		o->prefix_tokens = a->prefix_set ? a->prefix : 2;
+	if (a->query_mode)
+		o->query_weight = a->query_weight_set ? a->query_weight : 0.5f;
 }
 
 /* The questions of --questions (or the one positional question) and their
@@ -1340,18 +1405,49 @@ static int eval_encode(conv *c, const runtime *r, const args *a)
 	return rc;
 }
 
-/* The sums over questions that eval reports as means. */
-typedef struct eval_sums {
+/* One recovery setting that eval measures (a sweep has several), and its
+ * sums over questions, reported as means. */
+typedef struct eval_point {
+	char mode[32];
+	float ratio, weight;
+	uint32_t check, prefix;
 	size_t top1, same, ev_found, ev_total;
 	double kl, f1_inject, f1_full, ttft_inject, ttft_full, recomputed;
-} eval_sums;
+	str detail;
+} eval_point;
 
-/* Question qi of c answered both ways, added to *s and described in
- * *detail. */
-static int eval_question(eval_sums *s, str *detail, const conv *c, size_t qi, runtime *r, const args *a)
+static void point_options(infs_ask_options *o, const args *a, const eval_point *p)
+{
+	ask_options(o, a, a->k, 0);
+	o->recompute_ratio = p->ratio;
+	o->check_layer = p->check;
+	o->prefix_tokens = p->prefix;
+	o->query_weight = p->weight;
+}
+
+/* The point of --recovery MODE (a's other flags, or their defaults) at
+ * ratio (< 0: --recompute's). */
+static void point_make(eval_point *p, const args *a, const char *mode, float ratio)
+{
+	args b = *a;
+	if (mode)
+		parse_recovery(&b, mode);
+	infs_ask_options o;
+	ask_options(&o, &b, b.k, 0);
+	memset(p, 0, sizeof *p);
+	snprintf(p->mode, sizeof p->mode, "%s", b.mode);
+	p->ratio = ratio < 0 ? o.recompute_ratio : ratio;
+	p->check = o.check_layer;
+	p->prefix = o.prefix_tokens;
+	p->weight = o.query_weight;
+}
+
+/* Adds answer x (TTFT ttft_x, recomputed share frac) of question q against
+ * full recompute y (TTFT ttft_y) to p's sums. */
+static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer *x, double ttft_x, double frac,
+                      const infs_answer *y, double ttft_y)
 {
 	const jsonl_value *q = c->qs[qi];
-	const char *question = jsonl_get(q, "question")->str;
 	const jsonl_value *ans = jsonl_get(q, "answer"), *ev = jsonl_get(q, "evidence");
 	char num[64];
 	/* A number answer as its text: integers without a fraction. */
@@ -1359,25 +1455,12 @@ static int eval_question(eval_sums *s, str *detail, const conv *c, size_t qi, ru
 		snprintf(num, sizeof num, fabs(ans->num) < 1e15 && ans->num == floor(ans->num) ? "%.0f" : "%.15g",
 		         ans->num);
 	const char *gold = ans->type == JSONL_STRING ? ans->str : num;
-	infs_answer *x = NULL, *y = NULL;
-	infs_ask_options o;
-	ask_options(&o, a, a->k, 0);
-	if (infs_engine_ask(&x, r->engine, r->store, r->embedder, EVAL_NS, question, &o))
-		return lib_fail("eval");
-	/* The same facts in the same order, all prefilled. */
-	ask_options(&o, a, a->k, 1);
-	o.fact_ids = x->fact_ids;
-	o.n_fact_ids = x->n_facts;
-	int rc = 0;
-	if (infs_engine_ask(&y, r->engine, r->store, r->embedder, EVAL_NS, question, &o))
-		rc = lib_fail("eval");
 	size_t n_gold = ev ? ev->len : 0;
 	const char **golds = calloc(n_gold ? n_gold : 1, sizeof *golds);
 	const char **have = calloc(x->n_facts ? x->n_facts : 1, sizeof *have);
-	if (!rc && (!golds || !have))
-		rc = fail("out of memory");
 	double f1i = 0, f1f = 0;
-	if (!rc && (eval_f1(&f1i, x->text, gold) || eval_f1(&f1f, y->text, gold)))
+	int rc = !golds || !have || eval_f1(&f1i, x->text, gold) || eval_f1(&f1f, y->text, gold);
+	if (rc)
 		rc = fail("out of memory");
 	if (!rc) {
 		for (size_t i = 0; i < n_gold; i++)
@@ -1392,18 +1475,16 @@ static int eval_question(eval_sums *s, str *detail, const conv *c, size_t qi, ru
 		int top1 = argmax(y->first_logits, y->n_vocab) == argmax(x->first_logits, x->n_vocab);
 		int same = !strcmp(x->text, y->text);
 		double kl = kl_logits(y->first_logits, x->first_logits, x->n_vocab);
-		/* Full recompute's TTFT counts the same embedding and retrieval. */
-		double ttft_full = x->embed_ms + x->retrieve_ms + y->inject_ms + y->prefill_ms;
-		s->ev_found += found;
-		s->ev_total += total;
-		s->top1 += (size_t)top1;
-		s->same += (size_t)same;
-		s->kl += kl;
-		s->f1_inject += f1i;
-		s->f1_full += f1f;
-		s->ttft_inject += x->ttft_ms;
-		s->recomputed += x->n_recomputable ? (double)x->n_recomputed / x->n_recomputable : 0;
-		s->ttft_full += ttft_full;
+		p->ev_found += found;
+		p->ev_total += total;
+		p->top1 += (size_t)top1;
+		p->same += (size_t)same;
+		p->kl += kl;
+		p->f1_inject += f1i;
+		p->f1_full += f1f;
+		p->ttft_inject += ttft_x;
+		p->recomputed += frac;
+		p->ttft_full += ttft_y;
 		/* By place in "qa", not by text: the JSON may be published where
 		 * the data set's text may not. */
 		char buf[512];
@@ -1411,16 +1492,105 @@ static int eval_question(eval_sums *s, str *detail, const conv *c, size_t qi, ru
 		         "%s\n  {\"qa\": %zu, \"facts\": %zu, \"first_token_agree\": %s, \"answer_agree\": %s, "
 		         "\"kl_first_token\": %.6g, \"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_found\": %zu, "
 		         "\"evidence_total\": %zu, \"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f}",
-		         detail->n ? "," : "", c->qa_index[qi], x->n_facts, top1 ? "true" : "false",
-		         same ? "true" : "false", kl, f1i, f1f, found, total, x->ttft_ms, ttft_full);
-		str_puts(detail, buf);
+		         p->detail.n ? "," : "", c->qa_index[qi], x->n_facts, top1 ? "true" : "false",
+		         same ? "true" : "false", kl, f1i, f1f, found, total, ttft_x, ttft_y);
+		str_puts(&p->detail, buf);
 	}
 	free(golds);
 	free(have);
-	infs_answer_free(x);
-	infs_answer_free(y);
 	return rc;
 }
+
+/* Question qi of c answered at every point (pts[0..np)) and by full
+ * recompute of the same facts, added to the points' sums. In a sweep, equal
+ * answers are answered once: ratio 0 with the same prefix (plain injection
+ * or prefix recompute alone; the check layer and query weight then do
+ * nothing), and ratio 1, which is full recompute exactly. */
+static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, runtime *r, const args *a)
+{
+	const char *question = jsonl_get(c->qs[qi], "question")->str;
+	infs_answer **got = calloc(np, sizeof *got), *first = NULL, *full = NULL;
+	uint8_t *own = calloc(np, 1);
+	int rc = !got || !own ? fail("out of memory") : 0;
+	for (size_t i = 0; !rc && i < np; i++) {
+		if (a->sweep && pts[i].ratio >= 1.0f)
+			continue; /* full recompute's answer, below */
+		for (size_t j = 0; a->sweep && j < i && !got[i]; j++)
+			if (got[j] && pts[j].ratio == 0 && pts[i].ratio == 0 && pts[j].prefix == pts[i].prefix)
+				got[i] = got[j];
+		if (got[i])
+			continue;
+		infs_ask_options o;
+		point_options(&o, a, &pts[i]);
+		if (infs_engine_ask(&got[i], r->engine, r->store, r->embedder, EVAL_NS, question, &o))
+			rc = lib_fail("eval");
+		own[i] = 1;
+		first = first ? first : got[i];
+	}
+	/* The same facts in the same order, all prefilled. */
+	infs_ask_options o;
+	ask_options(&o, a, a->k, 1);
+	if (!rc) {
+		o.fact_ids = first->fact_ids;
+		o.n_fact_ids = first->n_facts;
+	}
+	if (!rc && infs_engine_ask(&full, r->engine, r->store, r->embedder, EVAL_NS, question, &o))
+		rc = lib_fail("eval");
+	/* Full recompute's TTFT counts the same embedding and retrieval. */
+	double ttft_full = rc ? 0 : first->embed_ms + first->retrieve_ms + full->inject_ms + full->prefill_ms;
+	for (size_t i = 0; !rc && i < np; i++) {
+		const infs_answer *x = got[i] ? got[i] : full;
+		double frac = !got[i] ? 1 : x->n_recomputable ? (double)x->n_recomputed / x->n_recomputable : 0;
+		rc = eval_score(&pts[i], c, qi, x, got[i] ? x->ttft_ms : ttft_full, frac, full, ttft_full);
+	}
+	for (size_t i = 0; got && i < np; i++)
+		if (own[i])
+			infs_answer_free(got[i]);
+	infs_answer_free(full);
+	free(got);
+	free(own);
+	return rc;
+}
+
+/* Point p's means over nq questions as one JSON object, and a summary on
+ * stderr (one line in a sweep). */
+static void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c, const args *a)
+{
+	const double n = (double)nq;
+	char recall[32], recall_h[48];
+	/* No gold evidence at all: no recall to report. */
+	snprintf(recall, sizeof recall, p->ev_total ? "%.6f" : "null",
+	         p->ev_total ? (double)p->ev_found / (double)p->ev_total : 0.0);
+	snprintf(recall_h, sizeof recall_h, "%zu of %zu turns", p->ev_found, p->ev_total);
+	fprintf(jf, "{\"mode\": \"%s\", \"recompute_ratio\": %g, \"check_layer\": %u, \"prefix_tokens\": %u, "
+	            "\"query_weight\": %g, \"k\": %u, \"n_questions\": %zu, \"recompute_fraction\": %.6f, "
+	            "\"first_token_agreement\": %.6f, \"answer_agreement\": %.6f, \"kl_first_token_mean\": %.6g, "
+	            "\"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_recall\": %s, "
+	            "\"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, \"questions\": [%s\n]}",
+	        p->mode, (double)p->ratio, p->check, p->prefix, (double)p->weight, a->k, nq, p->recomputed / n,
+	        (double)p->top1 / n, (double)p->same / n, p->kl / n, p->f1_inject / n, p->f1_full / n, recall,
+	        p->ttft_inject / n, p->ttft_full / n, p->detail.p ? p->detail.p : "");
+	if (a->sweep) {
+		fprintf(stderr, "%-16s r %.2f: recomputed %.3f, first token %5.1f%%, answer %5.1f%%, KL %.4f, "
+		                "F1 %.3f / %.3f, TTFT %.1f / %.1f ms\n",
+		        p->mode, (double)p->ratio, p->recomputed / n, 100.0 * (double)p->top1 / n,
+		        100.0 * (double)p->same / n, p->kl / n, p->f1_inject / n, p->f1_full / n, p->ttft_inject / n,
+		        p->ttft_full / n);
+		return;
+	}
+	fprintf(stderr,
+	        "%s: %zu of %zu questions (categories 1-4), %zu facts, k %u, recovery %s\n"
+	        "  agreement with full recompute: first token %.1f%%, answer %.1f%%; first-token KL %.4f nats\n"
+	        "  F1: injection %.3f, full recompute %.3f; evidence recall %s\n"
+	        "  mean TTFT: injection %.1f ms, full recompute %.1f ms\n",
+	        a->positional, nq, c->n_qs, c->n_facts, a->k, p->mode, 100.0 * (double)p->top1 / n,
+	        100.0 * (double)p->same / n, p->kl / n, p->f1_inject / n, p->f1_full / n, recall_h,
+	        p->ttft_inject / n, p->ttft_full / n);
+}
+
+/* The ratios of --sweep, and its modes without --recovery. */
+static const float sweep_ratios[] = { 0, 0.05f, 0.1f, 0.15f, 0.2f, 0.3f, 0.5f, 1 };
+static const char *const sweep_modes[] = { "deviation", "query", "prefix+deviation", "prefix+query" };
 
 static int cmd_eval(const args *a)
 {
@@ -1429,8 +1599,15 @@ static int cmd_eval(const args *a)
 	memset(&r, 0, sizeof r);
 	int rc = conv_read(&c, a->positional);
 	size_t n = c.n_qs, *pick = rc ? NULL : calloc(n, sizeof *pick);
-	if (!rc && !pick)
+	const size_t n_ratios = sizeof sweep_ratios / sizeof sweep_ratios[0];
+	const size_t n_modes = !a->sweep ? 1 : a->recovery ? 1 : sizeof sweep_modes / sizeof sweep_modes[0];
+	const size_t np = a->sweep ? n_modes * n_ratios : 1;
+	eval_point *pts = calloc(np, sizeof *pts);
+	if (!rc && (!pick || !pts))
 		rc = fail("out of memory");
+	for (size_t i = 0; !rc && i < np; i++)
+		point_make(&pts[i], a, a->sweep && !a->recovery ? sweep_modes[i / n_ratios] : NULL,
+		           a->sweep ? sweep_ratios[i % n_ratios] : -1);
 	if (!rc && a->limit && a->limit < n) {
 		eval_sample(pick, n, a->limit, a->seed);
 		n = a->limit;
@@ -1459,44 +1636,29 @@ static int cmd_eval(const args *a)
 		rc = runtime_open(&r, &b, 1);
 	if (!rc)
 		rc = eval_encode(&c, &r, a);
-	eval_sums s = { 0 };
-	str detail = { 0 };
 	int show = !a->quiet && isatty(2);
 	for (size_t i = 0; !rc && i < n; i++) {
 		if (show)
 			fprintf(stderr, "\ranswering %zu/%zu", i + 1, n);
-		rc = eval_question(&s, &detail, &c, pick[i], &r, a);
+		rc = eval_question(pts, np, &c, pick[i], &r, a);
 	}
 	if (show && n)
 		fputc('\n', stderr);
-	if (!rc) {
-		double nq = (double)n;
-		char recall[32], recall_h[48];
-		/* No gold evidence at all: no recall to report. */
-		snprintf(recall, sizeof recall, s.ev_total ? "%.6f" : "null",
-		         s.ev_total ? (double)s.ev_found / (double)s.ev_total : 0.0);
-		snprintf(recall_h, sizeof recall_h, "%zu of %zu turns", s.ev_found, s.ev_total);
-		double recompute = s.recomputed / nq;
-		fprintf(jf, "{\"mode\": \"%s\", \"k\": %u, \"n_questions\": %zu, \"recompute_fraction\": %.6f, "
-		            "\"first_token_agreement\": %.6f, \"answer_agreement\": %.6f, \"kl_first_token_mean\": %.6g, "
-		            "\"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_recall\": %s, "
-		            "\"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, \"questions\": [%s\n]}\n",
-		        a->recovery ? a->recovery : "none", a->k, n, recompute, (double)s.top1 / nq,
-		        (double)s.same / nq, s.kl / nq, s.f1_inject / nq, s.f1_full / nq, recall,
-		        s.ttft_inject / nq, s.ttft_full / nq, detail.p ? detail.p : "");
-		fprintf(stderr,
-		        "%s: %zu of %zu questions (categories 1-4), %zu facts, k %u, recovery %s\n"
-		        "  agreement with full recompute: first token %.1f%%, answer %.1f%%; first-token KL %.4f nats\n"
-		        "  F1: injection %.3f, full recompute %.3f; evidence recall %s\n"
-		        "  mean TTFT: injection %.1f ms, full recompute %.1f ms\n",
-		        a->positional, n, c.n_qs, c.n_facts, a->k, a->recovery ? a->recovery : "none",
-		        100.0 * (double)s.top1 / nq, 100.0 * (double)s.same / nq, s.kl / nq, s.f1_inject / nq,
-		        s.f1_full / nq, recall_h, s.ttft_inject / nq, s.ttft_full / nq);
+	if (!rc && a->sweep)
+		fprintf(stderr, "%s: %zu of %zu questions (categories 1-4), %zu facts, k %u; injection / full recompute\n",
+		        a->positional, n, c.n_qs, c.n_facts, a->k);
+	for (size_t i = 0; !rc && i < np; i++) {
+		fputs(!a->sweep ? "" : i ? ",\n" : "[\n", jf);
+		eval_report(jf, &pts[i], n, &c, a);
 	}
+	if (!rc)
+		fputs(a->sweep ? "\n]\n" : "\n", jf);
 	if (jf && jf != stdout && fclose(jf) && !rc)
 		rc = fail("%s: %s", a->json, strerror(errno));
+	for (size_t i = 0; pts && i < np; i++)
+		free(pts[i].detail.p);
+	free(pts);
 	free(pick);
-	free(detail.p);
 	runtime_free(&r);
 	eval_cleanup();
 	conv_free(&c);

@@ -142,9 +142,20 @@ typedef struct infs_ask_options {
 	int ignore_eos;           /* decode on to the token budget (or a full cache) past the
 	                             tokens that end an answer, as benchmarks of decoding do
 	                             (vLLM's ignore_eos); those tokens are left out of the text */
+	/* The first prefix_tokens tokens of every injected fact and of the
+	 * footer are always recomputed through every layer (EPIC); with
+	 * recompute_ratio 0 only they are, else they count in the ratio's share
+	 * (at least all of them). query_weight w > 0 makes the selection at
+	 * check_layer score each token (1 - w) * deviation / max deviation +
+	 * w * mass / max mass, mass being the attention the question's tokens,
+	 * run through layers 0..check_layer after the footer, give it there
+	 * (summed over tokens and heads); with recompute_ratio 0 it does nothing. */
+	uint32_t prefix_tokens;   /* 0: none */
+	float query_weight;       /* 0..1; 0: the deviation alone */
 } infs_ask_options;
 
-#define INFS_ASK_OPTIONS_INIT { INFS_ASK_OPTIONS_VERSION, 0, 0, INFS_METRIC_COSINE, NULL, 0, INFS_GENERATE_OPTIONS_INIT, 0.0f, 0, 0 }
+#define INFS_ASK_OPTIONS_INIT \
+	{ INFS_ASK_OPTIONS_VERSION, 0, 0, INFS_METRIC_COSINE, NULL, 0, INFS_GENERATE_OPTIONS_INIT, 0.0f, 0, 0, 0, 0.0f }
 
 INFS_API int infs_ask_options_init(infs_ask_options *opts, unsigned version);
 

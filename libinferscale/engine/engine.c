@@ -409,9 +409,10 @@ void infs_answer_free(infs_answer *a)
 }
 
 /* The composed prompt's fact tokens, injection order, for full recompute:
- * read in place under the store's read lock, never copying a record's KV. */
-int infs__fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const char *ns,
-                       const uint64_t *order, size_t n)
+ * read in place under the store's read lock, never copying a record's KV.
+ * lens (NULL, or n counts): each fact's token count. */
+int infs__fact_tokens(int32_t **out, uint32_t *n_out, uint32_t *lens, infs_store *store, const char *ns,
+                      const uint64_t *order, size_t n)
 {
 	int32_t *all = NULL;
 	size_t len = 0;
@@ -427,6 +428,8 @@ int infs__fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const c
 			all = grown;
 			memcpy(all + len, r.tokens, r.n_tokens * sizeof *all);
 			len += r.n_tokens;
+			if (lens)
+				lens[i] = r.n_tokens;
 		}
 	}
 	infs__store_read_unlock(store);
@@ -441,43 +444,68 @@ int infs__fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const c
 
 /* Accuracy recovery after the injection of header, facts (order[0..nh))
  * and footer: the facts' and footer's tokens, which lie right after the
- * header, recomputed in place (infs__recompute). */
+ * header, recomputed in place (infs__recompute). With recompute_ratio 0
+ * only each chunk's first prefix_tokens run, through every layer; else all
+ * run through the check layer, where the prefixes are kept and the
+ * ratio's share (at least the prefixes) is filled by score. The question's
+ * tokens qt[0..nq) help score with query_weight. */
 static int recover(infs_answer *a, infs_engine *e, infs_store *store, const char *ns, const uint64_t *order,
-                   size_t nh, const infs_ask_options *o)
+                   size_t nh, const int32_t *qt, uint32_t nq, const infs_ask_options *o)
 {
 	int32_t *ft = NULL, *tok = NULL, *pos = NULL;
-	uint32_t nf = 0;
-	int rc = infs__fact_tokens(&ft, &nf, store, ns, order, nh);
-	if (rc)
+	uint8_t *forced = NULL;
+	uint32_t nf = 0, *lens = malloc((nh + 1) * sizeof *lens);
+	int rc = lens ? infs__fact_tokens(&ft, &nf, lens, store, ns, order, nh)
+	              : infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
+	if (rc) {
+		free(lens);
 		return rc;
+	}
+	lens[nh] = e->prompt.n_footer;
 	const uint32_t first = e->prompt.n_header, n = nf + e->prompt.n_footer;
 	if (first + n != e->n_past) {
 		free(ft);
+		free(lens);
 		return infs__error(INFS_EFORMAT, "infs_engine_ask: the injected prompt holds %u positions, its tokens %u",
 		                   e->n_past, first + n);
 	}
 	tok = malloc((n ? n : 1) * sizeof *tok);
 	pos = malloc((n ? n : 1) * sizeof *pos);
-	if (!tok || !pos) {
+	forced = calloc(n ? n : 1, 1);
+	if (!tok || !pos || !forced) {
 		rc = infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
 	} else {
 		if (nf)
 			memcpy(tok, ft, nf * sizeof *tok);
 		memcpy(tok + nf, e->prompt.footer, e->prompt.n_footer * sizeof *tok);
+		uint32_t n_forced = 0;
+		for (uint32_t c = 0, at = 0; c <= nh; at += lens[c++])
+			for (uint32_t j = 0; j < lens[c] && j < o->prefix_tokens; j++, n_forced++)
+				forced[at + j] = 1;
+		uint32_t rows = 0;
 		for (uint32_t i = 0; i < n; i++)
-			pos[i] = (int32_t)(first + i);
-		const uint32_t keep = (uint32_t)((double)o->recompute_ratio * n + 0.5);
+			if (o->recompute_ratio > 0.0f || forced[i]) { /* ratio 0: only the prefixes run */
+				tok[rows] = tok[i];
+				pos[rows++] = (int32_t)(first + i);
+			}
+		uint32_t keep = (uint32_t)((double)o->recompute_ratio * n + 0.5);
+		keep = o->recompute_ratio > 0.0f ? (keep < n_forced ? n_forced : keep < n ? keep : n) : rows;
 		infs__paged_kv past = { &e->cache.layout, e->cache.table, e->cache.layout.n_blocks, e->n_past, 1 };
-		infs__recompute_args ra = { .tokens = tok, .positions = pos, .n_tokens = n,
-			                    .check_layer = o->check_layer, .n_keep = keep < n ? keep : n,
+		infs__recompute_args ra = { .tokens = tok, .positions = pos, .n_tokens = rows,
+			                    .check_layer = o->check_layer, .n_keep = keep,
+			                    .forced = o->recompute_ratio > 0.0f ? forced : NULL, .query = qt,
+			                    .n_query = nq, .query_weight = o->query_weight,
 			                    .past = &past, .pool = e->pool };
-		rc = n ? infs__recompute(e->model, &ra) : INFS_OK;
+		rc = rows ? infs__recompute(e->model, &ra) : INFS_OK;
 		a->n_recomputable = n;
-		a->n_recomputed = ra.n_keep;
+		/* A check layer that is the last lets every row through every layer. */
+		a->n_recomputed = o->check_layer + 1 == e->geom.n_layers ? rows : ra.n_keep;
 	}
 	free(ft);
+	free(lens);
 	free(tok);
 	free(pos);
+	free(forced);
 	return rc;
 }
 
@@ -503,13 +531,15 @@ int infs__ask_take(infs_ask_options *po, const infs_engine *e, const infs_store 
 		return infs__error(INFS_EINVAL, "%s: no embedder to retrieve with", fn);
 	if (!(o.recompute_ratio >= 0.0f && o.recompute_ratio <= 1.0f))
 		return infs__error(INFS_ERANGE, "%s: recompute_ratio %g is not in [0, 1]", fn, (double)o.recompute_ratio);
+	if (!(o.query_weight >= 0.0f && o.query_weight <= 1.0f))
+		return infs__error(INFS_ERANGE, "%s: query_weight %g is not in [0, 1]", fn, (double)o.query_weight);
 	if (o.check_layer >= e->geom.n_layers)
 		return infs__error(INFS_ERANGE, "%s: check_layer %u: the model has %u layers", fn, o.check_layer,
 		                   e->geom.n_layers);
 	/* Recomputing every token is full recompute, exactly. */
 	if (o.recompute_ratio >= 1.0f)
 		o.full_recompute = 1;
-	if (e->dev && o.recompute_ratio > 0.0f && !o.full_recompute)
+	if (e->dev && (o.recompute_ratio > 0.0f || o.prefix_tokens) && !o.full_recompute)
 		return infs__error(INFS_EUNSUPPORTED, "%s: accuracy recovery runs on the host engine only", fn);
 	infs_generate_options g = INFS_GENERATE_OPTIONS_INIT;
 	if ((rc = INFS__TAKE(g, &o.generate, infs__sizes_generate_options, fn, "generate options")))
@@ -595,7 +625,7 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 		n_prompt = e->n_past + nq;
 	} else {
 		/* The same tokens, all prefilled: facts' tokens read from the store. */
-		if ((rc = infs__fact_tokens(&ft, &nf, store, ns, order, nh)))
+		if ((rc = infs__fact_tokens(&ft, &nf, NULL, store, ns, order, nh)))
 			goto fail;
 		size_t total = (size_t)e->prompt.n_header + nf + e->prompt.n_footer + nq;
 		if (!(all = malloc(total * sizeof *all))) {
@@ -614,7 +644,8 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 		n_prompt = (uint32_t)total;
 	}
 	double t3 = infs__now_ms();
-	if (!o.full_recompute && o.recompute_ratio > 0.0f && (rc = recover(a, e, store, ns, order, nh, &o)))
+	if (!o.full_recompute && (o.recompute_ratio > 0.0f || o.prefix_tokens) &&
+	    (rc = recover(a, e, store, ns, order, nh, qt, nq, &o)))
 		goto fail;
 	if ((rc = o.full_recompute ? infs_engine_prefill(e, all, n_prompt) : infs_engine_prefill(e, qt, nq)))
 		goto fail;

@@ -169,7 +169,7 @@ static int place(batch *b, request *r, int *admitted)
 		b->order[i] = r->hits[r->n_hits - 1 - i].id; /* best fact nearest the question */
 	int32_t *ft = NULL;
 	uint32_t nf = 0;
-	int rc = infs__fact_tokens(&ft, &nf, b->store, b->ns, b->order, r->n_hits);
+	int rc = infs__fact_tokens(&ft, &nf, NULL, b->store, b->ns, b->order, r->n_hits);
 	if (rc)
 		return rc;
 	const uint64_t n_prompt = (uint64_t)e->prompt.n_header + nf + e->prompt.n_footer + r->n_question;

@@ -45,9 +45,10 @@ int infs__token_ends(const infs_tokenizer *tok, int32_t t);
 /* The answer's text of ids, without the tokens that end an answer;
  * released with free(). */
 int infs__answer_text(char **out, const infs_tokenizer *tok, const int32_t *ids, uint32_t n);
-/* The facts' tokens, order[0..n) one after another; released with free(). */
-int infs__fact_tokens(int32_t **out, uint32_t *n_out, infs_store *store, const char *ns, const uint64_t *order,
-                      size_t n);
+/* The facts' tokens, order[0..n) one after another; released with free();
+ * lens (NULL, or n counts): each fact's token count. */
+int infs__fact_tokens(int32_t **out, uint32_t *n_out, uint32_t *lens, infs_store *store, const char *ns,
+                      const uint64_t *order, size_t n);
 /* infs_engine_ask_batch on a device engine (engine_batch.c); o is taken. */
 int infs__ask_device(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
                      const char *ns, const char *const *questions, size_t n, const infs_ask_options *o);

@@ -238,9 +238,9 @@ static void scatter_rows(const infs_kv_layout *kl, const infs__paged_kv *pk, uin
 /* What one layer reads and writes besides the scratch: the cache (NULL:
  * none); in_place: the rows' positions are already in the cache, their
  * new K/V overwrite it and the attention reads only the cache; pre-RoPE
- * K/V outputs; dev (NULL, or a float per row): the squared distance of
- * each row's new rotated keys from the cache's before they are
- * overwritten. */
+ * K/V outputs; dev (NULL, or a float per row): for the first n_dev rows,
+ * the squared distance of each row's new rotated keys from the cache's
+ * before they are overwritten. */
 typedef struct layer_io {
 	const infs__paged_kv *pk;
 	int in_place;
@@ -248,6 +248,7 @@ typedef struct layer_io {
 	void *k_out, *v_out;
 	infs_dtype kv_dtype;
 	float *dev;
+	uint32_t n_dev;
 } layer_io;
 
 /* Layer l over the n rows of s->x at s->pos (s->cos, s->sin): RMSNorm ->
@@ -286,7 +287,7 @@ static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, c
 	}
 	if (pk) {
 		const infs_kv_layout *kl = pk->cache;
-		for (uint32_t i = 0; io->dev && i < n; i++) {
+		for (uint32_t i = 0; io->dev && i < io->n_dev; i++) {
 			double sum = 0;
 			for (uint32_t h = 0; h < c->n_kv_heads; h++) {
 				float *old = s->att; /* free until the attention */
@@ -353,7 +354,7 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 	}
 
 	for (uint32_t l = 0; l < c->n_layers; l++) {
-		const layer_io io = { pk, 0, a->seq, a->k_out, a->v_out, a->kv_dtype, NULL };
+		const layer_io io = { pk, 0, a->seq, a->k_out, a->v_out, a->kv_dtype, NULL, 0 };
 		run_layer(m, l, &s, n, &io, pool);
 	}
 
@@ -391,14 +392,14 @@ int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model
 	return infs__forward(model, &a);
 }
 
-/* A row's deviation at the check layer, for the selection. */
+/* A row's score at the check layer, for the selection. */
 typedef struct dev_row {
 	float dev;
 	int32_t pos;
 	uint32_t row;
 } dev_row;
 
-/* Largest deviation first; equal ones by position, then row: a total order,
+/* Highest score first; equal ones by position, then row: a total order,
  * so the selection is deterministic. */
 static int dev_cmp(const void *x, const void *y)
 {
@@ -416,6 +417,59 @@ static int row_cmp(const void *x, const void *y)
 	return a->row < b->row ? -1 : a->row > b->row;
 }
 
+/* mass[p] += the attention probability that rows [first, n) of s (after
+ * run_layer in place over n_ctx cached positions) give position p, summed
+ * over those rows and the heads: the softmax of infs__attention, again. */
+static void query_mass(double *mass, const infs_model *m, const scratch *s, uint32_t first, uint32_t n,
+                       uint32_t n_ctx)
+{
+	const infs__model_config *c = &m->cfg;
+	const uint32_t hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
+	const size_t qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd;
+	const float scale = 1.0f / sqrtf((float)hd);
+	float *sc = s->attn_rows; /* n_ctx floats, free after the layer */
+	for (uint32_t i = first; i < n; i++) {
+		const int64_t p = s->pos[i];
+		uint32_t lo = c->sliding_window && p >= c->sliding_window ? (uint32_t)(p - c->sliding_window + 1) : 0;
+		uint32_t hi = p < n_ctx ? (uint32_t)p + 1 : n_ctx;
+		for (uint32_t h = 0; h < c->n_heads; h++) {
+			const float *q = s->q + i * qd + (size_t)h * hd, *k = s->k + (size_t)(h / group) * hd;
+			float mx = -INFINITY;
+			for (uint32_t j = lo; j < hi; j++) {
+				float d = 0;
+				for (uint32_t e = 0; e < hd; e++)
+					d += q[e] * k[j * kvd + e];
+				sc[j] = d * scale;
+				mx = sc[j] > mx ? sc[j] : mx;
+			}
+			double z = 0;
+			for (uint32_t j = lo; j < hi; j++)
+				z += exp((double)sc[j] - mx);
+			for (uint32_t j = lo; j < hi; j++)
+				mass[j] += exp((double)sc[j] - mx) / z;
+		}
+	}
+}
+
+/* The selection score of the first n rows at the check layer, from their
+ * deviations dev and the question's attention mass (by position). */
+static void score_rows(dev_row *rows, uint32_t n, const float *dev, const double *mass, const uint8_t *forced,
+                       float w)
+{
+	double dmax = 0, amax = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		dmax = dev[i] > dmax ? dev[i] : dmax;
+		amax = mass && mass[rows[i].pos] > amax ? mass[rows[i].pos] : amax;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		/* w = 0: the bare deviation, so the order is exactly CacheBlend's. */
+		double d = dmax > 0 ? dev[i] / dmax : 0, q = amax > 0 ? mass[rows[i].pos] / amax : 0;
+		rows[i].dev = w > 0 ? (float)((1.0 - w) * d + w * q) : dev[i];
+		if (forced && forced[i])
+			rows[i].dev = INFINITY;
+	}
+}
+
 int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 {
 	static const char fn[] = "infs__recompute";
@@ -428,42 +482,68 @@ int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 	if (a->check_layer >= c->n_layers || a->n_keep > a->n_tokens)
 		return infs__error(INFS_ERANGE, "%s: check layer %u of %u, keep %u of %u", fn, a->check_layer,
 		                   c->n_layers, a->n_keep, a->n_tokens);
-	infs__forward_args fa = { .tokens = a->tokens, .positions = a->positions, .n_tokens = a->n_tokens,
-		                  .kv_dtype = INFS_DTYPE_F32, .past = pk };
-	int rc = check_args(m, &fa);
-	if (rc)
-		return rc;
-	for (uint32_t i = 0; i < a->n_tokens; i++)
-		if ((uint32_t)a->positions[i] >= pk->n_past)
-			return infs__error(INFS_ERANGE, "%s: position %d is not in the cache's %u", fn, a->positions[i],
-			                   pk->n_past);
-	uint32_t n = a->n_tokens, d = c->n_embd, np = m->rope.n_pairs;
-	infs__pool *pool = a->pool, *own_pool = NULL;
-	if (!pool && (rc = infs__pool_create(&own_pool, m->n_threads)))
-		return rc;
-	pool = pool ? pool : own_pool;
-	scratch s;
+	if (!(a->query_weight >= 0.0f && a->query_weight <= 1.0f) || (a->query_weight > 0 && (!a->query || !a->n_query)))
+		return infs__error(INFS_EINVAL, "%s: query weight %g with %u question tokens", fn,
+		                   (double)a->query_weight, a->query ? a->n_query : 0);
+	const uint32_t nt = a->n_tokens, nq = a->query_weight > 0 ? a->n_query : 0, n = nt + nq;
+	uint32_t n_forced = 0;
+	for (uint32_t i = 0; a->forced && i < nt; i++)
+		n_forced += a->forced[i] != 0;
+	if (n_forced > a->n_keep)
+		return infs__error(INFS_ERANGE, "%s: %u forced rows, keep %u", fn, n_forced, a->n_keep);
+	/* Through the check layer the cache reaches over the question's tokens. */
+	infs__paged_kv ext = *pk;
+	ext.n_past += nq;
+	int32_t *tok = malloc((size_t)n * sizeof *tok), *pos = malloc((size_t)n * sizeof *pos);
+	double *mass = nq ? calloc(ext.n_past, sizeof *mass) : NULL;
 	float *dev = malloc((size_t)n * sizeof *dev);
 	dev_row *rows = malloc((size_t)n * sizeof *rows);
-	if (!dev || !rows || scratch_start(&s, m, a->tokens, a->positions, n, (size_t)pk->n_past + n, pool)) {
+	int rc = !tok || !pos || (nq && !mass) || !dev || !rows ? infs__error(INFS_ENOMEM, "%s: out of memory", fn) : 0;
+	for (uint32_t i = 0; !rc && i < n; i++) {
+		tok[i] = i < nt ? a->tokens[i] : a->query[i - nt];
+		pos[i] = i < nt ? a->positions[i] : (int32_t)(pk->n_past + i - nt);
+	}
+	infs__forward_args fa = { .tokens = tok, .positions = pos, .n_tokens = n, .kv_dtype = INFS_DTYPE_F32,
+		                  .past = pk };
+	if (!rc)
+		rc = check_args(m, &fa);
+	for (uint32_t i = 0; !rc && i < nt; i++)
+		if ((uint32_t)a->positions[i] >= pk->n_past)
+			rc = infs__error(INFS_ERANGE, "%s: position %d is not in the cache's %u", fn, a->positions[i],
+			                 pk->n_past);
+	const uint32_t d = c->n_embd, np = m->rope.n_pairs;
+	infs__pool *pool = a->pool, *own_pool = NULL;
+	if (!rc && !pool)
+		rc = infs__pool_create(&own_pool, m->n_threads);
+	pool = pool ? pool : own_pool;
+	scratch s;
+	if (!rc && scratch_start(&s, m, tok, pos, n, (size_t)ext.n_past + n, pool))
+		rc = infs__error(INFS_ENOMEM, "%s: out of memory for %u tokens", fn, n);
+	if (rc) {
+		free(tok);
+		free(pos);
+		free(mass);
 		free(dev);
 		free(rows);
 		infs__pool_free(own_pool);
-		return infs__error(INFS_ENOMEM, "%s: out of memory for %u tokens", fn, n);
+		return rc;
 	}
 	for (uint32_t i = 0; i < n; i++)
 		rows[i] = (dev_row){ 0, s.pos[i], i };
 	uint32_t n_act = n;
 	for (uint32_t l = 0; l < c->n_layers && n_act; l++) {
 		const int select = l == a->check_layer && a->n_keep < n_act;
-		const layer_io io = { pk, 1, NULL, NULL, NULL, INFS_DTYPE_F32, select ? dev : NULL };
+		const layer_io io = { l <= a->check_layer ? &ext : pk, 1, NULL, NULL, NULL, INFS_DTYPE_F32,
+			              select ? dev : NULL, nt };
 		run_layer(m, l, &s, n_act, &io, pool);
 		if (!select)
 			continue;
-		/* The rows that keep going: the most deviating, in their order. */
-		for (uint32_t i = 0; i < n_act; i++)
-			rows[i].dev = dev[i];
-		qsort(rows, n_act, sizeof *rows, dev_cmp);
+		if (nq)
+			query_mass(mass, m, &s, nt, n, ext.n_past);
+		/* The rows that keep going: the highest scores, in their order;
+		 * the question's rows stop here. */
+		score_rows(rows, nt, dev, mass, a->forced, a->query_weight);
+		qsort(rows, nt, sizeof *rows, dev_cmp);
 		n_act = a->n_keep;
 		qsort(rows, n_act, sizeof *rows, row_cmp);
 		for (uint32_t i = 0; i < n_act; i++) {
@@ -475,6 +555,9 @@ int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 		}
 	}
 	scratch_free(&s);
+	free(tok);
+	free(pos);
+	free(mass);
 	free(dev);
 	free(rows);
 	infs__pool_free(own_pool);

@@ -38,14 +38,26 @@ int infs__forward(const infs_model *m, const infs__forward_args *a);
  * below past->n_past and held there with injected K/V, run again in place:
  * at every layer their new K/V overwrite the cache's and each attends to
  * the cache as it then stands (positions up to its own). Through layer
- * check_layer every token runs; there the n_keep whose rotated keys lie
- * farthest from the injected ones (squared distance over the KV heads;
- * ties: the lower position) go on through the later layers, the others
- * keep their injected K/V there. Deterministic. past->write must be set. */
+ * check_layer every token runs; there the n_keep with the highest score go
+ * on through the later layers, the others keep their injected K/V there.
+ * The score is the squared distance of the row's new rotated keys from the
+ * injected ones (over the KV heads); with query_weight w > 0 it is
+ * (1 - w) * dev / max dev + w * mass / max mass, where mass is the
+ * attention probability that the n_query question tokens give the row's
+ * position at check_layer, summed over tokens and heads. Rows with
+ * forced[i] set score above all others (n_keep must cover them); ties: the
+ * lower position. Deterministic. The question tokens, query[0..n_query),
+ * take positions past->n_past.. and run through layers 0..check_layer only,
+ * their K/V written there (the question's prefill overwrites them).
+ * past->write must be set. */
 typedef struct infs__recompute_args {
 	const int32_t *tokens, *positions;
 	uint32_t n_tokens;
 	uint32_t check_layer, n_keep;
+	const uint8_t *forced;      /* NULL: none */
+	const int32_t *query;       /* with query_weight > 0 */
+	uint32_t n_query;
+	float query_weight;         /* 0..1 */
 	const infs__paged_kv *past;
 	infs__pool *pool;           /* NULL: a pool of the model's thread count for this call */
 } infs__recompute_args;

@@ -514,6 +514,8 @@ typedef struct infs_ask_options {
 	float recompute_ratio;
 	uint32_t check_layer;
 	int ignore_eos;
+	uint32_t prefix_tokens;
+	float query_weight;
 } infs_ask_options;
 
 int infs_ask_options_init(infs_ask_options *opts, unsigned version);
