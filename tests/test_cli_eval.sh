@@ -80,6 +80,8 @@ check_err 2 "--query-weight: \"1.5\" is not a weight in 0..1" eval "$tiny" --rec
 check_err 2 "--sweep applies to eval only" bench --store "$tmp/s.infs" --sweep "q"
 check_err 2 "--sweep sets --recompute itself" eval "$tiny" --sweep --recovery deviation --recompute 0.2
 check_err 2 "--sweep varies --recompute: --recovery prefix has none" eval "$tiny" --sweep --recovery prefix
+check_err 2 "--plot applies to bench and eval --sweep only" eval "$tiny" --plot "$tmp/x.png"
+check_err 1 "$tmp/no/x.png" eval "$tiny" --sweep --plot "$tmp/no/x.png"
 [ -z "$(ls "$tmp/t")" ] || fail "a refusal left $(ls "$tmp/t")"
 
 cache=${INFS_CACHE:-$HOME/.cache/inferscale}
@@ -103,8 +105,11 @@ grep -q "3 of 3 questions (categories 1-4), 6 facts, k 50, recovery none" "$tmp/
 "$cli" eval "$tiny" --k 50 --quiet --recovery deviation --recompute 1 > "$tmp/r1.json" 2> /dev/null
 "$cli" eval "$tiny" --k 50 --quiet --recovery deviation --recompute 0.5 --check-layer 1 > "$tmp/r5.json" 2> /dev/null
 # A sweep of one mode on one question: 8 points; ratio 0 is the prefix's.
-"$cli" eval "$tiny" --k 50 --quiet --limit 1 --seed 1 --sweep --recovery query+prefix --prefix 3 > "$tmp/sw.json" 2> "$tmp/sw.txt"
+"$cli" eval "$tiny" --k 50 --quiet --limit 1 --seed 1 --sweep --recovery query+prefix --prefix 3 \
+	--plot "$tmp/sw.png" > "$tmp/sw.json" 2> "$tmp/sw.txt"
 cat "$tmp/sw.txt"
+# its chart: the agreement lines (blue) and the TTFT panel's (red)
+python3 "$root/tests/check_png.py" "$tmp/sw.png" 1200 1060 4c72b0:800 c44e52:800 || fail "sweep chart"
 [ "$(grep -c "^prefix+query  *r " "$tmp/sw.txt")" = 8 ] || fail "sweep summary"
 [ -z "$(ls "$tmp/t")" ] || fail "eval left $(ls "$tmp/t")"
 python3 - "$tmp" <<'PY'

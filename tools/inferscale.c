@@ -86,7 +86,8 @@ static const char usage[] =
 	"  --questions FILE     questions, JSONL with \"question\" and \"namespace\"\n"
 	"  --json FILE          bench: also write the results as JSON (- for stdout); eval:\n"
 	"                       write them there instead of stdout\n"
-	"  --plot FILE.png      bench: also draw the results as a chart (as plot does)\n"
+	"  --plot FILE.png      bench, eval --sweep: also draw the results as a chart (as\n"
+	"                       plot does)\n"
 	"  --quiet              no progress bar\n";
 
 typedef struct args {
@@ -371,8 +372,8 @@ static int parse_args(args *a, int argc, char **argv)
 	} else if (a->limit) {
 		return fail("--limit applies to eval only") + 1;
 	}
-	if (a->plot && strcmp(a->cmd, "bench"))
-		return fail("--plot applies to bench only") + 1;
+	if (a->plot && strcmp(a->cmd, "bench") && !(eval && a->sweep))
+		return fail("--plot applies to bench and eval --sweep only") + 1;
 	if (a->recovery && strcmp(a->cmd, "ask") && strcmp(a->cmd, "bench") && !eval)
 		return fail("--recovery applies to ask, bench and eval") + 1;
 	if ((a->recompute_set || a->check_set) && !a->select)
@@ -1588,6 +1589,26 @@ static void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c,
 	        p->ttft_inject / n, p->ttft_full / n);
 }
 
+/* The sweep's chart (tools/charts.h) of points pts[0..np), means over nq
+ * questions. */
+static int eval_plot(const char *png, const eval_point *pts, size_t np, size_t nq)
+{
+	chart_sweep_run *runs = calloc(np ? np : 1, sizeof *runs);
+	if (!runs)
+		return fail("--plot: out of memory");
+	const double n = nq ? (double)nq : 1.0;
+	for (size_t i = 0; i < np; i++) {
+		const eval_point *p = &pts[i];
+		runs[i] = (chart_sweep_run){ p->mode, (int)p->check, p->recomputed / n, (double)p->top1 / n,
+			                     (double)p->same / n, p->kl / n, p->f1_inject / n, p->f1_full / n,
+			                     p->ttft_inject / n, p->ttft_full / n };
+	}
+	char why[256];
+	int rc = chart_sweep(png, runs, np, why, sizeof why) ? fail("--plot: %s", why) : 0;
+	free(runs);
+	return rc;
+}
+
 /* The ratios of --sweep, and its modes without --recovery. */
 static const float sweep_ratios[] = { 0, 0.05f, 0.1f, 0.15f, 0.2f, 0.3f, 0.5f, 1 };
 static const char *const sweep_modes[] = { "deviation", "query", "prefix+deviation", "prefix+query" };
@@ -1598,6 +1619,12 @@ static int cmd_eval(const args *a)
 	runtime r;
 	memset(&r, 0, sizeof r);
 	int rc = conv_read(&c, a->positional);
+	/* A chart that cannot be written fails before the long part. */
+	FILE *pf = !rc && a->plot ? fopen(a->plot, "wb") : NULL;
+	if (!rc && a->plot && !pf)
+		rc = fail("%s: %s", a->plot, strerror(errno));
+	if (pf)
+		fclose(pf);
 	size_t n = c.n_qs, *pick = rc ? NULL : calloc(n, sizeof *pick);
 	const size_t n_ratios = sizeof sweep_ratios / sizeof sweep_ratios[0];
 	const size_t n_modes = !a->sweep ? 1 : a->recovery ? 1 : sizeof sweep_modes / sizeof sweep_modes[0];
@@ -1655,6 +1682,8 @@ static int cmd_eval(const args *a)
 		fputs(a->sweep ? "\n]\n" : "\n", jf);
 	if (jf && jf != stdout && fclose(jf) && !rc)
 		rc = fail("%s: %s", a->json, strerror(errno));
+	if (!rc && a->plot)
+		rc = eval_plot(a->plot, pts, np, n);
 	for (size_t i = 0; pts && i < np; i++)
 		free(pts[i].detail.p);
 	free(pts);
