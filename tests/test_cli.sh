@@ -10,9 +10,14 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/infs-cli-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-head -n 12 "$root/examples/memory/facts.jsonl" > "$tmp/facts.jsonl"
-"$cli" encode --quiet --store "$tmp/s.infs" "$tmp/facts.jsonl" > "$tmp/out"
+head -n 11 "$root/examples/memory/facts.jsonl" > "$tmp/facts.jsonl"
+# a member the fact cannot keep is warned about, not dropped in silence
+sed -n 12p "$root/examples/memory/facts.jsonl" | sed 's/}$/, "meta": {"speaker": "Maya"}}/' >> "$tmp/facts.jsonl"
+"$cli" encode --store "$tmp/s.infs" "$tmp/facts.jsonl" > "$tmp/out" 2> "$tmp/err"
 grep -q "encoded 12 facts into 1 namespace" "$tmp/out" || fail "encode: $(cat "$tmp/out")"
+grep -q 'warning: .*facts.jsonl:12: "meta" is not a string' "$tmp/err" || fail "encode: no warning: $(cat "$tmp/err")"
+# not on a terminal: progress as lines, with the rate
+grep -q "^encoding: 12/12 facts, .* facts/s" "$tmp/err" || fail "encode: no progress line: $(cat "$tmp/err")"
 "$cli" verify "$tmp/s.infs" | grep -q ": sound: 12 facts" || fail "verify: a sound store"
 cp "$tmp/s.infs" "$tmp/bad.infs"
 printf 'X' | dd of="$tmp/bad.infs" bs=1 seek=$(( $(stat -c %s "$tmp/bad.infs") - 100 )) conv=notrunc 2>/dev/null
@@ -30,6 +35,25 @@ grep -q Biscuit "$tmp/full" || fail "ask --full-recompute: no Biscuit"
 grep -q "^full recompute: TTFT" "$tmp/full" || fail "ask --full-recompute: no TTFT"
 
 printf '{"namespace": "maya", "question": "%s"}\n{"namespace": "maya", "question": "Where does Maya live?"}\n' "$q" > "$tmp/q.jsonl"
+# ask --json: every answer with its facts and timings; "-" keeps stdout to the JSON
+"$cli" ask --store "$tmp/s.infs" --questions "$tmp/q.jsonl" -k 3 --max-tokens 8 --compare --json "$tmp/a.json" > /dev/null
+"$cli" ask --store "$tmp/s.infs" --namespace maya --k 3 --max-tokens 16 --json - "$q" > "$tmp/a1.json" 2> /dev/null
+python3 - "$tmp" <<'PY' || fail "ask --json"
+import json, sys
+t = sys.argv[1]
+a = json.load(open(t + "/a.json"))
+assert [x["mode"] for x in a] == ["injection", "full_recompute"] * 2, a
+for x in a:
+    assert set(x) == {"question", "namespace", "mode", "answer", "n_tokens", "n_prompt", "n_prefilled", "facts",
+                      "ttft_ms", "embed_ms", "retrieve_ms", "inject_ms", "prefill_ms", "decode_ms"}, x
+    assert x["namespace"] == "maya" and len(x["facts"]) == 3 and 1 <= x["n_tokens"] <= 8, x
+    parts = x["embed_ms"] + x["retrieve_ms"] + x["inject_ms"] + x["prefill_ms"]
+    assert abs(x["ttft_ms"] - parts) < 0.01, x
+assert a[0]["facts"] == a[1]["facts"] and a[0]["n_prompt"] == a[1]["n_prompt"], a[:2]
+assert a[1]["n_prefilled"] == a[1]["n_prompt"] and a[0]["n_prefilled"] < a[0]["n_prompt"], a[:2]
+one = json.load(open(t + "/a1.json"))
+assert len(one) == 1 and "Biscuit" in one[0]["answer"] and len(one[0]["facts"]) == 3, one
+PY
 "$cli" bench --store "$tmp/s.infs" --questions "$tmp/q.jsonl" --k 2,4 --json "$tmp/b.json" --plot "$tmp/b.png" > "$tmp/bench"
 cat "$tmp/bench"
 grep -q "^ *4 " "$tmp/bench" || fail "bench: no row for k 4"

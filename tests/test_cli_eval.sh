@@ -64,11 +64,11 @@ check_err 2 "--limit: 0 is not in" eval "$tiny" --limit 0
 check_err 2 "eval needs a LoCoMo-format conversation FILE.json" eval
 check_err 2 "eval: --store does not apply" eval "$tiny" --store "$tmp/s.infs"
 check_err 2 "eval: --max-tokens does not apply" eval "$tiny" --max-tokens 4
-check_err 2 "--limit applies to eval only" bench --store "$tmp/s.infs" --limit 2 "q"
+check_err 2 "bench: --limit does not apply" bench --store "$tmp/s.infs" --limit 2 "q"
 check_err 2 "--recompute needs --recovery deviation" eval "$tiny" --recompute 0.2
 check_err 2 "--check-layer needs --recovery deviation" eval "$tiny" --recovery none --check-layer 1
 check_err 2 "--recompute: \"1.5\" is not a share in 0..1" eval "$tiny" --recovery deviation --recompute 1.5
-check_err 2 "--recovery applies to ask, bench and eval" encode --store "$tmp/s.infs" --recovery none x.jsonl
+check_err 2 "encode: --recovery does not apply" encode --store "$tmp/s.infs" --recovery none x.jsonl
 check_err 2 "--recovery: \"deviation+query\" is not a recovery mode" eval "$tiny" --recovery deviation+query
 check_err 2 "--recovery: \"prefix+\" is not a recovery mode" eval "$tiny" --recovery prefix+
 check_err 2 "--recovery: \"prefix+prefix\" is not a recovery mode" eval "$tiny" --recovery prefix+prefix
@@ -77,10 +77,10 @@ check_err 2 "--prefix needs --recovery prefix" eval "$tiny" --recovery deviation
 check_err 2 "--prefix: \"-1\" is not a count" eval "$tiny" --recovery prefix --prefix -1
 check_err 2 "--query-weight needs --recovery query" eval "$tiny" --recovery prefix+deviation --query-weight 0.5
 check_err 2 "--query-weight: \"1.5\" is not a weight in 0..1" eval "$tiny" --recovery query --query-weight 1.5
-check_err 2 "--sweep applies to eval only" bench --store "$tmp/s.infs" --sweep "q"
+check_err 2 "bench: --sweep does not apply" bench --store "$tmp/s.infs" --sweep "q"
 check_err 2 "--sweep sets --recompute itself" eval "$tiny" --sweep --recovery deviation --recompute 0.2
 check_err 2 "--sweep varies --recompute: --recovery prefix has none" eval "$tiny" --sweep --recovery prefix
-check_err 2 "--plot applies to bench and eval --sweep only" eval "$tiny" --plot "$tmp/x.png"
+check_err 2 "eval: --plot draws a sweep: give --sweep" eval "$tiny" --plot "$tmp/x.png"
 check_err 1 "$tmp/no/x.png" eval "$tiny" --sweep --plot "$tmp/no/x.png"
 [ -z "$(ls "$tmp/t")" ] || fail "a refusal left $(ls "$tmp/t")"
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,64 +32,117 @@ static const char usage[] =
 	"usage: inferscale <command> [options]\n"
 	"\n"
 	"commands:\n"
-	"  encode FACTS.jsonl   encode facts (one JSON object a line: \"text\", \"namespace\",\n"
-	"                       optional \"speaker\", \"date\", other string members and a\n"
-	"                       \"metadata\" object kept as metadata) into the store\n"
-	"  ask QUESTION         answer a question for --namespace; prints the answer, the\n"
-	"                       facts used and the time to first token (or questions\n"
-	"                       from --questions; --compare: both ways side by side)\n"
-	"  bench [QUESTION]     TTFT of injection vs full recompute for each k of --k, and\n"
-	"                       their divergence; questions from --questions JSONL\n"
-	"  verify STORE         re-check every checksum of a store; exit 1 when a record is\n"
-	"                       damaged or acknowledged records were lost\n"
-	"  eval FILE.json       a LoCoMo-format conversation: encodes its observation facts\n"
-	"                       into a temporary store, answers its questions of categories\n"
-	"                       1-4 by injection and by full recompute (greedy, up to 32\n"
-	"                       tokens) and prints their agreement, F1, evidence recall and\n"
-	"                       TTFT as JSON (docs/eval.md); no --store\n"
-	"  plot IN.json OUT.png draw a result file as a chart: bench --json output, an eval\n"
-	"                       sweep or the GPU engine benchmark, recognised by shape\n"
+	"  encode FACTS.jsonl   encode facts into a store (one JSON object a line)\n"
+	"  ask QUESTION         answer a question from injected memory\n"
+	"  bench [QUESTION]     TTFT of injection vs full recompute for each k, and their divergence\n"
+	"  eval FILE.json       a LoCoMo-format conversation: injection against full recompute\n"
+	"  verify STORE         re-check every checksum of a store\n"
+	"  plot IN.json OUT.png draw a result file as a chart\n"
 	"\n"
-	"options:\n"
-	"  --store PATH         the fact store (required; encode creates it)\n"
-	"  --namespace NS       namespace (default: each line's \"namespace\")\n"
-	"  --model PATH         GGUF or HF directory (default $INFS_CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
-	"  --embedder DIR       sentence-transformers directory (default $INFS_CACHE/minilm)\n"
-	"  --kv-dtype T         f16 (default), bf16 or f32: KV in a new store\n"
-	"  --threads N          threads of the model and the embedder, 0..1024 (default 0: all cores)\n"
-	"  --device N           run the model, the embedder, retrieval and the engine on CUDA\n"
-	"                       device N (default: the host)\n"
-	"  -k N                 facts retrieved, 1..4096 (ask; default 10)\n"
-	"  --k LIST             k values of bench, comma-separated, each 1..4096, at most 32\n"
-	"                       (default 10,20,50); eval: one k, 1..4096 (default 10)\n"
-	"  --full-recompute     ask: prefill the whole prompt instead of injecting\n"
-	"  --compare            ask: answer by injection and by full recompute\n"
-	"  --max-tokens N       answer budget, 1..8192 (ask: 64; bench: 1, only the first token)\n"
-	"  --temperature T      sampling temperature, >= 0 (default 0: greedy)\n"
-	"  --top-p P            nucleus sampling, in (0, 1] (default 1)\n"
-	"  --seed S             sampler seed, 0..2^64-1 (default 0); eval: the seed of --limit\n"
-	"  --limit N            eval: a fixed sample of N questions, chosen by --seed\n"
-	"  --recovery MODE      ask, bench, eval: how injected answers recover: none (plain\n"
-	"                       injection, default), or deviation (selective recompute),\n"
-	"                       query (the same, selection also by the question's\n"
-	"                       attention), prefix (each fact's first tokens recomputed),\n"
-	"                       or prefix joined to one of the others by +\n"
-	"  --recompute R        deviation, query: share of the injected fact tokens\n"
-	"                       recomputed through every layer, 0..1 (default 0.15)\n"
-	"  --check-layer C      deviation, query: layer through which every one is\n"
-	"                       recomputed and where the share is chosen (default 2)\n"
-	"  --prefix M           prefix: tokens recomputed at each fact's start (default 2)\n"
-	"  --query-weight W     query: the question's attention's weight in the selection,\n"
-	"                       0..1 (default 0.5)\n"
-	"  --sweep              eval: every mode of --recovery (default deviation, query,\n"
-	"                       prefix+deviation, prefix+query) at --recompute 0, 0.05,\n"
-	"                       0.1, 0.15, 0.2, 0.3, 0.5 and 1: a JSON array\n"
-	"  --questions FILE     questions, JSONL with \"question\" and \"namespace\"\n"
-	"  --json FILE          bench: also write the results as JSON (- for stdout); eval:\n"
-	"                       write them there instead of stdout\n"
-	"  --plot FILE.png      bench, eval --sweep: also draw the results as a chart (as\n"
-	"                       plot does)\n"
-	"  --quiet              no progress bar\n";
+	"inferscale COMMAND --help lists the command's options.\n";
+
+/* The commands that parse_args reads, as bits of opt.cmds. */
+enum { C_ENCODE = 1, C_ASK = 2, C_BENCH = 4, C_EVAL = 8, C_ALL = 15 };
+
+static const struct command {
+	const char *name, *args;
+	unsigned bit;
+	const char *what;
+} commands[] = {
+	{ "encode", "FACTS.jsonl", C_ENCODE,
+	  "Encodes facts into the store: one JSON object a line with \"text\" and \"namespace\";\n"
+	  "\"speaker\", \"date\", other string members and the string members of a \"metadata\"\n"
+	  "object are kept as the fact's metadata. Each fact's KV is that of its rendered text,\n"
+	  "encoded after the engine's header; its embedding is that of the bare text.\n" },
+	{ "ask", "QUESTION", C_ASK,
+	  "Answers a question for --namespace (or the questions of --questions): prints the\n"
+	  "answer, the facts used and the time to first token by part; --compare answers both\n"
+	  "ways side by side; --json writes every answer, its facts and timings as JSON.\n" },
+	{ "bench", "[QUESTION]", C_BENCH,
+	  "For each k of --k and each question: injection, then full recompute of the same\n"
+	  "prompt. Prints the median TTFT of each way and of each part, and their divergence\n"
+	  "(KL of the first token, first-token and answer agreement).\n" },
+	{ "eval", "FILE.json", C_EVAL,
+	  "Encodes a LoCoMo-format conversation's observation facts into a temporary store,\n"
+	  "answers its questions of categories 1-4 by injection and by full recompute (greedy,\n"
+	  "up to 32 tokens) and prints agreement, F1, evidence recall and TTFT as JSON\n"
+	  "(docs/eval.md).\n" },
+};
+
+static const struct opt {
+	const char *name, *value;
+	unsigned cmds;
+	const char *help;
+} opts[] = {
+	{ "--store", "PATH", C_ENCODE | C_ASK | C_BENCH, "the fact store (required; encode creates it)" },
+	{ "--namespace", "NS", C_ENCODE | C_ASK | C_BENCH, "namespace (encode: default each line's \"namespace\")" },
+	{ "--questions", "FILE", C_ASK | C_BENCH, "questions, JSONL with \"question\" and \"namespace\"" },
+	{ "--model", "PATH", C_ALL, "GGUF or HF directory (default $INFS_CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)" },
+	{ "--embedder", "DIR", C_ALL, "sentence-transformers directory (default $INFS_CACHE/minilm)" },
+	{ "--kv-dtype", "T", C_ENCODE | C_EVAL, "f16 (default), bf16 or f32: KV in a new store" },
+	{ "--threads", "N", C_ALL, "threads of the model and the embedder, 0..1024 (default 0: all cores)" },
+	{ "--device", "N", C_ALL, "run the model, the embedder, retrieval and the engine on CUDA device N\n"
+	                          "(default: the host)" },
+	{ "-k", "N", C_ASK | C_BENCH | C_EVAL, "facts retrieved, 1..4096 (default 10); bench: a comma-separated\n"
+	                                       "list of at most 32 (default 10,20,50)" },
+	{ "--k", "N", C_ASK | C_BENCH | C_EVAL, "the same as -k" },
+	{ "--full-recompute", NULL, C_ASK, "prefill the whole prompt instead of injecting" },
+	{ "--compare", NULL, C_ASK, "answer by injection and by full recompute" },
+	{ "--max-tokens", "N", C_ASK | C_BENCH, "answer budget, 1..8192 (ask: 64; bench: 1, only the first token)" },
+	{ "--temperature", "T", C_ASK | C_BENCH, "sampling temperature, >= 0 (default 0: greedy)" },
+	{ "--top-p", "P", C_ASK | C_BENCH, "nucleus sampling, in (0, 1] (default 1)" },
+	{ "--seed", "S", C_ASK | C_BENCH | C_EVAL, "sampler seed, 0..2^64-1 (default 0); eval: the seed of --limit" },
+	{ "--limit", "N", C_EVAL, "a fixed sample of N questions, chosen by --seed" },
+	{ "--recovery", "MODE", C_ASK | C_BENCH | C_EVAL,
+	  "how injected answers recover: none (plain injection, default), deviation\n"
+	  "(selective recompute), query (the same, selection also by the question's\n"
+	  "attention), prefix (each fact's first tokens recomputed), or prefix joined to\n"
+	  "one of the others by +" },
+	{ "--recompute", "R", C_ASK | C_BENCH | C_EVAL,
+	  "deviation, query: share of the injected fact tokens recomputed through every\n"
+	  "layer, 0..1 (default 0.15)" },
+	{ "--check-layer", "C", C_ASK | C_BENCH | C_EVAL,
+	  "deviation, query: layer through which every one is recomputed and where the\n"
+	  "share is chosen (default 2)" },
+	{ "--prefix", "M", C_ASK | C_BENCH | C_EVAL, "prefix: tokens recomputed at each fact's start (default 2)" },
+	{ "--query-weight", "W", C_ASK | C_BENCH | C_EVAL,
+	  "query: the question's attention's weight in the selection, 0..1 (default 0.5)" },
+	{ "--sweep", NULL, C_EVAL, "every mode of --recovery (default deviation, query, prefix+deviation,\n"
+	                           "prefix+query) at --recompute 0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5 and 1:\n"
+	                           "a JSON array" },
+	{ "--json", "FILE", C_ASK | C_BENCH | C_EVAL, "also write the results as JSON (- for stdout); eval: write\n"
+	                                              "them there instead of stdout" },
+	{ "--plot", "FILE.png", C_BENCH | C_EVAL, "also draw the results as a chart (as plot does); eval: with --sweep" },
+	{ "--quiet", NULL, C_ENCODE | C_BENCH | C_EVAL, "no progress" },
+};
+
+static const struct opt *find_opt(const char *name)
+{
+	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+		if (!strcmp(opts[i].name, name))
+			return &opts[i];
+	return NULL;
+}
+
+/* inferscale CMD --help: what the command does and its options. */
+static void command_help(const struct command *c)
+{
+	printf("usage: inferscale %s [options] %s\n\n%s\noptions:\n", c->name, c->args, c->what);
+	for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+		const struct opt *o = &opts[i];
+		if (!(o->cmds & c->bit))
+			continue;
+		char head[40];
+		snprintf(head, sizeof head, "%s%s%s", o->name, o->value ? " " : "", o->value ? o->value : "");
+		printf("  %-20s ", head);
+		for (const char *h = o->help; *h; h++) {
+			putchar(*h);
+			if (*h == '\n')
+				printf("  %-20s ", "");
+		}
+		putchar('\n');
+	}
+}
 
 typedef struct args {
 	const char *cmd, *positional, *store, *ns, *model, *embedder, *questions, *json, *recovery, *plot;
@@ -226,14 +280,30 @@ static int parse_args(args *a, int argc, char **argv)
 		return argc < 2 ? 2 : -1;
 	}
 	a->cmd = argv[1];
-	int eval = !strcmp(a->cmd, "eval");
-	if (strcmp(a->cmd, "encode") && strcmp(a->cmd, "ask") && strcmp(a->cmd, "bench") && !eval)
+	int eval = !strcmp(a->cmd, "eval"), bench = !strcmp(a->cmd, "bench");
+	const struct command *cmd = NULL;
+	for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
+		if (!strcmp(commands[c].name, a->cmd))
+			cmd = &commands[c];
+	if (!cmd)
 		return fail("unknown command \"%s\" (encode, ask, bench, verify, eval, plot; --help for more)", a->cmd) + 1;
 	for (int i = 2; i < argc; i++) {
 		const char *o = argv[i];
 		int has = i + 1 < argc;
 		const char *v = has ? argv[i + 1] : NULL;
 		int rc = 0;
+		if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+			command_help(cmd);
+			return -1;
+		}
+		if (o[0] == '-' && o[1]) {
+			const struct opt *d = find_opt(o);
+			if (!d)
+				return fail("unknown option %s (inferscale %s --help lists the options)", o, a->cmd) + 1;
+			if (!(d->cmds & cmd->bit))
+				return fail("%s: %s does not apply (inferscale %s --help lists its options)", a->cmd, o,
+				            a->cmd) + 1;
+		}
 #define TAKE()                                                              \
 	do {                                                                \
 		if (!has)                                                   \
@@ -279,15 +349,10 @@ static int parse_args(args *a, int argc, char **argv)
 		} else if (!strcmp(o, "--threads")) {
 			TAKE();
 			rc = parse_range(&a->threads, v, o, 0, CLI_THREADS_MAX);
-		} else if (!strcmp(o, "-k")) {
+		} else if (!strcmp(o, "-k") || !strcmp(o, "--k")) {
 			TAKE();
-			rc = parse_range(&a->k, v, o, 1, INFS_RETRIEVE_K_MAX);
-		} else if (!strcmp(o, "--k") && eval) {
-			TAKE();
-			rc = parse_range(&a->k, v, o, 1, INFS_RETRIEVE_K_MAX);
-		} else if (!strcmp(o, "--k")) {
-			TAKE();
-			rc = parse_ks(a->ks, &a->n_ks, sizeof a->ks / sizeof a->ks[0], v, o);
+			rc = bench ? parse_ks(a->ks, &a->n_ks, sizeof a->ks / sizeof a->ks[0], v, o)
+			           : parse_range(&a->k, v, o, 1, INFS_RETRIEVE_K_MAX);
 		} else if (!strcmp(o, "--limit")) {
 			TAKE();
 			rc = parse_range(&a->limit, v, o, 1, UINT32_MAX);
@@ -346,8 +411,6 @@ static int parse_args(args *a, int argc, char **argv)
 			a->compare = 1;
 		} else if (!strcmp(o, "--quiet")) {
 			a->quiet = 1;
-		} else if (o[0] == '-' && o[1]) {
-			return fail("unknown option %s (--help for the list)", o) + 1;
 		} else if (a->positional) {
 			return fail("one %s argument only (\"%s\" is extra; quote the question)",
 			            !strcmp(a->cmd, "encode") || eval ? "file" : "question", o) + 1;
@@ -358,32 +421,16 @@ static int parse_args(args *a, int argc, char **argv)
 		if (rc)
 			return 2;
 	}
-	if (eval) {
-		/* eval makes its own store and answers greedily. */
-		const char *no = a->store ? "--store" : a->ns ? "--namespace" : a->questions ? "--questions"
-		               : a->full ? "--full-recompute" : a->compare ? "--compare"
-		               : a->max_tokens_set ? "--max-tokens" : a->temperature != 0 ? "--temperature"
-		               : a->top_p != 1 ? "--top-p" : NULL;
-		if (no)
-			return fail("eval: %s does not apply (eval encodes into a temporary store and answers "
-			            "greedily, up to 32 tokens)", no) + 1;
-		if (!a->positional)
-			return fail("eval needs a LoCoMo-format conversation FILE.json") + 1;
-	} else if (a->limit) {
-		return fail("--limit applies to eval only") + 1;
-	}
-	if (a->plot && strcmp(a->cmd, "bench") && !(eval && a->sweep))
-		return fail("--plot applies to bench and eval --sweep only") + 1;
-	if (a->recovery && strcmp(a->cmd, "ask") && strcmp(a->cmd, "bench") && !eval)
-		return fail("--recovery applies to ask, bench and eval") + 1;
+	if (eval && !a->positional)
+		return fail("eval needs a LoCoMo-format conversation FILE.json") + 1;
+	if (a->plot && eval && !a->sweep)
+		return fail("eval: --plot draws a sweep: give --sweep") + 1;
 	if ((a->recompute_set || a->check_set) && !a->select)
 		return fail("%s needs --recovery deviation or query", a->recompute_set ? "--recompute" : "--check-layer") + 1;
 	if (a->prefix_set && !a->prefix_mode)
 		return fail("--prefix needs --recovery prefix") + 1;
 	if (a->query_weight_set && !a->query_mode)
 		return fail("--query-weight needs --recovery query") + 1;
-	if (a->sweep && !eval)
-		return fail("--sweep applies to eval only") + 1;
 	if (a->sweep && a->recompute_set)
 		return fail("--sweep sets --recompute itself") + 1;
 	if (a->sweep && a->recovery && !a->select)
@@ -670,22 +717,65 @@ static int runtime_open(runtime *r, const args *a, int create)
 
 typedef struct progress {
 	size_t base, total;
-	int show;
+	int show;       /* 0: quiet; 1: a bar on a terminal; 2: a line every few seconds */
+	double t0, last; /* seconds */
 } progress;
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Progress of encoding with its rate and time left: a bar redrawn on a
+ * terminal, else (a log, a pipe) a line every 5 seconds and at the end. */
 static int show_progress(void *user, size_t done, size_t total)
 {
-	const progress *p = user;
+	progress *p = user;
 	(void)total;
-	if (p->show) {
-		size_t d = p->base + done, w = 30, fill = p->total ? d * w / p->total : w;
+	if (!p->show)
+		return 0;
+	const size_t d = p->base + done;
+	const double t = now_s(), el = t - p->t0, rate = el > 0 ? (double)d / el : 0;
+	const double eta = rate > 0 ? (double)(p->total - d) / rate : 0;
+	if (p->show == 1) {
+		size_t w = 30, fill = p->total ? d * w / p->total : w;
 		fprintf(stderr, "\rencoding [");
 		for (size_t i = 0; i < w; i++)
 			fputc(i < fill ? '#' : ' ', stderr);
-		fprintf(stderr, "] %zu/%zu", d, p->total);
-		fflush(stderr);
+		fprintf(stderr, "] %zu/%zu, %.1f facts/s, %.0f s left ", d, p->total, rate, eta);
+	} else if (t - p->last >= 5 || d == p->total) {
+		fprintf(stderr, "encoding: %zu/%zu facts, %.1f facts/s, %.0f s left\n", d, p->total, rate, eta);
+		p->last = t;
 	}
+	fflush(stderr);
 	return 0;
+}
+
+/* Members of a fact line that are left out of the fact: neither a string
+ * (kept as metadata), nor "metadata" (an object), "source_id" or
+ * "timestamp" (numbers). Warned about once per name. */
+static void warn_unused(const lines *L, const char *file)
+{
+	char seen[16][64];
+	size_t n_seen = 0;
+	for (size_t i = 0; i < L->n; i++) {
+		const jsonl_value *o = line_at(L, i), *v = o + 1;
+		for (size_t m = 0; m < o->len; m++, v = jsonl_next(v)) {
+			int used = v->type == JSONL_STRING || (!strcmp(v->key, "metadata") && v->type == JSONL_OBJECT) ||
+			           ((!strcmp(v->key, "source_id") || !strcmp(v->key, "timestamp")) && v->type == JSONL_NUMBER);
+			int known = 0;
+			for (size_t k = 0; k < n_seen; k++)
+				known |= !strcmp(seen[k], v->key);
+			if (used || known)
+				continue;
+			fprintf(stderr, "inferscale: warning: %s:%zu: \"%s\" is not a string, the \"metadata\" object, "
+			        "\"source_id\" or \"timestamp\": left out of the fact\n", file, i + 1, v->key);
+			if (n_seen < sizeof seen / sizeof seen[0])
+				snprintf(seen[n_seen++], sizeof seen[0], "%s", v->key);
+		}
+	}
 }
 
 static int cmd_encode(const args *a)
@@ -714,6 +804,7 @@ static int cmd_encode(const args *a)
 			return 1;
 		}
 	}
+	warn_unused(&L, a->positional);
 	runtime r;
 	if (runtime_open(&r, a, 1)) {
 		runtime_free(&r);
@@ -749,7 +840,7 @@ static int cmd_encode(const args *a)
 		in[i] = f;
 	}
 	/* One call per namespace, in order of first appearance. */
-	progress pg = { 0, L.n, !a->quiet && isatty(2) };
+	progress pg = { 0, L.n, a->quiet ? 0 : isatty(2) ? 1 : 2, now_s(), now_s() };
 	infs_encode_options eo = INFS_ENCODE_OPTIONS_INIT;
 	eo.context = hdr;
 	eo.n_context = nh;
@@ -776,7 +867,7 @@ static int cmd_encode(const args *a)
 			}
 		}
 		if (infs_fact_encode(bids, r.store, ns, r.model, batch, nb, &eo)) {
-			if (pg.show)
+			if (pg.show == 1)
 				fputc('\n', stderr);
 			rc = fail("encoding namespace \"%s\": %s", ns, infs_error_last());
 			break;
@@ -786,7 +877,7 @@ static int cmd_encode(const args *a)
 		pg.base += nb;
 		n_ns++;
 	}
-	if (pg.show && !rc)
+	if (pg.show == 1 && !rc)
 		fputc('\n', stderr);
 	if (!rc && infs_store_sync(r.store))
 		rc = lib_fail(a->store);
@@ -872,11 +963,35 @@ static int questions_load(questions *Q, const args *a)
 	return 0;
 }
 
-static void print_timing(const infs_answer *x, int full)
+static void print_timing(FILE *out, const infs_answer *x, int full)
 {
-	printf("TTFT %7.1f ms = embed %.1f + retrieve %.2f + %s %.1f + prefill %.1f (%u of %u prompt tokens prefilled)",
+	fprintf(out, "TTFT %7.1f ms = embed %.1f + retrieve %.2f + %s %.1f + prefill %.1f (%u of %u prompt tokens prefilled)",
 	       x->ttft_ms, x->embed_ms, x->retrieve_ms, full ? "read tokens" : "inject", x->inject_ms,
 	       x->prefill_ms, x->n_prefilled, x->n_prompt);
+}
+
+/* One answer as a JSON object of ask --json. */
+static void answer_json(str *j, const infs_answer *x, const char *question, const char *ns, int full)
+{
+	char buf[512];
+	str_puts(j, j->n > 2 ? ",\n {\"question\": " : " {\"question\": ");
+	str_json(j, question);
+	str_puts(j, ", \"namespace\": ");
+	str_json(j, ns);
+	str_puts(j, full ? ", \"mode\": \"full_recompute\", \"answer\": " : ", \"mode\": \"injection\", \"answer\": ");
+	str_json(j, x->text);
+	snprintf(buf, sizeof buf, ", \"n_tokens\": %u, \"n_prompt\": %u, \"n_prefilled\": %u, \"facts\": [", x->n_tokens,
+	         x->n_prompt, x->n_prefilled);
+	str_puts(j, buf);
+	for (size_t i = 0; i < x->n_facts; i++) {
+		snprintf(buf, sizeof buf, "%s{\"id\": %llu, \"score\": %.6f}", i ? ", " : "",
+		         (unsigned long long)x->fact_ids[i], (double)x->scores[i]);
+		str_puts(j, buf);
+	}
+	snprintf(buf, sizeof buf, "], \"ttft_ms\": %.3f, \"embed_ms\": %.3f, \"retrieve_ms\": %.3f, \"inject_ms\": %.3f, "
+	         "\"prefill_ms\": %.3f, \"decode_ms\": %.3f}", x->ttft_ms, x->embed_ms, x->retrieve_ms, x->inject_ms,
+	         x->prefill_ms, x->decode_ms);
+	str_puts(j, buf);
 }
 
 static int cmd_ask(const args *a)
@@ -888,11 +1003,31 @@ static int cmd_ask(const args *a)
 		rc = runtime_open(&r, a, 0);
 	else
 		memset(&r, 0, sizeof r);
+	/* --json is opened before anything is answered: a path that cannot be
+	 * written fails first. */
+	FILE *jf = NULL;
+	if (!rc && a->json && !(jf = strcmp(a->json, "-") ? fopen(a->json, "w") : stdout))
+		rc = fail("%s: %s", a->json, strerror(errno));
+	/* With --json - the JSON has stdout to itself and the text goes to stderr. */
+	FILE *out = a->json && !strcmp(a->json, "-") ? stderr : stdout;
+	str j = { 0 };
+	str_puts(&j, "[\n");
 	int modes = a->compare ? 2 : 1;
 	double sum[2] = { 0, 0 };
+	/* Several questions: a first one untimed, so that the mean holds no
+	 * cold start (first touches of the weights, thread start-up). */
+	if (!rc && Q.n > 1) {
+		infs_ask_options o;
+		ask_options(&o, a, a->k, a->full);
+		o.generate.max_tokens = 1;
+		infs_answer *x = NULL;
+		if (infs_engine_ask(&x, r.engine, r.store, r.embedder, Q.ns[0], Q.q[0], &o))
+			rc = lib_fail("ask");
+		infs_answer_free(x);
+	}
 	for (size_t q = 0; !rc && q < Q.n; q++) {
 		if (Q.n > 1 || a->compare)
-			printf("%sQ: %s\n", q ? "\n" : "", Q.q[q]);
+			fprintf(out, "%sQ: %s\n", q ? "\n" : "", Q.q[q]);
 		for (int mode = 0; !rc && mode < modes; mode++) {
 			int full = a->compare ? mode : a->full;
 			infs_ask_options o;
@@ -903,14 +1038,16 @@ static int cmd_ask(const args *a)
 				break;
 			}
 			sum[mode] += x->ttft_ms;
+			if (jf)
+				answer_json(&j, x, Q.q[q], Q.ns[q], full);
 			if (a->compare) {
-				printf("  %-15s %s\n  %15s ", full ? "full recompute:" : "injection:", x->text, "");
-				print_timing(x, full);
-				printf("\n");
+				fprintf(out, "  %-15s %s\n  %15s ", full ? "full recompute:" : "injection:", x->text, "");
+				print_timing(out, x, full);
+				fprintf(out, "\n");
 				infs_answer_free(x);
 				continue;
 			}
-			printf("%s\n\nfacts used (best first):\n", x->text);
+			fprintf(out, "%s\n\nfacts used (best first):\n", x->text);
 			for (size_t i = 0; i < x->n_facts; i++) {
 				infs_fact_record *rec = NULL;
 				if (infs_fact_get(&rec, r.store, Q.ns[q], x->fact_ids[i])) {
@@ -920,18 +1057,27 @@ static int cmd_ask(const args *a)
 				size_t len = strlen(rec->text);
 				while (len && rec->text[len - 1] == '\n')
 					len--;
-				printf("  %2zu. %.3f  %.*s\n", i + 1, (double)x->scores[i], (int)len, rec->text);
+				fprintf(out, "  %2zu. %.3f  %.*s\n", i + 1, (double)x->scores[i], (int)len, rec->text);
 				infs_fact_record_free(rec);
 			}
-			printf("\n%s: ", full ? "full recompute" : "injection");
-			print_timing(x, full);
-			printf("; %u tokens decoded in %.1f ms\n", x->n_tokens, x->decode_ms);
+			fprintf(out, "\n%s: ", full ? "full recompute" : "injection");
+			print_timing(out, x, full);
+			fprintf(out, "; %u tokens decoded in %.1f ms\n", x->n_tokens, x->decode_ms);
 			infs_answer_free(x);
 		}
 	}
 	if (!rc && a->compare && Q.n)
-		printf("\nmean TTFT over %zu questions (k %u): injection %.1f ms, full recompute %.1f ms (%.1fx)\n", Q.n,
+		fprintf(out, "\nmean TTFT over %zu questions (k %u): injection %.1f ms, full recompute %.1f ms (%.1fx)\n", Q.n,
 		       a->k, sum[0] / (double)Q.n, sum[1] / (double)Q.n, sum[0] > 0 ? sum[1] / sum[0] : 0);
+	if (!rc && jf) {
+		str_puts(&j, "\n]\n");
+		if (fputs(j.p, jf) == EOF || (jf != stdout && fclose(jf)))
+			rc = fail("%s: %s", a->json, strerror(errno));
+		jf = NULL;
+	}
+	if (jf && jf != stdout)
+		fclose(jf);
+	free(j.p);
 	runtime_free(&r);
 	questions_free(&Q);
 	return rc;
@@ -1388,7 +1534,7 @@ static int eval_encode(conv *c, const runtime *r, const args *a)
 		f.metadata = c->facts[i].meta.p;
 		in[i] = f;
 	}
-	progress pg = { 0, c->n_facts, !a->quiet && isatty(2) };
+	progress pg = { 0, c->n_facts, a->quiet ? 0 : isatty(2) ? 1 : 2, now_s(), now_s() };
 	infs_encode_options eo = INFS_ENCODE_OPTIONS_INIT;
 	eo.context = hdr;
 	eo.n_context = nh;
@@ -1397,7 +1543,7 @@ static int eval_encode(conv *c, const runtime *r, const args *a)
 	eo.progress_user = &pg;
 	if (!rc && infs_fact_encode(ids, r->store, EVAL_NS, r->model, in, c->n_facts, &eo))
 		rc = fail("%s: encoding the facts: %s", a->positional, infs_error_last());
-	if (pg.show)
+	if (pg.show == 1)
 		fputc('\n', stderr);
 	for (size_t i = 0; !rc && i < c->n_facts; i++)
 		c->facts[i].id = ids[i];
@@ -1735,6 +1881,8 @@ static int cmd_plot(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	/* Whole lines as they come, also into a pipe or a log. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc >= 2 && !strcmp(argv[1], "verify"))
 		return cmd_verify(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "plot"))

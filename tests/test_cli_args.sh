@@ -1,0 +1,58 @@
+#!/bin/sh
+# The inferscale tool's command line, no model needed: every command's
+# --help lists what applies to it and nothing else, an option of another
+# command or an unknown one is refused in one line naming the command,
+# -k and --k are the same option (one k, or bench's list), eval --plot needs
+# --sweep.
+# usage: test_cli_args.sh INFERSCALE
+set -eu
+cli=$1
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/infs-args-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+check_err() { # expected-status expected-message args...
+	want=$1
+	msg=$2
+	shift 2
+	set +e
+	"$cli" "$@" > "$tmp/o" 2> "$tmp/e"
+	got=$?
+	set -e
+	[ "$got" = "$want" ] || fail "$*: exit $got, expected $want: $(cat "$tmp/e")"
+	[ "$(wc -l < "$tmp/e")" = 1 ] || fail "$*: stderr is not one line: $(cat "$tmp/e")"
+	grep -qF -- "$msg" "$tmp/e" || fail "$*: \"$(cat "$tmp/e")\" does not say \"$msg\""
+}
+
+# Each command's help: its usage line, its options, not the others'.
+helps() { # command, options it lists, options it does not
+	cmd=$1
+	"$cli" "$cmd" --help > "$tmp/h" || fail "$cmd --help: exit $?"
+	head -n 1 "$tmp/h" | grep -q "^usage: inferscale $cmd " || fail "$cmd --help: $(head -n 1 "$tmp/h")"
+	for o in $2; do grep -q -- "^  $o" "$tmp/h" || fail "$cmd --help does not list $o"; done
+	for o in $3; do if grep -q -- "^  $o " "$tmp/h"; then fail "$cmd --help lists $o"; fi; done
+}
+helps encode "--store --namespace --kv-dtype --device --quiet" "--sweep --compare --limit -k"
+helps ask "--store --namespace -k --k --compare --json --recovery --device" "--sweep --limit --plot --kv-dtype"
+helps bench "--store -k --json --plot --recovery" "--compare --sweep --limit"
+helps eval "--limit --sweep --plot --json --recovery -k" "--store --namespace --compare --max-tokens --temperature"
+"$cli" ask -h | grep -q "^usage: inferscale ask" || fail "ask -h"
+"$cli" --help | grep -q "inferscale COMMAND --help" || fail "--help names the commands' help"
+
+# Options of another command, and unknown ones.
+check_err 2 "encode: --sweep does not apply (inferscale encode --help" encode --store "$tmp/s.infs" --sweep f.jsonl
+check_err 2 "ask: --limit does not apply" ask --store "$tmp/s.infs" --namespace n --limit 3 "q"
+check_err 2 "bench: --compare does not apply" bench --store "$tmp/s.infs" --namespace n --compare "q"
+check_err 2 "eval: --store does not apply" eval f.json --store "$tmp/s.infs"
+check_err 2 "unknown option --frobnicate (inferscale ask --help" ask --frobnicate
+check_err 2 "eval: --plot draws a sweep: give --sweep" eval f.json --plot "$tmp/x.png"
+
+# -k and --k: one value for ask and eval, a list for bench; both checked.
+check_err 2 "--k: 5000 is not in 1..4096" ask --store "$tmp/s.infs" --namespace n --k 5000 "q"
+check_err 2 "-k: 0 is not in 1..4096" ask --store "$tmp/s.infs" --namespace n -k 0 "q"
+check_err 2 "-k: \"10,20\" is not a count" ask --store "$tmp/s.infs" --namespace n -k 10,20 "q"
+# bench takes the list with either spelling and gets as far as the store
+check_err 1 "does not exist" bench --store "$tmp/missing.infs" --namespace n -k 10,20 "q"
+check_err 1 "does not exist" bench --store "$tmp/missing.infs" --namespace n --k 10,20 "q"
+check_err 1 "does not exist" ask --store "$tmp/missing.infs" --namespace n --k 20 "q"
+echo "cli-args: ok"
