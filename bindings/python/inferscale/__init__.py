@@ -28,11 +28,13 @@ from .tokenizer import ChatFormat, Tokenizer
 from .model import ForwardResult, Model, ModelInfo
 from .embedders import Embedder
 from .engine import Answer, Engine, render_fact
+from .memory import Memory, MemoryHit
 
 __all__ = [
     "Backend", "DType", "Geometry", "Metric", "RopeScaling", "RopeStyle", "SyncMode",
     "KVLayout", "Fact", "Hits", "Store", "StoreStats", "RESERVED_PREFIX", "rope_rotate", "Tokenizer", "ChatFormat",
     "Model", "ModelInfo", "ForwardResult", "Embedder", "Engine", "Answer", "render_fact",
+    "Memory", "MemoryHit",
     "version", "version_number", "features", "get_include", "library_path",
     "__version__", *_errors_all,
 ]
