@@ -66,4 +66,8 @@ def get_include() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 
 
-__version__ = version()
+def __getattr__(name: str) -> str:
+    # __version__ asks the library, which is loaded on first use only.
+    if name == "__version__":
+        return version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
