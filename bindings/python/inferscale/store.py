@@ -8,7 +8,7 @@ import dataclasses
 import json
 import os
 import threading
-from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Union, overload
 
 import numpy as np
 
@@ -419,6 +419,23 @@ class Store:
         return self.count(namespace) > 0
 
     # Retrieval
+
+    # For the type checkers: one vector gives Hits, a batch a list of Hits. A
+    # numpy array or a torch tensor may be either (its ndim decides at run time).
+    @overload
+    def retrieve(self, namespace: str, query: Sequence[float], k: int = 10, *,
+                 metric: Union[Metric, str] = Metric.COSINE,
+                 backend: Union[Backend, str] = Backend.AUTO) -> Hits: ...
+
+    @overload
+    def retrieve(self, namespace: str, query: Sequence[Sequence[float]], k: int = 10, *,
+                 metric: Union[Metric, str] = Metric.COSINE,
+                 backend: Union[Backend, str] = Backend.AUTO) -> List[Hits]: ...
+
+    @overload
+    def retrieve(self, namespace: str, query: Any, k: int = 10, *,
+                 metric: Union[Metric, str] = Metric.COSINE,
+                 backend: Union[Backend, str] = Backend.AUTO) -> Union[Hits, List[Hits]]: ...
 
     def retrieve(self, namespace: str, query: Any, k: int = 10, *,
                  metric: Union[Metric, str] = Metric.COSINE,
