@@ -28,11 +28,13 @@ from .tokenizer import ChatFormat, Tokenizer
 from .model import ForwardResult, Model, ModelInfo
 from .embedders import Embedder
 from .engine import Answer, Engine, render_fact
+from .memory import Memory, MemoryHit
 
 __all__ = [
     "Backend", "DType", "Geometry", "Metric", "RopeScaling", "RopeStyle", "SyncMode",
     "KVLayout", "Fact", "Hits", "Store", "StoreStats", "RESERVED_PREFIX", "rope_rotate", "Tokenizer", "ChatFormat",
     "Model", "ModelInfo", "ForwardResult", "Embedder", "Engine", "Answer", "render_fact",
+    "Memory", "MemoryHit",
     "version", "version_number", "features", "get_include", "library_path",
     "__version__", *_errors_all,
 ]
@@ -64,4 +66,8 @@ def get_include() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
 
 
-__version__ = version()
+def __getattr__(name: str) -> str:
+    # __version__ asks the library, which is loaded on first use only.
+    if name == "__version__":
+        return version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,24 +5,44 @@ file; the environment variable ``INFERSCALE_LIBRARY`` names another one (a
 build tree's, for development). CFFI in ABI mode releases the GIL around
 every call into the library, so long calls (retrieval, injection, fsync) let
 other Python threads run.
+
+Importing is cheap: the declarations come parsed from ``_cdef.py``, which the
+build writes (gen_cdef.py; a source tree without it parses _decl.h here), and
+the library, with what it links (BLAS, FAISS, the CUDA runtime), is loaded on
+the first use of ``lib``.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
+import threading
 from typing import Any, Optional
 
 import numpy as np
-from cffi import FFI
 
 from .errors import InvalidArgumentError, RangeError, error_class
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-ffi = FFI()
-with open(os.path.join(_HERE, "_decl.h"), encoding="utf-8") as _f:
-    ffi.cdef(_f.read())
+
+def _load_ffi():
+    with open(os.path.join(_HERE, "_decl.h"), "rb") as f:
+        decl = f.read()
+    try:
+        from . import _cdef
+        if _cdef.DECL_SHA256 == hashlib.sha256(decl).hexdigest():
+            return _cdef.ffi
+    except ImportError:
+        pass
+    from cffi import FFI
+    parsed = FFI()
+    parsed.cdef(decl.decode("utf-8"))
+    return parsed
+
+
+ffi = _load_ffi()
 
 
 def library_path() -> str:
@@ -38,7 +58,25 @@ def library_path() -> str:
                       "install the package with pip, or set INFERSCALE_LIBRARY")
 
 
-lib = ffi.dlopen(library_path())
+class _Lib:
+    """The library, opened on first use; each name looked up is cached on
+    this object, so later lookups cost what a plain attribute does."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lib: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        with self._lock:
+            if self._lib is None:
+                self._lib = ffi.dlopen(library_path())
+        value = getattr(self._lib, name)
+        setattr(self, name, value)
+        return value
+
+lib: Any = _Lib()
 
 
 def check(status: int) -> int:

@@ -8,15 +8,17 @@ import dataclasses
 import json
 import os
 import threading
-from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Union, overload
 
 import numpy as np
 
 from ._ffi import as_int, check, cpath, cstr, ffi, lib, pystr
 from .arrays import as_float32_vectors, as_int_array, host_kv, kv_from_c
+from .embedders import Embedder
 from .errors import InvalidArgumentError
 from .geometry import Backend, Geometry, Metric, SyncMode
 from .layout import KVLayout
+from .model import Model
 
 __all__ = ["Store", "Fact", "Hits", "StoreStats", "RESERVED_PREFIX"]
 
@@ -273,6 +275,78 @@ class Store:
             k, v = hf.capture_kv(model, tokens, context)
         return self.put(namespace, tokens, k, v, embedding, segment=segment, **put_kwargs)
 
+    def encode_texts(self, namespace: str, model: Any, texts: Sequence[str], *, embedder: Any = None,
+                     embeddings: Any = None, embed_texts: Optional[Sequence[str]] = None,
+                     tokens: Optional[Sequence[Any]] = None, metadata: Any = None, context: Any = None,
+                     progress: Any = None) -> np.ndarray:
+        """Encodes and stores facts with the library's model runtime
+        (``infs_fact_encode``): fact i's text texts[i] (stored; tokenized by
+        the model unless tokens[i] is given) is run through model after
+        context (the encoding context, run once per call, not stored), and its
+        pre-RoPE KV is stored with its embedding: embeddings[i] if given, else
+        embedder's of embed_texts[i] (default texts[i]). metadata: one str or
+        dict for every fact, or a sequence with one per fact. Returns the ids
+        (uint64), in order.
+
+        progress is called after each fact is stored: a callable(done, total),
+        or a tqdm-like bar (anything with ``update(n)``: its ``total`` is set
+        and it advances by one per fact). An exception it raises stops the
+        encoding and is raised here; the facts stored before stay stored."""
+        if not isinstance(model, Model):
+            raise TypeError(f"model must be an inferscale.Model, not {type(model).__name__}")
+        if isinstance(texts, str) or not hasattr(texts, "__len__"):
+            raise TypeError(f"texts must be a sequence of str, not {type(texts).__name__}")
+        n = len(texts)
+        metas = _per_fact(metadata, n, "metadata")
+        for name, seq in (("embed_texts", embed_texts), ("tokens", tokens)):
+            if seq is not None and len(seq) != n:
+                raise InvalidArgumentError(f"{name} has {len(seq)} entries for {n} texts")
+        emb = None
+        if embeddings is not None:
+            emb = as_float32_vectors(embeddings, self._geometry.embed_dim, "embeddings")
+            if emb.shape[0] != n:
+                raise InvalidArgumentError(f"embeddings has {emb.shape[0]} rows for {n} texts")
+        facts = ffi.new("infs_fact_input[]", max(n, 1))
+        alive: List[Any] = []
+        for i in range(n):
+            f = facts[i]
+            check(lib.infs_fact_input_init(facts + i, lib.INFS_FACT_INPUT_VERSION))
+            f.text = _keep(alive, cstr(texts[i], f"texts[{i}]"))
+            if tokens is not None:
+                tok = _keep(alive, as_int_array(tokens[i], f"tokens[{i}]", "int32"))
+                f.tokens = ffi.cast("const int32_t *", ffi.from_buffer(tok))
+                f.n_tokens = tok.shape[0]
+            if embed_texts is not None:
+                f.embed_text = _keep(alive, cstr(embed_texts[i], f"embed_texts[{i}]"))
+            if emb is not None:
+                f.embedding = ffi.cast("const float *", ffi.from_buffer(emb[i]))
+            m = metas[i]
+            if isinstance(m, dict):
+                m = json.dumps(m, ensure_ascii=False)
+            f.metadata = _keep(alive, cstr(m, f"metadata[{i}]", none_ok=True))
+        o = ffi.new("infs_encode_options *")
+        check(lib.infs_encode_options_init(o, lib.INFS_ENCODE_OPTIONS_VERSION))
+        if context is not None:
+            ctx = _keep(alive, as_int_array(context, "context", "int32"))
+            o.context = ffi.cast("const int32_t *", ffi.from_buffer(ctx)) if ctx.size else ffi.NULL
+            o.n_context = ctx.shape[0]
+        if embedder is not None:
+            if not isinstance(embedder, Embedder):
+                raise TypeError(f"embedder must be an inferscale.Embedder, not {type(embedder).__name__}")
+            o.embedder = embedder._p
+        raised: List[BaseException] = []
+        if progress is not None:
+            o.progress = _keep(alive, _progress_callback(progress, raised))
+        ids = np.zeros(max(n, 1), np.uint64)
+        cns = _ns(namespace)
+        with self._use() as p:
+            status = lib.infs_fact_encode(ffi.cast("uint64_t *", ffi.from_buffer(ids)), p, cns, model._p,
+                                          facts, n, o)
+        if raised:
+            raise raised[0]
+        check(status)
+        return ids[:n]
+
     def put_segment(self, namespace: str, tokens: Any, k: Any, v: Any, **kwargs: Any) -> int:
         """Stores a segment (memory header, separator, footer): injectable, never retrieved."""
         return self.put(namespace, tokens, k, v, None, segment=True, **kwargs)
@@ -346,6 +420,23 @@ class Store:
 
     # Retrieval
 
+    # For the type checkers: one vector gives Hits, a batch a list of Hits. A
+    # numpy array or a torch tensor may be either (its ndim decides at run time).
+    @overload
+    def retrieve(self, namespace: str, query: Sequence[float], k: int = 10, *,
+                 metric: Union[Metric, str] = Metric.COSINE,
+                 backend: Union[Backend, str] = Backend.AUTO) -> Hits: ...
+
+    @overload
+    def retrieve(self, namespace: str, query: Sequence[Sequence[float]], k: int = 10, *,
+                 metric: Union[Metric, str] = Metric.COSINE,
+                 backend: Union[Backend, str] = Backend.AUTO) -> List[Hits]: ...
+
+    @overload
+    def retrieve(self, namespace: str, query: Any, k: int = 10, *,
+                 metric: Union[Metric, str] = Metric.COSINE,
+                 backend: Union[Backend, str] = Backend.AUTO) -> Union[Hits, List[Hits]]: ...
+
     def retrieve(self, namespace: str, query: Any, k: int = 10, *,
                  metric: Union[Metric, str] = Metric.COSINE,
                  backend: Union[Backend, str] = Backend.AUTO) -> Union[Hits, List[Hits]]:
@@ -412,6 +503,49 @@ class Store:
             check(lib.infs_inject_into_blocks(out, p, _ns(namespace), ids_p, id_arr.size, start_pos,
                                               bt_p, bt.size, cache._c, opts))
         return int(out[0])
+
+
+def _keep(alive: List[Any], obj: Any) -> Any:
+    """obj, kept alive in alive for as long as the C call reads it."""
+    alive.append(obj)
+    return obj
+
+
+def _per_fact(value: Any, n: int, what: str) -> List[Any]:
+    """One value per fact: value repeated for a str, a dict or None, else the
+    sequence itself (its length checked)."""
+    if value is None or isinstance(value, (str, dict)):
+        return [value] * n
+    if not hasattr(value, "__len__") or len(value) != n:
+        raise InvalidArgumentError(f"{what} must be a str, a dict or a sequence of {n}")
+    return list(value)
+
+
+def _progress_callback(progress: Any, raised: List[BaseException]):
+    """An infs_progress_fn calling progress(done, total), or advancing a
+    tqdm-like bar (update(n) and total); an exception is kept in raised and
+    stops the encoding (the callback returns non-zero)."""
+    if hasattr(progress, "update"):
+        bar, last = progress, [0]
+
+        def call(done: int, total: int) -> None:
+            if bar.total != total:
+                bar.total = total
+            bar.update(done - last[0])
+            last[0] = done
+    elif callable(progress):
+        call = progress
+    else:
+        raise TypeError(f"progress must be a callable(done, total) or a tqdm-like bar, not {type(progress).__name__}")
+
+    def on_progress(_user: Any, done: int, total: int) -> int:
+        try:
+            call(int(done), int(total))
+            return 0
+        except BaseException as e:  # noqa: B036 - KeyboardInterrupt must stop the encoding too
+            raised.append(e)
+            return 1
+    return ffi.callback("infs_progress_fn", on_progress)
 
 
 def rope_rotate(x: np.ndarray, positions: Any, geometry: Geometry) -> np.ndarray:

@@ -1,6 +1,9 @@
 """Retrieval against brute force: cosine and inner product, single and batch
 queries, numpy and torch vectors, namespaces failing closed."""
 
+import sys
+import typing
+
 import numpy as np
 import pytest
 
@@ -85,3 +88,14 @@ def test_torch_queries(filled, geometry):
     ids, _ = brute_force(embs, q.numpy(), 3, "cosine")
     np.testing.assert_array_equal(store.retrieve("alice", q, 3).ids, ids)
     assert len(store.retrieve("alice", q[None].repeat(2, 1), 3)) == 2
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="typing.get_overloads is Python 3.11+")
+def test_retrieve_overloads():
+    # What type checkers see: a vector gives Hits, a batch a list of Hits.
+    hints = [typing.get_type_hints(f) for f in typing.get_overloads(infs.Store.retrieve)]
+    assert [(h["query"], h["return"]) for h in hints] == [
+        (typing.Sequence[float], infs.Hits),
+        (typing.Sequence[typing.Sequence[float]], typing.List[infs.Hits]),
+        (typing.Any, typing.Union[infs.Hits, typing.List[infs.Hits]]),
+    ]
