@@ -32,26 +32,11 @@
 
 #include "../tests/cache_path.h"
 #include "bench_gpu.h"
+#include "bench_llama3.h"
 #include "model/model.h"
 #include "util/splitmix.h"
 
 enum { N_FACTS = 1000, FACT = 24, MAX_T = 8192, N_CTX = 8192, BATCH = 32, ANSWER = 32, WARMUP = 3, RUNS = 10 };
-
-static infs__model_config llama3_8b(void)
-{
-	infs__model_config c;
-	memset(&c, 0, sizeof c);
-	c.arch = INFS_ARCH_LLAMA;
-	c.n_vocab = 128256, c.n_embd = 4096, c.n_layers = 32, c.n_heads = 32, c.n_kv_heads = 8;
-	c.head_dim = 128, c.n_ff = 14336, c.n_ctx_train = 8192, c.norm_eps = 1e-5f;
-	infs_geometry_init(&c.geom, INFS_GEOMETRY_VERSION);
-	infs_geometry *g = &c.geom;
-	g->n_layers = c.n_layers, g->n_kv_heads = c.n_kv_heads, g->head_dim = c.head_dim, g->rotary_dim = c.head_dim;
-	g->rope_style = INFS_ROPE_NEOX, g->rope_theta = 500000.0, g->rope_scaling = INFS_ROPE_SCALING_LLAMA3;
-	g->rope_factor = 8.0, g->rope_low_freq_factor = 1.0, g->rope_high_freq_factor = 4.0;
-	g->rope_original_max_pos = 8192;
-	return c;
-}
 
 static void ok(int rc, const char *what)
 {

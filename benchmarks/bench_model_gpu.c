@@ -49,6 +49,7 @@
 
 #include "bench_gpu.h"
 #include "cuda/device_copy.h"
+#include "bench_llama3.h"
 #include "model/model.h"
 #include "util/splitmix.h"
 
@@ -65,22 +66,6 @@ enum {
 };
 _Static_assert(NB >= NB1, "batch 1's table is a prefix of the cache's blocks");
 _Static_assert(B_PROMPT + DECODE_STEPS <= NB1 * BS, "batch 1's decode stays within its table");
-
-static infs__model_config llama3_8b(void)
-{
-	infs__model_config c;
-	memset(&c, 0, sizeof c);
-	c.arch = INFS_ARCH_LLAMA;
-	c.n_vocab = 128256, c.n_embd = 4096, c.n_layers = 32, c.n_heads = 32, c.n_kv_heads = 8;
-	c.head_dim = 128, c.n_ff = 14336, c.n_ctx_train = 8192, c.norm_eps = 1e-5f;
-	infs_geometry_init(&c.geom, INFS_GEOMETRY_VERSION);
-	infs_geometry *g = &c.geom;
-	g->n_layers = c.n_layers, g->n_kv_heads = c.n_kv_heads, g->head_dim = c.head_dim, g->rotary_dim = c.head_dim;
-	g->rope_style = INFS_ROPE_NEOX, g->rope_theta = 500000.0, g->rope_scaling = INFS_ROPE_SCALING_LLAMA3;
-	g->rope_factor = 8.0, g->rope_low_freq_factor = 1.0, g->rope_high_freq_factor = 4.0;
-	g->rope_original_max_pos = 8192;
-	return c;
-}
 
 typedef struct call {
 	const infs_model *m;
