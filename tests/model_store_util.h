@@ -8,6 +8,7 @@
 
 #include "cache_path.h"
 #include "check.h"
+#include "util/json.h"
 #include "scratch_util.h"
 
 /* SmolLM2-135M-Instruct Q4_1 and all-MiniLM-L6-v2 from the cache
@@ -71,6 +72,29 @@ static inline void encode_after_header(uint64_t *ids, infs_store *st, const char
 	eo.embedder = emb;
 	CHECK_OK(infs_fact_encode(ids, st, ns, m, in, n, &eo));
 	free(in);
+}
+
+/* The first n facts of a JSONL memory (examples/memory/facts.jsonl): their
+ * "text" into texts[i] (free) and rendered into rendered[i] (infs_free);
+ * the number read. */
+static inline int read_facts(const char *path, char **texts, char **rendered, int n)
+{
+	FILE *f = fopen(path, "r");
+	CHECK(f != NULL);
+	if (!f)
+		return 0;
+	char line[2048];
+	int got = 0;
+	while (got < n && fgets(line, sizeof line, f)) {
+		infs__json *o = NULL;
+		CHECK_OK(infs__json_parse(&o, line, strlen(line)));
+		texts[got] = strdup(infs__json_str(infs__json_get(o, "text"), "?"));
+		CHECK_OK(infs_fact_render(&rendered[got], texts[got], NULL));
+		infs__json_free(o);
+		got++;
+	}
+	fclose(f);
+	return got;
 }
 
 #endif

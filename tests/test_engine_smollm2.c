@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "util/json.h"
 #include "model_store_util.h"
 
 enum { N_FACTS = 12 };
@@ -44,23 +43,11 @@ int main(int argc, char **argv)
 		CHECK_DONE();
 
 	/* The first facts of the example memory. */
-	FILE *f = fopen(argv[1], "r");
-	CHECK(f != NULL);
-	if (!f)
-		CHECK_DONE();
-	char line[2048];
 	char *texts[N_FACTS], *rendered[N_FACTS];
-	int n = 0;
-	while (n < N_FACTS && fgets(line, sizeof line, f)) {
-		infs__json *o = NULL;
-		CHECK_OK(infs__json_parse(&o, line, strlen(line)));
-		texts[n] = strdup(infs__json_str(infs__json_get(o, "text"), "?"));
-		CHECK_OK(infs_fact_render(&rendered[n], texts[n], NULL));
-		infs__json_free(o);
-		n++;
-	}
-	fclose(f);
+	const int n = read_facts(argv[1], texts, rendered, N_FACTS);
 	CHECK(n == N_FACTS);
+	if (n != N_FACTS)
+		CHECK_DONE();
 
 	infs_store *st = model_store_create(m, INFS_DTYPE_F16, infs_embedder_dim(emb), "engine-smollm2", "maya.infs", spath, sizeof spath);
 
