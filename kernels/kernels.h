@@ -127,7 +127,60 @@ int infs_k_fused_supported(uint32_t dim, uint32_t n_queries, uint32_t k);
 
 size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t dim, uint32_t n_queries, uint32_t k);
 
+/* The most infs_k_fused_workspace_bytes() asks for any n_rows up to max_rows. */
+size_t infs_k_fused_workspace_max(uint32_t max_rows, uint32_t dim, uint32_t n_queries, uint32_t k);
+
 cudaError_t infs_k_fused_topk(const infs_k_fused_params *p, cudaStream_t stream);
+
+/* The ends of a device search (kernels/retrieve_exact.cu). query_prep: per
+ * query (one block each), non-finite values and, with normalize, a zero
+ * query flagged in bad[q] (1, else 0); exact = the query scaled to unit
+ * length with the CPU path's arithmetic when normalize is set, else copied;
+ * rank = exact made unit length, in f16, for the ranking kernels; the
+ * n_seeds words of seeds (may be NULL) zeroed for a fused search. */
+typedef struct infs_k_query_params {
+	const float *queries;       /* [n_queries][dim] */
+	uint32_t n_queries, dim;
+	int normalize;
+	float *exact;               /* [n_queries][dim] */
+	uint16_t *rank;             /* [n_queries][dim] */
+	uint32_t *bad;              /* [n_queries] */
+	uint64_t *seeds;
+	uint32_t n_seeds;
+} infs_k_query_params;
+
+cudaError_t infs_k_query_prep(const infs_k_query_params *p, cudaStream_t stream);
+
+/* The candidates cand_id[q * kk ..] (cand_n[q] of them, ids among the
+ * sorted ids of the n_rows f32 rows) scored against exact query q as the
+ * CPU does (double sums in order, times row_scale[row] when given, rounded
+ * to float), the best k written to out_hits[q * k ..] as infs_hit (id at
+ * byte 0, score at byte 8, 16 bytes), best first, equal scores by
+ * increasing id, and their count to out_n[q]; 0 for a query flagged bad. */
+typedef struct infs_k_rescore_params {
+	const float *queries;
+	const uint32_t *bad;
+	uint32_t n_queries, dim;
+	const uint64_t *cand_id;
+	const uint32_t *cand_n;
+	uint32_t kk;
+	const uint64_t *ids;
+	uint32_t n_rows;
+	const float *rows;
+	const float *row_scale;
+	uint32_t k;
+	void *out_hits;
+	uint32_t *out_n;
+} infs_k_rescore_params;
+
+/* Shared memory infs_k_rescore takes per block. */
+size_t infs_k_rescore_smem(uint32_t dim, uint32_t kk);
+
+cudaError_t infs_k_rescore(const infs_k_rescore_params *p, cudaStream_t stream);
+
+/* dst row i = src row keep[i], for n rows of row_bytes bytes. */
+cudaError_t infs_k_gather_rows(void *dst, const void *src, size_t row_bytes, const uint32_t *keep, uint32_t n,
+                               cudaStream_t stream);
 
 #ifdef __cplusplus
 }

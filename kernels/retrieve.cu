@@ -103,6 +103,14 @@ extern "C" size_t infs_k_fused_workspace_bytes(uint32_t n_rows, uint32_t dim, ui
 	return 8ull * cf.blocks * cf.nt * 8 * list_cap;
 }
 
+extern "C" size_t infs_k_fused_workspace_max(uint32_t max_rows, uint32_t dim, uint32_t n_queries, uint32_t k)
+{
+	/* the kept scores grow with the rows up to keep_max, the lists beyond */
+	const size_t a = infs_k_fused_workspace_bytes(max_rows < keep_max ? max_rows : keep_max, dim, n_queries, k);
+	const size_t b = infs_k_fused_workspace_bytes(max_rows, dim, n_queries, k);
+	return a > b ? a : b;
+}
+
 extern "C" cudaError_t infs_k_fused_topk(const infs_k_fused_params *p, cudaStream_t stream)
 {
 	config cf;

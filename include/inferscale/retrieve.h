@@ -49,6 +49,52 @@ INFS_API int infs_retrieve(infs_hit *out, size_t *out_n, infs_store *store, cons
                            const float *queries, size_t n_queries, size_t k,
                            const infs_retrieve_options *opts);
 
+/* Retrieval for serving stacks: queries and hits in device memory, queued
+ * on the caller's CUDA stream. A searcher is the device workspace of one
+ * stream, sized when it is made, so that a search allocates nothing, never
+ * waits for the device, and can be captured into a CUDA graph. Searchers
+ * of one store run concurrently; one searcher is used by one thread at a
+ * time. Needs a store opened with a device copy (options.device >= 0). */
+#define INFS_SEARCHER_K_MAX 100u
+#define INFS_SEARCHER_QUERIES_MAX 4096u
+
+#define INFS_SEARCHER_OPTIONS_VERSION 1
+
+typedef struct infs_searcher_options {
+	unsigned version;
+	infs_metric metric;
+	uint32_t max_queries; /* per search: 1 .. INFS_SEARCHER_QUERIES_MAX */
+	uint32_t max_k;       /* 1 .. INFS_SEARCHER_K_MAX */
+	/* rows of the largest namespace it searches (deleted rows count until
+	 * the device copy compacts them); 0: twice the store's largest
+	 * namespace when the searcher is made, and at least 4096 */
+	uint64_t max_facts;
+} infs_searcher_options;
+
+#define INFS_SEARCHER_OPTIONS_INIT { INFS_SEARCHER_OPTIONS_VERSION, INFS_METRIC_COSINE, 32, 50, 0 }
+
+INFS_API int infs_searcher_options_init(infs_searcher_options *opts, unsigned version);
+
+typedef struct infs_searcher infs_searcher;
+
+INFS_API int infs_searcher_create(infs_searcher **out, infs_store *store, const infs_searcher_options *opts);
+
+/* Waits for the searcher's queued work to be done with it, then frees it.
+ * Accepts NULL. */
+INFS_API void infs_searcher_free(infs_searcher *searcher);
+
+/* infs_retrieve with device pointers, queued on stream (a cudaStream_t;
+ * NULL: the default stream): queries is [n_queries][embed_dim] floats on
+ * the store's device; hits receives n_queries * k infs_hit (query q at
+ * hits + q * k) and counts[q] (uint32_t, device) how many it found: the
+ * same hits, scores and order as infs_retrieve. A query with a non-finite
+ * value, or a zero query under cosine, which infs_retrieve refuses, gets
+ * 0 hits. Returns once the work is queued. The namespace is read when the
+ * call is made: a graph that captured it stays valid until
+ * infs_namespace_generation() of that namespace changes. */
+INFS_API int infs_retrieve_device(infs_searcher *searcher, const char *ns, const float *queries, size_t n_queries,
+                                  size_t k, infs_hit *hits, uint32_t *counts, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -173,6 +173,12 @@ INFS_API int infs_namespace_list(char ***out_names, size_t *out_n, infs_store *s
 /* Deletes every record of namespace ns; INFS_EINVAL for a reserved one. */
 INFS_API int infs_namespace_drop(infs_store *store, const char *ns);
 
+/* A number that changes with every change of namespace ns (a put, a
+ * delete, a drop) and never repeats in the life of the handle. CUDA graphs
+ * that captured infs_retrieve_device or infs_inject_device on ns must be
+ * captured again once it changes. */
+INFS_API int infs_namespace_generation(uint64_t *out, infs_store *store, const char *ns);
+
 #ifdef __cplusplus
 }
 #endif

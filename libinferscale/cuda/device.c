@@ -11,6 +11,7 @@
 
 #include "cuda/device.h"
 #include "cuda/device_embed.h"
+#include "kernels.h"
 #include "util/dtype.h"
 #include "util/error.h"
 #include "inject/inject.h"
@@ -191,22 +192,81 @@ infs__dev_ns *infs__device_ns(const infs__device *d, const char *ns)
 	return NULL;
 }
 
-static uint64_t ns_bytes(const infs__device *d, uint32_t cap)
+/* The arrays of a namespace's allocation for cap rows, each aligned to
+ * 256 bytes: where they lie from mem (NULL: only the size), and the bytes
+ * of one row of each (dead, a bitmap, is last and not a row array). */
+#define NS_FIELDS 8
+
+static uint64_t ns_carve(const infs__device *d, uint32_t cap, char *mem, infs__dev_ns *p, void **field,
+                         size_t *row_bytes)
 {
-	return (uint64_t)cap * (d->embed_dim * 2 + 4 + 8) + (cap + 31) / 32 * 4;
+	const size_t dim = d->embed_dim;
+	const size_t rb[NS_FIELDS] = { 8, sizeof(char *), dim * 4, 4, 4, 4, dim * 2, 0 };
+	void **dst[NS_FIELDS] = { (void **)&p->ids, (void **)&p->kv, (void **)&p->emb32, (void **)&p->norm,
+		                  (void **)&p->inv, (void **)&p->ntok, (void **)&p->emb, (void **)&p->dead };
+	uint64_t off = 0;
+	for (int i = 0; i < NS_FIELDS; i++) {
+		uint64_t bytes = i < NS_FIELDS - 1 ? (uint64_t)cap * rb[i] : ((uint64_t)cap + 31) / 32 * 4;
+		if (mem) {
+			*dst[i] = mem + off;
+			if (field)
+				field[i] = mem + off;
+		}
+		if (row_bytes)
+			row_bytes[i] = rb[i];
+		off += (bytes + 255) & ~(uint64_t)255;
+	}
+	return off;
 }
 
 static void ns_free(infs__device *d, infs__dev_ns *p)
 {
-	cudaFree(p->emb);
-	cudaFree(p->norm);
-	cudaFree(p->ids);
-	cudaFree(p->dead);
-	d->used -= ns_bytes(d, p->cap);
+	cudaFree(p->mem);
+	d->used -= ns_carve(d, p->cap, NULL, p, NULL, NULL);
 	free(p->host_ids);
 	free(p->host_dead);
 	free(p->name);
 	free(p);
+}
+
+/* New arrays of cap rows for p, filled by copy (rows[i] = old row i) or by
+ * gather (rows[i] = old row keep[i]), then the old ones freed once the
+ * device has finished with them: a search or injection queued earlier, on
+ * any stream, may still read them. keep is on the device. */
+static int ns_rebuild(infs__device *d, infs__dev_ns *p, uint32_t cap, uint32_t n, const uint32_t *keep,
+                      const char *fn)
+{
+	const uint64_t bytes = ns_carve(d, cap, NULL, p, NULL, NULL), old_bytes = ns_carve(d, p->cap, NULL, p, NULL, NULL);
+	if (d->budget && bytes > old_bytes && d->used + (bytes - old_bytes) > d->budget)
+		return over_budget(d, bytes - old_bytes, fn, "a namespace's embeddings");
+	void *old_f[NS_FIELDS], *new_f[NS_FIELDS];
+	size_t rb[NS_FIELDS];
+	infs__dev_ns old = *p, fresh = *p;
+	if (p->mem)
+		ns_carve(d, p->cap, p->mem, &old, old_f, rb);
+	char *mem = NULL;
+	cudaError_t err = cudaMalloc((void **)&mem, bytes);
+	if (err == cudaSuccess) {
+		ns_carve(d, cap, mem, &fresh, new_f, rb);
+		err = cudaMemset(fresh.dead, 0, ((size_t)cap + 31) / 32 * 4);
+	}
+	for (int i = 0; i < NS_FIELDS - 1 && err == cudaSuccess && n; i++)
+		err = keep ? infs_k_gather_rows(new_f[i], old_f[i], rb[i], keep, n, NULL)
+		           : cudaMemcpy(new_f[i], old_f[i], (size_t)n * rb[i], cudaMemcpyDeviceToDevice);
+	if (err == cudaSuccess && !keep && n)
+		err = cudaMemcpy(fresh.dead, old.dead, ((size_t)n + 31) / 32 * 4, cudaMemcpyDeviceToDevice);
+	if (err == cudaSuccess)
+		err = cudaDeviceSynchronize();
+	if (err != cudaSuccess) {
+		cudaFree(mem);
+		return infs__cuda_error(err, fn, "rebuilding a namespace's embeddings");
+	}
+	cudaFree(p->mem);
+	d->used = d->used - old_bytes + bytes;
+	fresh.mem = mem;
+	fresh.cap = cap;
+	*p = fresh;
+	return INFS_OK;
 }
 
 /* Room for rows more rows in namespace p, growing its arrays by doubling. */
@@ -219,13 +279,9 @@ static int ns_reserve(infs__device *d, infs__dev_ns *p, uint32_t rows, const cha
 		cap *= 2;
 	if (cap > UINT32_MAX - 31)
 		return infs__error(INFS_ERANGE, "%s: namespace '%s' would hold more than 2^32 rows", fn, p->name);
-	uint64_t more = ns_bytes(d, (uint32_t)cap) - ns_bytes(d, p->cap);
-	if (d->budget && d->used + more > d->budget) {
+	uint64_t more = ns_carve(d, (uint32_t)cap, NULL, p, NULL, NULL) - ns_carve(d, p->cap, NULL, p, NULL, NULL);
+	if (d->budget && d->used + more > d->budget)
 		cap = want; /* no slack when the budget is tight */
-		more = ns_bytes(d, (uint32_t)cap) - ns_bytes(d, p->cap);
-		if (d->used + more > d->budget)
-			return over_budget(d, more, fn, "a namespace's embeddings");
-	}
 	uint64_t *hid = realloc(p->host_ids, cap * sizeof *hid);
 	if (hid)
 		p->host_ids = hid;
@@ -235,43 +291,13 @@ static int ns_reserve(infs__device *d, infs__dev_ns *p, uint32_t rows, const cha
 	if (!hid || !hdead)
 		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
 	memset(hdead + (p->cap + 31) / 32, 0, ((cap + 31) / 32 - (p->cap + 31) / 32) * 4);
-
-	uint16_t *emb = NULL;
-	float *norm = NULL;
-	uint64_t *ids = NULL;
-	uint32_t *dead = NULL;
-	size_t dim = d->embed_dim, words = (cap + 31) / 32, old_words = (p->cap + 31) / 32;
-	cudaError_t err = cudaMalloc((void **)&emb, cap * dim * 2);
-	if (err == cudaSuccess)
-		err = cudaMalloc((void **)&norm, cap * 4);
-	if (err == cudaSuccess)
-		err = cudaMalloc((void **)&ids, cap * 8);
-	if (err == cudaSuccess)
-		err = cudaMalloc((void **)&dead, words * 4);
-	if (err == cudaSuccess)
-		err = cudaMemset(dead, 0, words * 4);
-	if (err == cudaSuccess && p->n_rows) {
-		err = cudaMemcpy(emb, p->emb, (size_t)p->n_rows * dim * 2, cudaMemcpyDeviceToDevice);
-		if (err == cudaSuccess)
-			err = cudaMemcpy(norm, p->norm, (size_t)p->n_rows * 4, cudaMemcpyDeviceToDevice);
-		if (err == cudaSuccess)
-			err = cudaMemcpy(ids, p->ids, (size_t)p->n_rows * 8, cudaMemcpyDeviceToDevice);
-		if (err == cudaSuccess)
-			err = cudaMemcpy(dead, p->dead, old_words * 4, cudaMemcpyDeviceToDevice);
-	}
-	if (err != cudaSuccess) {
-		cudaFree(emb), cudaFree(norm), cudaFree(ids), cudaFree(dead);
-		return infs__cuda_error(err, fn, "growing a namespace's embeddings");
-	}
-	cudaFree(p->emb), cudaFree(p->norm), cudaFree(p->ids), cudaFree(p->dead);
-	p->emb = emb, p->norm = norm, p->ids = ids, p->dead = dead;
-	d->used += more;
-	p->cap = (uint32_t)cap;
-	return INFS_OK;
+	return ns_rebuild(d, p, (uint32_t)cap, p->n_rows, NULL, fn);
 }
 
-/* Appends n rows (ids increasing, all above the namespace's last) as unit
- * f16 vectors and their lengths. */
+/* Appends n rows (ids increasing, all above the namespace's last): f16
+ * unit vectors and lengths to rank, the f32 rows and the CPU's inverse
+ * lengths to score (infs__ns_cache_norms computes the same bits). Their
+ * KV pointers are set by ns_set_kv once the records are in the pool. */
 static int ns_append(infs__device *d, infs__dev_ns *p, const float *emb, const uint64_t *ids, uint32_t n,
                      const char *fn)
 {
@@ -280,11 +306,12 @@ static int ns_append(infs__device *d, infs__dev_ns *p, const float *emb, const u
 		return rc;
 	size_t dim = d->embed_dim;
 	uint16_t *h = malloc((size_t)n * dim * 2);
-	float *norm = malloc((size_t)n * 4);
+	float *norm = malloc((size_t)n * 8);
 	if (!h || !norm) {
 		free(h), free(norm);
 		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
 	}
+	float *inv = norm + n;
 	for (uint32_t i = 0; i < n; i++) {
 		const float *x = emb + (size_t)i * dim;
 		double ss = 0;
@@ -292,13 +319,18 @@ static int ns_append(infs__device *d, infs__dev_ns *p, const float *emb, const u
 			ss += (double)x[j] * x[j];
 		double len = sqrt(ss);
 		norm[i] = (float)len;
+		inv[i] = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
 		for (size_t j = 0; j < dim; j++)
 			h[(size_t)i * dim + j] = infs__f32_to_f16(len > 0 ? (float)(x[j] / len) : 0.0f);
 	}
 	size_t r = p->n_rows;
 	cudaError_t err = cudaMemcpy(p->emb + r * dim, h, (size_t)n * dim * 2, cudaMemcpyHostToDevice);
 	if (err == cudaSuccess)
+		err = cudaMemcpy(p->emb32 + r * dim, emb, (size_t)n * dim * 4, cudaMemcpyHostToDevice);
+	if (err == cudaSuccess)
 		err = cudaMemcpy(p->norm + r, norm, (size_t)n * 4, cudaMemcpyHostToDevice);
+	if (err == cudaSuccess)
+		err = cudaMemcpy(p->inv + r, inv, (size_t)n * 4, cudaMemcpyHostToDevice);
 	if (err == cudaSuccess)
 		err = cudaMemcpy(p->ids + r, ids, (size_t)n * 8, cudaMemcpyHostToDevice);
 	free(h), free(norm);
@@ -307,6 +339,16 @@ static int ns_append(infs__device *d, infs__dev_ns *p, const float *emb, const u
 	memcpy(p->host_ids + r, ids, (size_t)n * 8);
 	p->n_rows += n;
 	return INFS_OK;
+}
+
+/* Rows row .. row + n of p: where their K lies and how many tokens. */
+static int ns_set_kv(infs__dev_ns *p, uint32_t row, const char *const *kv, const uint32_t *ntok, uint32_t n,
+                     const char *fn)
+{
+	cudaError_t err = cudaMemcpy(p->kv + row, kv, (size_t)n * sizeof *kv, cudaMemcpyHostToDevice);
+	if (err == cudaSuccess)
+		err = cudaMemcpy(p->ntok + row, ntok, (size_t)n * 4, cudaMemcpyHostToDevice);
+	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "copying where the facts' KV lies");
 }
 
 static infs__dev_ns *ns_get(infs__device *d, const char *name, const char *fn)
@@ -338,9 +380,10 @@ static void ns_unlink(infs__device *d, infs__dev_ns *p)
 	ns_free(d, p);
 }
 
-/* Copies record r's K and V to the pool and maps its id; row is its
- * embedding's row in ns (UINT32_MAX: none). */
-static int add_kv(infs__device *d, const infs__record *r, infs__dev_ns *ns, uint32_t row, const char *fn)
+/* Copies record r's K and V to the pool, at *out, and maps its id; row is
+ * its embedding's row in ns (UINT32_MAX: none). */
+static int add_kv(infs__device *d, const infs__record *r, infs__dev_ns *ns, uint32_t row, const char **out,
+                  const char *fn)
 {
 	int rc = rec_reserve(d);
 	if (rc)
@@ -363,8 +406,48 @@ static int add_kv(infs__device *d, const infs__record *r, infs__dev_ns *ns, uint
 		i = (i + 1) & (d->recs_cap - 1);
 	d->recs[i] = e;
 	d->recs_n++;
+	*out = kv;
 	return INFS_OK;
 }
+
+/* Rebuilds p without its dead rows, renumbering the records' rows: the
+ * device memory of deleted facts comes back without reopening the store. */
+static int ns_compact(infs__device *d, infs__dev_ns *p, const char *fn)
+{
+	const uint32_t live = p->n_rows - p->n_dead;
+	uint32_t cap = 256;
+	while (cap < live)
+		cap *= 2;
+	uint32_t *keep = malloc((size_t)live * 4), *d_keep = NULL;
+	if (!keep)
+		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+	uint32_t n = 0;
+	for (uint32_t r = 0; r < p->n_rows; r++)
+		if (!(p->host_dead[r / 32] >> (r % 32) & 1))
+			keep[n++] = r;
+	cudaError_t err = cudaMalloc((void **)&d_keep, (size_t)live * 4);
+	if (err == cudaSuccess)
+		err = cudaMemcpy(d_keep, keep, (size_t)live * 4, cudaMemcpyHostToDevice);
+	int rc = err == cudaSuccess ? ns_rebuild(d, p, cap, live, d_keep, fn)
+	                            : infs__cuda_error(err, fn, "compacting a namespace");
+	cudaFree(d_keep);
+	if (rc == INFS_OK) {
+		for (uint32_t j = 0; j < live; j++) {
+			p->host_ids[j] = p->host_ids[keep[j]];
+			infs__dev_rec *e = (infs__dev_rec *)infs__device_rec(d, p->host_ids[j]);
+			if (e)
+				e->row = j;
+		}
+		memset(p->host_dead, 0, ((size_t)p->n_rows + 31) / 32 * 4);
+		p->n_rows = live;
+		p->n_dead = 0;
+		}
+	free(keep);
+	return rc;
+}
+
+/* A namespace at least this large is compacted once half its rows are dead. */
+#define COMPACT_MIN_ROWS 64u
 
 static void drop_rec(infs__device *d, infs__dev_rec *e)
 {
@@ -381,8 +464,11 @@ static void drop_rec(infs__device *d, infs__dev_rec *e)
 		ns_unlink(d, p);
 		return;
 	}
-	/* A failed copy leaves the row live on the device; it cannot be
-	 * returned anyway: the host maps hits back to live records only. */
+	if (p->n_rows >= COMPACT_MIN_ROWS && 2 * p->n_dead >= p->n_rows &&
+	    ns_compact(d, p, "infs_fact_delete") == INFS_OK)
+		return;
+	/* Searches and injections by device ids skip the rows flagged here; a
+	 * failed copy (the device failing) leaves this one live to them. */
 	cudaMemcpy(p->dead + w, &p->host_dead[w], 4, cudaMemcpyHostToDevice);
 }
 
@@ -398,13 +484,10 @@ static void device_destroy(void *data)
 			ns_unlink(d, d->ns);
 		for (size_t i = 0; i < d->n_chunks; i++)
 			cudaFree(d->chunks[i].base);
-		cudaFree(d->scratch);
-		if (d->stream)
-			cudaStreamDestroy(d->stream);
-		infs__device_blas_destroy(d);
+		infs__device_pool_free(d);
 		infs__device_restore(prev);
 	}
-	pthread_mutex_destroy(&d->scratch_lock);
+	pthread_mutex_destroy(&d->pool_lock);
 	free(d->chunks);
 	free(d->free);
 	free(d->recs);
@@ -435,6 +518,10 @@ static int attach_ns(infs__device *d, infs_store *s, const char *ns, const char 
 		else
 			rc = ns_append(d, p, emb, fact_ids, (uint32_t)n_facts, fn);
 	}
+	const char **kv = p ? malloc(n_facts * sizeof *kv) : NULL;
+	uint32_t *ntok = p ? malloc(n_facts * sizeof *ntok) : NULL;
+	if (p && (!kv || !ntok))
+		rc = infs__error(INFS_ENOMEM, "%s: out of memory", fn);
 	size_t next_fact = 0;
 	for (size_t i = 0; i < n && rc == INFS_OK; i++) {
 		infs__record r;
@@ -446,9 +533,17 @@ static int attach_ns(infs__device *d, infs_store *s, const char *ns, const char 
 				next_fact++;
 			row = (uint32_t)next_fact;
 		}
-		rc = add_kv(d, &r, row == UINT32_MAX ? NULL : p, row, fn);
+		const char *at;
+		rc = add_kv(d, &r, row == UINT32_MAX ? NULL : p, row, &at, fn);
+		if (rc == INFS_OK && row != UINT32_MAX) {
+			kv[row] = at;
+			ntok[row] = r.n_tokens;
+		}
 	}
+	if (rc == INFS_OK && p)
+		rc = ns_set_kv(p, 0, kv, ntok, (uint32_t)n_facts, fn);
 	infs__store_read_unlock(s);
+	free(kv), free(ntok);
 	free(ids);
 	return rc;
 }
@@ -471,10 +566,15 @@ static int device_on_put(void *data, const char *ns, const infs__record *r)
 		else if (!(rc = ns_append(d, p, r->embedding, &r->id, 1, fn)))
 			row = p->n_rows - 1;
 	}
-	if (rc == INFS_OK && (rc = add_kv(d, r, p, row, fn)) && p && row != UINT32_MAX) {
-		/* withdraw the row just added: it is the last one */
-		p->n_rows--;
+	const char *kv = NULL;
+	if (rc == INFS_OK && (rc = add_kv(d, r, p, row, &kv, fn)) == INFS_OK && row != UINT32_MAX &&
+	    (rc = ns_set_kv(p, row, &kv, &r->n_tokens, 1, fn))) {
+		infs__dev_rec *e = (infs__dev_rec *)infs__device_rec(d, r->id);
+		kv_release(d, e);
+		rec_remove(d, e);
 	}
+	if (rc && row != UINT32_MAX)
+		p->n_rows--; /* withdraw the row just added: it is the last one */
 	if (p && !p->n_rows)
 		ns_unlink(d, p);
 	infs__device_restore(prev);
@@ -518,16 +618,13 @@ static int device_attach(infs_store *s)
 	d->budget = o->device_budget_bytes;
 	d->token_bytes = infs_geometry_kv_token_bytes(g);
 	d->embed_dim = g->embed_dim;
-	pthread_mutex_init(&d->scratch_lock, NULL);
+	pthread_mutex_init(&d->pool_lock, NULL);
 	int prev, rc = infs__device_enter(&prev, d->device, fn);
 	if (rc) {
-		pthread_mutex_destroy(&d->scratch_lock);
+		pthread_mutex_destroy(&d->pool_lock);
 		free(d);
 		return rc;
 	}
-	err = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking);
-	if (err != cudaSuccess)
-		rc = infs__cuda_error(err, fn, "creating a stream");
 	char **names = NULL;
 	size_t n_names = 0;
 	if (rc == INFS_OK)
@@ -545,7 +642,9 @@ static int device_attach(infs_store *s)
 	return INFS_OK;
 }
 
-static const infs__device_backend cuda_backend = { device_attach, infs__retrieve_device, infs__inject_device,
+static const infs__device_backend cuda_backend = { device_attach, infs__retrieve_device,
+	                                                infs__searcher_create, infs__searcher_free,
+	                                                infs__retrieve_on_device, infs__inject_device,
 	                                                infs__device_model_upload, infs__device_model_random,
 	                                                infs__device_model_release, infs__device_model_forward,
 	                                                infs__device_model_encode,

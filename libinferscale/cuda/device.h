@@ -43,6 +43,11 @@ typedef struct infs__device_backend {
 	 * under the store's read lock. */
 	int (*retrieve)(infs_hit *out, size_t *out_n, infs_store *s, const char *ns, const float *queries,
 	                size_t n_queries, size_t k, infs_metric metric);
+	/* The device-pointer path of retrieval (retrieve/retrieve.h). */
+	int (*searcher_create)(infs_searcher **out, infs_store *s, const infs_searcher_options *o);
+	void (*searcher_free)(infs_searcher *s);
+	int (*retrieve_on_device)(infs_searcher *s, const char *ns, const float *queries, size_t n_queries, size_t k,
+	                          infs_hit *hits, uint32_t *counts, void *stream);
 	/* infs__inject_device (inject.h): an injection into a device cache. */
 	int (*inject)(const struct infs__inject_plan *plan);
 	/* Uploads a loaded model's weights to device as bf16 and allocates its

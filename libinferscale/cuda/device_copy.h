@@ -21,17 +21,23 @@ void infs__device_restore(int prev);
 
 /* One namespace's facts on the device, rows in increasing id order (the
  * store hands ids out increasing), deleted rows flagged in dead until the
- * namespace is compacted. Rows are unit vectors in f16; norm keeps each
- * row's length for inner-product search. */
+ * namespace is compacted (when half its rows are dead). The arrays share
+ * one allocation, mem. Rows are kept twice: unit vectors in f16 to rank,
+ * and the store's f32 rows to score exactly as the CPU does. */
 typedef struct infs__dev_ns {
 	char *name;
 	uint32_t n_rows, n_dead, cap;
 	uint64_t *host_ids;         /* the ids of the rows, on the host */
-	uint16_t *emb;              /* device [cap][embed_dim] */
-	float *norm;                /* device [cap] */
-	uint64_t *ids;              /* device [cap] */
-	uint32_t *dead;             /* device [cap / 32] bitmap */
 	uint32_t *host_dead;
+	void *mem;
+	uint64_t *ids;              /* device [cap] */
+	const char **kv;            /* device [cap]: the row's K in the pool; V follows it */
+	float *emb32;               /* device [cap][embed_dim] */
+	float *norm;                /* device [cap] ||row||: inner-product ranking */
+	float *inv;                 /* device [cap] 1/||row|| rounded as the CPU's: cosine scores */
+	uint32_t *ntok;             /* device [cap] the row's tokens */
+	uint16_t *emb;              /* device [cap][embed_dim] */
+	uint32_t *dead;             /* device [cap / 32] bitmap */
 	struct infs__dev_ns *next;
 } infs__dev_ns;
 
@@ -58,9 +64,7 @@ typedef struct infs__dev_free {
 
 /* The INFS_EXT_DEVICE slot. Its structure changes only in the store's
  * hooks, under the store's write lock, so readers (injection, retrieval)
- * under the read lock see it stable without a lock of their own; the
- * retrieval scratch and cuBLAS handle are shared by concurrent readers and
- * guarded by scratch_lock. */
+ * under the read lock see it stable without a lock of their own. */
 typedef struct infs__device {
 	int device;
 	uint64_t budget, used;      /* budget 0: none */
@@ -75,12 +79,11 @@ typedef struct infs__device {
 	int free_pending;           /* ranges freed since the last device sync */
 	infs__dev_ns *ns;
 
-	pthread_mutex_t scratch_lock;
-	void *blas;                 /* cublasHandle_t, created at the first search */
-	cudaStream_t stream;
-	void *scratch;              /* the fused search's seeds first, zeroed when allocated */
-	size_t scratch_bytes;
-	uint32_t seed_epoch;        /* the last fused search's, since the seeds were zeroed */
+	/* Searchers of the host-pointer path, each with its own stream, taken
+	 * by one search at a time: concurrent searches do not wait for each
+	 * other (device_retrieve.c). */
+	pthread_mutex_t pool_lock;
+	struct infs_searcher *pool;
 } infs__device;
 
 /* The model on a device (device_model.c), the backend's model_* entries. */
@@ -106,8 +109,8 @@ int infs__device_model_encode(const struct infs_model *m, const infs__encode_job
 /* The engine on a device (device_engine.c). */
 extern const struct infs__dengine_ops infs__dengine_cuda;
 
-/* Releases d's cuBLAS handle, if it has one (device_retrieve.c). */
-void infs__device_blas_destroy(infs__device *d);
+/* Releases the searchers of d's pool (device_retrieve.c). */
+void infs__device_pool_free(infs__device *d);
 
 /* The store's device copy, or NULL when it has none. */
 infs__device *infs__device_of(infs_store *s);

@@ -1,237 +1,418 @@
-/* Exact retrieval on the store's device copy: the queries (f16, unit
- * length) against the namespace's f16 unit rows with f32 accumulation, the
- * best candidates selected on the device, then the host rescores them
- * exactly as the CPU path does, from the store's own f32 matrix, so scores
- * and order are the CPU's. A margin of extra candidates absorbs the f16
- * rounding of the ranking. The shapes the fused kernels take (one pass over
- * the rows, no score matrix; up to INFS_K_FUSED_MAX candidates for up to
- * INFS_K_FUSED_MAX_QUERIES queries), which they do faster at every size
- * measured (docs/benchmarks.md), go to them; the others to a cuBLAS GEMM
- * into f32 scores and the top-k kernel. Called under the store's read
- * lock. */
+/* Exact retrieval on the store's device copy, all of it on the device: the
+ * queries made ready (kernels/retrieve_exact.cu), the namespace's f16 unit
+ * rows ranked against them with f32 accumulation, keeping a margin of
+ * extra candidates that absorbs the f16 rounding, then those candidates
+ * scored from the f32 rows with the CPU's arithmetic and ordered as the
+ * CPU orders them: the CPU's hits, with no host work but the copies. The
+ * ranking takes the fused kernels for the shapes they take (one pass over
+ * the rows, no score matrix; faster at every size measured,
+ * docs/benchmarks.md), else a cuBLAS GEMM into f32 scores and the top-k
+ * kernel.
+ *
+ * A searcher holds one stream's workspace. The host-pointer path
+ * (infs_retrieve) takes searchers from a pool in the device copy, each with
+ * its own stream, pinned buffers and cuBLAS handle, growing them as calls
+ * need: one upload, the kernels, one download, one wait. The device-pointer
+ * path (infs_retrieve_device) uses the caller's searcher, sized when made,
+ * on the caller's stream, and never waits or allocates. Both run under
+ * the store's read lock. */
 #include <cublas_v2.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda/device_copy.h"
-#include "util/dtype.h"
 #include "util/error.h"
 #include "kernels.h"
 #include "retrieve/retrieve.h"
-#include "retrieve/topk.h"
 
-static const char fn[] = "infs_retrieve";
-
-/* f32 scores held at once: larger batches run in several rounds. */
+/* f32 scores held at once on the GEMM path: larger batches run in rounds. */
 #define SCORES_MAX (64u << 20)
+/* Queries the host path sends down at once. */
+#define HOST_BATCH 1024u
+#define BLAS_WORKSPACE (4u << 20)
 
-void infs__device_blas_destroy(infs__device *d)
-{
-	if (d->blas)
-		cublasDestroy((cublasHandle_t)d->blas);
-	d->blas = NULL;
-}
+struct infs_searcher {
+	infs_store *store;
+	int device;
+	infs_metric metric;
+	uint32_t max_queries, max_k;
+	uint64_t max_rows;
+	int pooled;                 /* the host path's: grows, owns stream, pinned buffer and cuBLAS */
+	cudaStream_t stream;
+	cublasHandle_t blas;
+	char *mem;
+	size_t bytes;
+	char *host;
+	size_t host_bytes;
+	struct infs_searcher *next;
+};
 
-static int blas_error(cublasStatus_t st, const char *what)
-{
-	return infs__error(st == CUBLAS_STATUS_ALLOC_FAILED ? INFS_EBUDGET : INFS_EDEVICE, "%s: %s: cuBLAS error %d",
-	                   fn, what, (int)st);
-}
+/* What a search needs: the ranking it takes, and its workspace, carved
+ * from one allocation in this order. */
+typedef struct plan {
+	int fused;
+	uint32_t kk;                /* candidates kept for exact scoring */
+	uint32_t round;             /* queries ranked at once */
+	uint32_t batch;             /* queries whose hits the workspace holds (host path) */
+	size_t off[12], bytes;
+} plan;
+
+/* COUNTS then HITS: the host path downloads both in one copy. */
+enum { SEEDS, EXACT, RANK, BAD, CAND_ID, CAND_SCORE, CAND_N, WS, SCORES, IN, COUNTS, HITS };
 
 static size_t up256(size_t n)
 {
 	return (n + 255) & ~(size_t)255;
 }
 
-/* The row of id in the store's sorted fact ids, or n. */
-static size_t row_of(const uint64_t *ids, size_t n, uint64_t id)
+static uint32_t kept(size_t k)
 {
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (ids[mid] < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n && ids[lo] == id ? lo : n;
+	size_t kk = k + (k < 64 ? 16 : k / 4);
+	return (uint32_t)(kk > INFS_K_TOPK_MAX ? INFS_K_TOPK_MAX : kk);
 }
 
-/* The CPU's score of row x: the same sums in the same order as
- * infs__hits_rescore and infs__ns_cache_norms, so the same bits; the two
- * sums share one loop, as independent chains. */
-static float exact_score(const float *q, const float *x, size_t dim, infs_metric metric)
+/* The plan for up to nq queries of k hits over rows rows; batch > 0 adds
+ * the host path's room for batch queries in and their hits out. fused_only
+ * fails (returns 0) where the fused kernels do not take the shapes. */
+static int make_plan(plan *pl, uint32_t dim, uint64_t rows, uint32_t nq, uint32_t k, uint32_t batch, int fused_only)
 {
-	double s = 0, ss = 0;
-	for (size_t d = 0; d < dim; d++) {
-		s += (double)q[d] * x[d];
-		ss += (double)x[d] * x[d];
+	memset(pl, 0, sizeof *pl);
+	pl->kk = kept(k);
+	uint32_t round = nq < INFS_K_FUSED_MAX_QUERIES ? nq : INFS_K_FUSED_MAX_QUERIES;
+	pl->fused = infs_k_fused_supported(dim, round, pl->kk);
+	if (!pl->fused && fused_only)
+		return 0;
+	size_t ws;
+	if (pl->fused) {
+		ws = infs_k_fused_workspace_max((uint32_t)rows, dim, round, pl->kk);
+	} else {
+		uint64_t r = SCORES_MAX / (rows ? rows : 1);
+		round = r < 1 ? 1 : r > nq ? nq : (uint32_t)r;
+		ws = infs_k_topk_workspace_bytes((uint32_t)rows, round, pl->kk);
 	}
-	if (metric == INFS_METRIC_COSINE)
-		s *= ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
-	return (float)s;
+	pl->round = round;
+	pl->batch = batch;
+	const size_t sizes[12] = {
+		INFS_K_FUSED_SEEDS * 8, (size_t)round * dim * 4, (size_t)round * dim * 2, (size_t)round * 4,
+		(size_t)round * pl->kk * 8, (size_t)round * pl->kk * 4, (size_t)round * 4, ws,
+		pl->fused ? 0 : (size_t)round * rows * 4, (size_t)batch * dim * 4, (size_t)batch * 4,
+		(size_t)batch * k * sizeof(infs_hit),
+	};
+	for (int i = 0; i < 12; i++) {
+		pl->off[i] = pl->bytes;
+		pl->bytes += up256(sizes[i]);
+	}
+	return 1;
 }
 
-int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const char *ns, const float *queries,
+static int blas_error(cublasStatus_t st, const char *fn, const char *what)
+{
+	return infs__error(st == CUBLAS_STATUS_ALLOC_FAILED ? INFS_EBUDGET : INFS_EDEVICE, "%s: %s: cuBLAS error %d",
+	                   fn, what, (int)st);
+}
+
+/* Queues the search of queries [0, nq) (device, f32, at in) against p on
+ * stream, hits to hits + q * k and counts to counts + q. */
+static int enqueue(infs_searcher *s, const plan *pl, const infs__dev_ns *p, const float *in, uint32_t nq, uint32_t k,
+                   int normalize, void *hits, uint32_t *counts, cudaStream_t stream, const char *fn)
+{
+	const uint32_t dim = infs__device_of(s->store)->embed_dim, rows = p->n_rows;
+	char *m = s->mem;
+	const float *row_scale = s->metric == INFS_METRIC_IP ? p->norm : NULL;
+	const uint32_t *dead = p->n_dead ? p->dead : NULL;
+	uint64_t *cand_id = (uint64_t *)(m + pl->off[CAND_ID]);
+	uint32_t *cand_n = (uint32_t *)(m + pl->off[CAND_N]);
+	cudaError_t err = cudaSuccess;
+	for (uint32_t q0 = 0; q0 < nq && err == cudaSuccess; q0 += pl->round) {
+		const uint32_t qn = nq - q0 < pl->round ? nq - q0 : pl->round;
+		infs_k_query_params qp = {
+			.queries = in + (size_t)q0 * dim, .n_queries = qn, .dim = dim, .normalize = normalize,
+			.exact = (float *)(m + pl->off[EXACT]), .rank = (uint16_t *)(m + pl->off[RANK]),
+			.bad = (uint32_t *)(m + pl->off[BAD]), .seeds = pl->fused ? (uint64_t *)(m + pl->off[SEEDS]) : NULL,
+			.n_seeds = INFS_K_FUSED_SEEDS,
+		};
+		err = infs_k_query_prep(&qp, stream);
+		if (err != cudaSuccess)
+			break;
+		if (pl->fused) {
+			infs_k_fused_params fp = {
+				.emb = p->emb, .queries = qp.rank, .n_rows = rows, .dim = dim, .n_queries = qn, .k = pl->kk,
+				.row_scale = row_scale, .dead = dead, .ids = p->ids, .out_id = cand_id,
+				.out_score = (float *)(m + pl->off[CAND_SCORE]), .out_n = cand_n, .workspace = m + pl->off[WS],
+				.seeds = qp.seeds, .seed_epoch = 1,
+			};
+			err = infs_k_fused_topk(&fp, stream);
+		} else {
+			float *scores = (float *)(m + pl->off[SCORES]);
+			const float one = 1.0f, zero = 0.0f;
+			cublasStatus_t st = cublasSetStream(s->blas, stream);
+			if (st == CUBLAS_STATUS_SUCCESS)
+				st = cublasSetWorkspace(s->blas, m + pl->bytes, BLAS_WORKSPACE);
+			if (st == CUBLAS_STATUS_SUCCESS)
+				st = cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)qn, (int)dim, &one, p->emb,
+				                  CUDA_R_16F, (int)dim, qp.rank, CUDA_R_16F, (int)dim, &zero, scores, CUDA_R_32F,
+				                  (int)rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+			if (st != CUBLAS_STATUS_SUCCESS)
+				return blas_error(st, fn, "ranking the namespace");
+			infs_k_topk_params tp = {
+				.scores = scores, .ld = rows, .n_rows = rows, .n_queries = qn, .k = pl->kk,
+				.row_scale = row_scale, .dead = dead, .ids = p->ids, .out_id = cand_id,
+				.out_score = (float *)(m + pl->off[CAND_SCORE]), .out_n = cand_n, .workspace = m + pl->off[WS],
+			};
+			err = infs_k_topk(&tp, stream);
+		}
+		if (err != cudaSuccess)
+			break;
+		infs_k_rescore_params rp = {
+			.queries = qp.exact, .bad = qp.bad, .n_queries = qn, .dim = dim, .cand_id = cand_id,
+			.cand_n = cand_n, .kk = pl->kk, .ids = p->ids, .n_rows = rows, .rows = p->emb32,
+			.row_scale = s->metric == INFS_METRIC_COSINE ? p->inv : NULL, .k = k,
+			.out_hits = (char *)hits + (size_t)q0 * k * sizeof(infs_hit), .out_n = counts + q0,
+		};
+		err = infs_k_rescore(&rp, stream);
+	}
+	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "queueing the search");
+}
+
+static void searcher_release(infs_searcher *s)
+{
+	if (s->stream)
+		cudaStreamDestroy(s->stream);
+	if (s->blas)
+		cublasDestroy(s->blas);
+	cudaFree(s->mem);
+	cudaFreeHost(s->host);
+	free(s);
+}
+
+/* Room for plan pl in a pooled searcher (its last search has been waited
+ * for), and its pinned buffer of host_bytes. */
+static int pooled_reserve(infs_searcher *s, const plan *pl, size_t host_bytes, const char *fn)
+{
+	cudaError_t err = cudaSuccess;
+	size_t bytes = pl->bytes + (pl->fused ? 0 : BLAS_WORKSPACE);
+	if (s->bytes < bytes) {
+		cudaFree(s->mem);
+		s->mem = NULL;
+		s->bytes = 0;
+		if ((err = cudaMalloc((void **)&s->mem, bytes)) != cudaSuccess)
+			return infs__cuda_error(err, fn, "allocating the search workspace");
+		s->bytes = bytes;
+	}
+	if (s->host_bytes < host_bytes) {
+		cudaFreeHost(s->host);
+		s->host = NULL;
+		s->host_bytes = 0;
+		if ((err = cudaHostAlloc((void **)&s->host, host_bytes, cudaHostAllocDefault)) != cudaSuccess)
+			return infs__cuda_error(err, fn, "allocating the search's pinned buffer");
+		s->host_bytes = host_bytes;
+	}
+	if (!pl->fused && !s->blas) {
+		cublasStatus_t st = cublasCreate(&s->blas);
+		if (st != CUBLAS_STATUS_SUCCESS)
+			return blas_error(st, fn, "creating a handle");
+	}
+	return INFS_OK;
+}
+
+static int pool_take(infs_searcher **out, infs__device *d, infs_store *store, infs_metric metric, const char *fn)
+{
+	pthread_mutex_lock(&d->pool_lock);
+	infs_searcher *s = d->pool;
+	if (s)
+		d->pool = s->next;
+	pthread_mutex_unlock(&d->pool_lock);
+	if (!s) {
+		if (!(s = calloc(1, sizeof *s)))
+			return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+		s->store = store;
+		s->device = d->device;
+		s->pooled = 1;
+		cudaError_t err = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+		if (err != cudaSuccess) {
+			free(s);
+			return infs__cuda_error(err, fn, "creating a stream");
+		}
+	}
+	s->metric = metric;
+	*out = s;
+	return INFS_OK;
+}
+
+static void pool_give(infs__device *d, infs_searcher *s)
+{
+	pthread_mutex_lock(&d->pool_lock);
+	s->next = d->pool;
+	d->pool = s;
+	pthread_mutex_unlock(&d->pool_lock);
+}
+
+void infs__device_pool_free(infs__device *d)
+{
+	while (d->pool) {
+		infs_searcher *s = d->pool;
+		d->pool = s->next;
+		searcher_release(s);
+	}
+}
+
+int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *store, const char *ns, const float *queries,
                           size_t n_queries, size_t k, infs_metric metric)
 {
-	infs__device *d = infs__device_of(s);
-	const float *emb;
-	const uint64_t *ids;
-	size_t n;
-	uint64_t gen;
-	int rc = infs__store_ns_matrix(&emb, &ids, &n, &gen, s, ns);
-	if (rc)
-		return infs__error_wrap(rc, "%s", fn);
+	static const char fn[] = "infs_retrieve";
+	infs__device *d = infs__device_of(store);
 	infs__dev_ns *p = infs__device_ns(d, ns);
-	if (!p || !n) {
+	if (!p || p->n_rows == p->n_dead) {
 		memset(out_n, 0, n_queries * sizeof *out_n);
 		return INFS_OK;
 	}
-	const size_t dim = d->embed_dim, rows = p->n_rows;
-	size_t kk = k + (k < 64 ? 16 : k / 4);
-	if (kk > INFS_K_TOPK_MAX)
-		kk = INFS_K_TOPK_MAX;
-	int prev;
-	if ((rc = infs__device_enter(&prev, d->device, fn)))
+	const uint32_t dim = d->embed_dim;
+	const uint32_t batch = n_queries < HOST_BATCH ? (uint32_t)n_queries : HOST_BATCH;
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc)
 		return rc;
-	const int fused = infs_k_fused_supported((uint32_t)dim, (uint32_t)n_queries, (uint32_t)kk);
-	size_t qc = SCORES_MAX / rows;
-	qc = fused ? n_queries : qc < 1 ? 1 : qc > n_queries ? n_queries : qc;
-
-	const size_t q_bytes = up256(qc * dim * 2), s_bytes = fused ? 0 : up256(qc * rows * 4);
-	const size_t ws_bytes =
-		up256(fused ? infs_k_fused_workspace_bytes((uint32_t)rows, (uint32_t)dim, (uint32_t)qc, (uint32_t)kk)
-		            : infs_k_topk_workspace_bytes((uint32_t)rows, (uint32_t)qc, (uint32_t)kk));
-	const size_t id_bytes = up256(qc * kk * 8), sc_bytes = up256(qc * kk * 4), n_bytes = up256(qc * 4);
-	const size_t seed_bytes = INFS_K_FUSED_SEEDS * 8;
-	const size_t need = seed_bytes + q_bytes + s_bytes + ws_bytes + id_bytes + sc_bytes + n_bytes;
-	uint16_t *q16 = malloc(qc * dim * 2);
-	uint64_t *h_id = malloc(qc * kk * 8);
-	uint32_t *h_n = malloc(qc * 4);
-	infs_hit *hits = malloc(kk * sizeof *hits);
-	if (!q16 || !h_id || !h_n || !hits) {
-		rc = infs__error(INFS_ENOMEM, "%s: out of memory", fn);
-		goto done;
+	plan pl;
+	make_plan(&pl, dim, p->n_rows, batch, (uint32_t)k, batch, 0);
+	const size_t up = (size_t)batch * dim * 4;
+	const size_t down = pl.off[HITS] - pl.off[COUNTS] + (size_t)batch * k * sizeof(infs_hit);
+	infs_searcher *s = NULL;
+	if ((rc = pool_take(&s, d, store, metric, fn))) {
+		infs__device_restore(prev);
+		return rc;
 	}
-
-	pthread_mutex_lock(&d->scratch_lock);
-	cudaError_t err = cudaSuccess;
-	if (d->scratch_bytes < need) {
-		cudaFree(d->scratch);
-		d->scratch = NULL;
-		d->scratch_bytes = 0;
-		if ((err = cudaMalloc(&d->scratch, need)) != cudaSuccess) {
-			rc = infs__cuda_error(err, fn, "allocating search scratch");
-			goto unlock;
-		}
-		d->scratch_bytes = need;
-		d->seed_epoch = 0;
-	}
-	/* Each fused search shares its seeds under an epoch of its own: the
-	 * seeds are zeroed before the first, and again when the epochs run out. */
-	if (fused) {
-		if (d->seed_epoch == 0 || d->seed_epoch == UINT32_MAX) {
-			if ((err = cudaMemsetAsync(d->scratch, 0, seed_bytes, d->stream)) != cudaSuccess) {
-				rc = infs__cuda_error(err, fn, "clearing search seeds");
-				goto unlock;
-			}
-			d->seed_epoch = 0;
-		}
-		d->seed_epoch++;
-	}
-	if (!d->blas) {
-		cublasHandle_t h;
-		cublasStatus_t st = cublasCreate(&h);
-		if (st != CUBLAS_STATUS_SUCCESS) {
-			rc = blas_error(st, "creating a handle");
-			goto unlock;
-		}
-		d->blas = h;
-	}
-	cublasHandle_t blas = d->blas;
-	cublasSetStream(blas, d->stream);
-	char *base = (char *)d->scratch + seed_bytes;
-	uint16_t *dq = (uint16_t *)base;
-	float *scores = (float *)(base + q_bytes);
-	void *ws = base + q_bytes + s_bytes;
-	uint64_t *d_id = (uint64_t *)(base + q_bytes + s_bytes + ws_bytes);
-	float *d_sc = (float *)((char *)d_id + id_bytes);
-	uint32_t *d_n = (uint32_t *)((char *)d_sc + sc_bytes);
-
-	for (size_t q0 = 0; q0 < n_queries && rc == INFS_OK; q0 += qc) {
-		size_t qn = n_queries - q0 < qc ? n_queries - q0 : qc;
-		/* Rank with unit queries: a positive scale changes no order, and
-		 * large inner-product queries stay inside f16's range. */
-		for (size_t q = 0; q < qn; q++) {
-			const float *x = queries + (q0 + q) * dim;
-			double ss = 0;
-			for (size_t j = 0; j < dim; j++)
-				ss += (double)x[j] * x[j];
-			double len = sqrt(ss);
-			for (size_t j = 0; j < dim; j++)
-				q16[q * dim + j] = infs__f32_to_f16(len > 0 ? (float)(x[j] / len) : 0.0f);
-		}
-		const float one = 1.0f, zero = 0.0f;
-		err = cudaMemcpyAsync(dq, q16, qn * dim * 2, cudaMemcpyHostToDevice, d->stream);
+	rc = pooled_reserve(s, &pl, up > down ? up : down, fn);
+	for (size_t q0 = 0; q0 < n_queries && rc == INFS_OK; q0 += batch) {
+		const uint32_t qn = n_queries - q0 < batch ? (uint32_t)(n_queries - q0) : batch;
+		float *in = (float *)(s->mem + pl.off[IN]);
+		uint32_t *counts = (uint32_t *)(s->mem + pl.off[COUNTS]);
+		char *hits = s->mem + pl.off[HITS];
+		memcpy(s->host, queries + q0 * dim, (size_t)qn * dim * 4);
+		cudaError_t err = cudaMemcpyAsync(in, s->host, (size_t)qn * dim * 4, cudaMemcpyHostToDevice, s->stream);
 		if (err != cudaSuccess) {
-			rc = infs__cuda_error(err, fn, "uploading the queries");
+			rc = infs__cuda_error(err, fn, "sending the queries");
 			break;
 		}
-		const float *row_scale = metric == INFS_METRIC_IP ? p->norm : NULL;
-		const uint32_t *dead = p->n_dead ? p->dead : NULL;
-		if (fused) {
-			infs_k_fused_params fp = {
-				.emb = p->emb, .queries = dq, .n_rows = (uint32_t)rows, .dim = (uint32_t)dim,
-				.n_queries = (uint32_t)qn, .k = (uint32_t)kk, .row_scale = row_scale, .dead = dead,
-				.ids = p->ids, .out_id = d_id, .out_score = d_sc, .out_n = d_n, .workspace = ws,
-				.seeds = d->scratch, .seed_epoch = d->seed_epoch,
-			};
-			err = infs_k_fused_topk(&fp, d->stream);
-		} else {
-			cublasStatus_t st = cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)qn, (int)dim, &one,
-			                                 p->emb, CUDA_R_16F, (int)dim, dq, CUDA_R_16F, (int)dim, &zero, scores,
-			                                 CUDA_R_32F, (int)rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-			if (st != CUBLAS_STATUS_SUCCESS) {
-				rc = blas_error(st, "scoring the namespace");
-				break;
-			}
-			infs_k_topk_params tp = {
-				.scores = scores, .ld = rows, .n_rows = (uint32_t)rows, .n_queries = (uint32_t)qn,
-				.k = (uint32_t)kk, .row_scale = row_scale, .dead = dead, .ids = p->ids, .out_id = d_id,
-				.out_score = d_sc, .out_n = d_n, .workspace = ws,
-			};
-			err = infs_k_topk(&tp, d->stream);
-		}
+		/* the queries are the CPU's already (unit length for cosine) */
+		if ((rc = enqueue(s, &pl, p, in, qn, (uint32_t)k, 0, hits, counts, s->stream, fn)))
+			break;
+		/* counts then hits: one download */
+		const size_t hit_bytes = (size_t)qn * k * sizeof(infs_hit), gap = pl.off[HITS] - pl.off[COUNTS];
+		err = cudaMemcpyAsync(s->host, counts, gap + hit_bytes, cudaMemcpyDeviceToHost, s->stream);
 		if (err == cudaSuccess)
-			err = cudaMemcpyAsync(h_id, d_id, qn * kk * 8, cudaMemcpyDeviceToHost, d->stream);
-		if (err == cudaSuccess)
-			err = cudaMemcpyAsync(h_n, d_n, qn * 4, cudaMemcpyDeviceToHost, d->stream);
-		if (err == cudaSuccess)
-			err = cudaStreamSynchronize(d->stream);
+			err = cudaStreamSynchronize(s->stream);
 		if (err != cudaSuccess) {
-			rc = infs__cuda_error(err, fn, "selecting the top k");
+			rc = infs__cuda_error(err, fn, "receiving the hits");
 			break;
 		}
-		for (size_t q = 0; q < qn; q++) {
-			const float *x = queries + (q0 + q) * dim;
-			size_t m = 0;
-			for (size_t j = 0; j < h_n[q]; j++) {
-				size_t r = row_of(ids, n, h_id[q * kk + j]);
-				if (r < n)
-					hits[m++] = (infs_hit){ ids[r], exact_score(x, emb + r * dim, dim, metric) };
-			}
-			infs__hits_sort(hits, m);
-			m = m < k ? m : k;
-			memcpy(out + (q0 + q) * k, hits, m * sizeof *hits);
-			out_n[q0 + q] = m;
-		}
+		memcpy(out + q0 * k, s->host + gap, hit_bytes);
+		const uint32_t *n = (const uint32_t *)s->host;
+		for (uint32_t q = 0; q < qn; q++)
+			out_n[q0 + q] = n[q];
 	}
-unlock:
-	pthread_mutex_unlock(&d->scratch_lock);
-done:
+	if (rc) {
+		/* a failed stream may still be busy: this searcher is not reused */
+		cudaStreamSynchronize(s->stream);
+		searcher_release(s);
+	} else {
+		pool_give(d, s);
+	}
 	infs__device_restore(prev);
-	free(q16), free(h_id), free(h_n), free(hits);
+	return rc;
+}
+
+int infs__searcher_create(infs_searcher **out, infs_store *store, const infs_searcher_options *o)
+{
+	static const char fn[] = "infs_searcher_create";
+	infs__device *d = infs__device_of(store);
+	const uint32_t dim = d->embed_dim;
+	uint64_t rows = o->max_facts;
+	if (!rows) {
+		infs__store_read_lock(store);
+		for (const infs__dev_ns *p = d->ns; p; p = p->next)
+			rows = p->n_rows > rows ? p->n_rows : rows;
+		infs__store_read_unlock(store);
+		rows = rows * 2 < 4096 ? 4096 : rows * 2;
+	}
+	if (rows > UINT32_MAX - 32)
+		return infs__error(INFS_ERANGE, "%s: max_facts %llu is more than a namespace holds on a device", fn,
+		                   (unsigned long long)rows);
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc)
+		return rc;
+	plan pl;
+	if (!make_plan(&pl, dim, rows, o->max_queries, o->max_k, 0, 1)) {
+		infs__device_restore(prev);
+		return infs__error(INFS_EUNSUPPORTED,
+		                   "%s: the device path does not take embeddings of %u dimensions (a multiple of 64 up to %u)",
+		                   fn, dim, INFS_K_FUSED_MAX_DIM);
+	}
+	infs_searcher *s = calloc(1, sizeof *s);
+	cudaError_t err = s ? cudaMalloc((void **)&s->mem, pl.bytes) : cudaSuccess;
+	infs__device_restore(prev);
+	if (!s)
+		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+	if (err != cudaSuccess) {
+		free(s);
+		return infs__cuda_error(err, fn, "allocating the search workspace");
+	}
+	s->store = store;
+	s->device = d->device;
+	s->metric = o->metric;
+	s->max_queries = o->max_queries;
+	s->max_k = o->max_k;
+	s->max_rows = rows;
+	s->bytes = pl.bytes;
+	*out = s;
+	return INFS_OK;
+}
+
+void infs__searcher_free(infs_searcher *s)
+{
+	int prev;
+	if (infs__device_enter(&prev, s->device, "infs_searcher_free") == INFS_OK) {
+		cudaDeviceSynchronize(); /* searches queued on any stream may still use the workspace */
+		searcher_release(s);
+		infs__device_restore(prev);
+	}
+}
+
+int infs__retrieve_on_device(infs_searcher *s, const char *ns, const float *queries, size_t n_queries, size_t k,
+                             infs_hit *hits, uint32_t *counts, void *stream)
+{
+	static const char fn[] = "infs_retrieve_device";
+	if (n_queries == 0 || n_queries > s->max_queries)
+		return infs__error(INFS_ERANGE, "%s: n_queries %zu is not in 1..%u (the searcher's max_queries)", fn,
+		                   n_queries, s->max_queries);
+	if (k == 0 || k > s->max_k)
+		return infs__error(INFS_ERANGE, "%s: k %zu is not in 1..%u (the searcher's max_k)", fn, k, s->max_k);
+	infs__device *d = infs__device_of(s->store);
+	int prev, rc = infs__device_enter(&prev, s->device, fn);
+	if (rc)
+		return rc;
+	infs__store_read_lock(s->store);
+	const infs__dev_ns *p = infs__device_ns(d, ns);
+	if (!p) {
+		cudaError_t err = cudaMemsetAsync(counts, 0, n_queries * 4, (cudaStream_t)stream);
+		if (err != cudaSuccess)
+			rc = infs__cuda_error(err, fn, "queueing the search");
+	} else if (p->n_rows > s->max_rows) {
+		rc = infs__error(INFS_ERANGE,
+		                 "%s: namespace '%s' has %u rows on the device, more than the searcher's max_facts %llu",
+		                 fn, ns, p->n_rows, (unsigned long long)s->max_rows);
+	} else {
+		/* within the searcher's workspace: every part grows with rows,
+		 * queries and k, and the shapes it was made for take the fused
+		 * ranking, so these do too */
+		plan pl;
+		make_plan(&pl, d->embed_dim, p->n_rows, (uint32_t)n_queries, (uint32_t)k, 0, 1);
+		if (pl.bytes > s->bytes)
+			rc = infs__error(INFS_ERANGE, "%s: the search needs %zu bytes of workspace, the searcher has %zu", fn,
+			                 pl.bytes, s->bytes);
+		else
+			rc = enqueue(s, &pl, p, queries, (uint32_t)n_queries, (uint32_t)k, s->metric == INFS_METRIC_COSINE, hits,
+		             counts, (cudaStream_t)stream, fn);
+	}
+	infs__store_read_unlock(s->store);
+	infs__device_restore(prev);
 	return rc;
 }

@@ -16,6 +16,8 @@
 #endif
 
 INFS__DEFINE_INIT(infs_retrieve_options_init, infs_retrieve_options, infs__sizes_retrieve_options, INFS_RETRIEVE_OPTIONS_INIT)
+INFS__DEFINE_INIT(infs_searcher_options_init, infs_searcher_options, infs__sizes_searcher_options,
+                  INFS_SEARCHER_OPTIONS_INIT)
 
 /* The store's cache: a hash table of namespace entries. */
 typedef struct ns_table {
@@ -327,4 +329,53 @@ int infs_retrieve(infs_hit *out, size_t *out_n, infs_store *store, const char *n
 		for (size_t i = 0; i < n_queries; i++)
 			out_n[i] = 0;
 	return rc;
+}
+
+int infs_searcher_create(infs_searcher **out, infs_store *store, const infs_searcher_options *opts)
+{
+	static const char fn[] = "infs_searcher_create";
+	if (!out)
+		return infs__error(INFS_EINVAL, "%s: out is NULL", fn);
+	*out = NULL;
+	if (!store)
+		return infs__error(INFS_EINVAL, "%s: store is NULL", fn);
+	infs_searcher_options o = INFS_SEARCHER_OPTIONS_INIT;
+	int rc = INFS__TAKE(o, opts, infs__sizes_searcher_options, fn, "options");
+	if (rc)
+		return rc;
+	if (o.metric != INFS_METRIC_COSINE && o.metric != INFS_METRIC_IP)
+		return infs__error(INFS_EINVAL, "%s: unknown metric %d", fn, (int)o.metric);
+	if (o.max_queries < 1 || o.max_queries > INFS_SEARCHER_QUERIES_MAX)
+		return infs__error(INFS_ERANGE, "%s: max_queries %u is not in 1..%u", fn, o.max_queries,
+		                   INFS_SEARCHER_QUERIES_MAX);
+	if (o.max_k < 1 || o.max_k > INFS_SEARCHER_K_MAX)
+		return infs__error(INFS_ERANGE, "%s: max_k %u is not in 1..%u", fn, o.max_k, INFS_SEARCHER_K_MAX);
+	if (!infs__cuda)
+		return infs__error(INFS_EUNSUPPORTED, "%s: CUDA is not in this build", fn);
+	if (!device_ready(store))
+		return infs__error(INFS_EUNSUPPORTED, "%s: the store has no device copy (open it with options.device >= 0)",
+		                   fn);
+	if (infs__store_geom(store)->embed_dim == 0)
+		return infs__error(INFS_EUNSUPPORTED, "%s: the store has no embeddings (its embed_dim is 0)", fn);
+	return infs__cuda->searcher_create(out, store, &o);
+}
+
+void infs_searcher_free(infs_searcher *searcher)
+{
+	if (searcher && infs__cuda)
+		infs__cuda->searcher_free(searcher);
+}
+
+int infs_retrieve_device(infs_searcher *searcher, const char *ns, const float *queries, size_t n_queries, size_t k,
+                         infs_hit *hits, uint32_t *counts, void *stream)
+{
+	static const char fn[] = "infs_retrieve_device";
+	if (!searcher)
+		return infs__error(INFS_EINVAL, "%s: searcher is NULL", fn);
+	int rc = infs__check_namespace(ns);
+	if (rc)
+		return infs__error_wrap(rc, "%s", fn);
+	if (!queries || !hits || !counts)
+		return infs__error(INFS_EINVAL, "%s: %s is NULL", fn, !queries ? "queries" : !hits ? "hits" : "counts");
+	return infs__cuda->retrieve_on_device(searcher, ns, queries, n_queries, k, hits, counts, stream);
 }

@@ -41,4 +41,11 @@ int infs__ns_cache_norms(infs__ns_cache *e, const float *emb, size_t n, size_t d
 int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *s, const char *ns, const float *queries,
                           size_t n_queries, size_t k, infs_metric metric);
 
+/* The device-pointer path (cuda/device_retrieve.c), its arguments checked
+ * by retrieve.c: o complete and valid, the store with a device copy. */
+int infs__searcher_create(infs_searcher **out, infs_store *store, const infs_searcher_options *o);
+void infs__searcher_free(infs_searcher *s);
+int infs__retrieve_on_device(infs_searcher *s, const char *ns, const float *queries, size_t n_queries, size_t k,
+                             infs_hit *hits, uint32_t *counts, void *stream);
+
 #endif

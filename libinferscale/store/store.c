@@ -295,6 +295,19 @@ int infs_fact_count(uint64_t *out, infs_store *s, const char *ns)
 	return INFS_OK;
 }
 
+int infs_namespace_generation(uint64_t *out, infs_store *s, const char *ns)
+{
+	if (!out)
+		return infs__error(INFS_EINVAL, "infs_namespace_generation: out is NULL");
+	CHECK_STORE("infs_namespace_generation", s);
+	CHECK_NS("infs_namespace_generation", ns);
+	pthread_rwlock_rdlock(&s->lock);
+	const infs__ns *p = infs__index_ns(&s->ix, ns);
+	*out = p ? p->generation : 0;
+	pthread_rwlock_unlock(&s->lock);
+	return INFS_OK;
+}
+
 int infs_fact_list(uint64_t **out_ids, size_t *out_n, infs_store *s, const char *ns)
 {
 	if (!out_ids || !out_n)

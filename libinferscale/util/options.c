@@ -21,6 +21,7 @@ const size_t infs__sizes_forward_options[] = { [1] = sizeof(infs_forward_options
 const size_t infs__sizes_device_forward_options[] = { [1] = offsetof(infs_device_forward_options, n_seqs),
                                                        [2] = sizeof(infs_device_forward_options) };
 const size_t infs__sizes_retrieve_options[] = { [1] = sizeof(infs_retrieve_options) };
+const size_t infs__sizes_searcher_options[] = { [1] = sizeof(infs_searcher_options) };
 const size_t infs__sizes_store_options[] = { [1] = sizeof(infs_store_options) };
 const size_t infs__sizes_store_stats[] = { [1] = offsetof(infs_store_stats, lost_records), [2] = sizeof(infs_store_stats) };
 const size_t infs__sizes_fact[] = { [1] = sizeof(infs_fact) };

@@ -38,6 +38,7 @@ extern const size_t infs__sizes_model_info[INFS_MODEL_INFO_VERSION + 1];
 extern const size_t infs__sizes_forward_options[INFS_FORWARD_OPTIONS_VERSION + 1];
 extern const size_t infs__sizes_device_forward_options[INFS_DEVICE_FORWARD_OPTIONS_VERSION + 1];
 extern const size_t infs__sizes_retrieve_options[INFS_RETRIEVE_OPTIONS_VERSION + 1];
+extern const size_t infs__sizes_searcher_options[INFS_SEARCHER_OPTIONS_VERSION + 1];
 extern const size_t infs__sizes_store_options[INFS_STORE_OPTIONS_VERSION + 1];
 extern const size_t infs__sizes_store_stats[INFS_STORE_STATS_VERSION + 1];
 extern const size_t infs__sizes_fact[INFS_FACT_VERSION + 1];

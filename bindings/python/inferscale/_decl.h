@@ -180,6 +180,8 @@ int infs_fact_list(uint64_t **out_ids, size_t *out_n, infs_store *store, const c
 int infs_namespace_list(char ***out_names, size_t *out_n, infs_store *store);
 int infs_namespace_drop(infs_store *store, const char *ns);
 
+int infs_namespace_generation(uint64_t *out, infs_store *store, const char *ns);
+
 /* retrieve.h */
 #define INFS_RETRIEVE_K_MAX 4096
 
@@ -213,6 +215,27 @@ typedef struct infs_hit {
 int infs_retrieve(infs_hit *out, size_t *out_n, infs_store *store, const char *ns,
                   const float *queries, size_t n_queries, size_t k,
                   const infs_retrieve_options *opts);
+
+#define INFS_SEARCHER_K_MAX 100
+#define INFS_SEARCHER_QUERIES_MAX 4096
+#define INFS_SEARCHER_OPTIONS_VERSION 1
+
+typedef struct infs_searcher_options {
+	unsigned version;
+	infs_metric metric;
+	uint32_t max_queries;
+	uint32_t max_k;
+	uint64_t max_facts;
+} infs_searcher_options;
+
+int infs_searcher_options_init(infs_searcher_options *opts, unsigned version);
+
+typedef struct infs_searcher infs_searcher;
+
+int infs_searcher_create(infs_searcher **out, infs_store *store, const infs_searcher_options *opts);
+void infs_searcher_free(infs_searcher *searcher);
+int infs_retrieve_device(infs_searcher *searcher, const char *ns, const float *queries, size_t n_queries,
+                         size_t k, infs_hit *hits, uint32_t *counts, void *stream);
 
 /* inject.h */
 #define INFS_KV_LAYOUT_VERSION 1

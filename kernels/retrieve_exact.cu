@@ -1,0 +1,190 @@
+/* The ends of a device search: the queries made ready (made unit length
+ * exactly as the CPU path does, converted to f16 for ranking, checked),
+ * and the candidates the ranking kept scored exactly as the CPU scores
+ * them (double sums in the same order, so the same bits) and ordered as
+ * the CPU orders them (best first, equal scores by increasing id). With
+ * both, a device search returns the CPU's hits without the host. */
+#include "common.cuh"
+
+namespace {
+
+constexpr uint32_t prep_threads = 128;
+constexpr uint32_t rescore_threads = 128;
+
+__global__ void __launch_bounds__(prep_threads) prep_kernel(const infs_k_query_params p)
+{
+	const uint32_t q = blockIdx.x, dim = p.dim;
+	const float *x = p.queries + (size_t)q * dim;
+	__shared__ double scale_s;
+	__shared__ float len_s;
+	__shared__ int bad_s;
+	if (threadIdx.x == 0)
+		bad_s = 0;
+	if (q == 0 && p.seeds)
+		for (uint32_t i = threadIdx.x; i < p.n_seeds; i += blockDim.x)
+			p.seeds[i] = 0;
+	__syncthreads();
+	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x)
+		if (!isfinite(x[d]))
+			bad_s = 1;
+	if (threadIdx.x == 0) {
+		/* the CPU's sum: in order, each square exact in double */
+		double ss = 0;
+		for (uint32_t d = 0; d < dim; d++)
+			ss = __dadd_rn(ss, __dmul_rn((double)x[d], (double)x[d]));
+		if (p.normalize && ss == 0)
+			bad_s = 1;
+		scale_s = p.normalize && ss > 0 ? 1.0 / sqrt(ss) : 1.0;
+	}
+	__syncthreads();
+	const double scale = scale_s;
+	float part = 0;
+	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x) {
+		float v = p.normalize ? __double2float_rn(__dmul_rn((double)x[d], scale)) : x[d];
+		p.exact[(size_t)q * dim + d] = v;
+		part += v * v;
+	}
+	/* the ranking's unit vector: any rounding does, the margin absorbs it */
+	for (int o = 16; o; o >>= 1)
+		part += __shfl_xor_sync(0xffffffffu, part, o);
+	__shared__ float warp_sum[prep_threads / 32];
+	if (threadIdx.x % 32 == 0)
+		warp_sum[threadIdx.x / 32] = part;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		float ss = 0;
+		for (uint32_t w = 0; w < blockDim.x / 32; w++)
+			ss += warp_sum[w];
+		len_s = ss > 0 ? sqrtf(ss) : 0.0f;
+	}
+	__syncthreads();
+	const float len = len_s;
+	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x) {
+		float v = p.exact[(size_t)q * dim + d];
+		p.rank[(size_t)q * dim + d] = __half_as_ushort(__float2half_rn(len > 0 ? v / len : 0.0f));
+	}
+	if (threadIdx.x == 0)
+		p.bad[q] = bad_s;
+}
+
+/* The row of id in the sorted ids, or n. */
+__device__ uint32_t row_of(const uint64_t *ids, uint32_t n, uint64_t id)
+{
+	uint32_t lo = 0, hi = n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (ids[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && ids[lo] == id ? lo : n;
+}
+
+__global__ void __launch_bounds__(rescore_threads) rescore_kernel(const infs_k_rescore_params p)
+{
+	extern __shared__ __align__(16) unsigned char smem[];
+	const uint32_t q = blockIdx.x, dim = p.dim, kk = p.kk;
+	float *query = (float *)smem;
+	float *score = query + dim;
+	uint64_t *id = (uint64_t *)(smem + ((dim + kk) * 4 + 7) / 8 * 8);
+	const uint32_t m = p.bad[q] ? 0 : min(p.cand_n[q], kk);
+	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x)
+		query[d] = p.queries[(size_t)q * dim + d];
+	__syncthreads();
+	for (uint32_t j = threadIdx.x; j < m; j += blockDim.x) {
+		const uint64_t c = p.cand_id[(size_t)q * kk + j];
+		const uint32_t r = row_of(p.ids, p.n_rows, c);
+		double s = 0;
+		if (r < p.n_rows) {
+			/* the CPU's sum, term by term: no fused multiply-add */
+			const float *x = p.rows + (size_t)r * dim;
+			for (uint32_t d = 0; d < dim; d++)
+				s = __dadd_rn(s, __dmul_rn((double)query[d], (double)x[d]));
+			if (p.row_scale)
+				s = __dmul_rn(s, (double)p.row_scale[r]);
+		}
+		score[j] = r < p.n_rows ? __double2float_rn(s) : -INFINITY;
+		id[j] = c;
+	}
+	__syncthreads();
+	for (uint32_t j = threadIdx.x; j < m; j += blockDim.x) {
+		const float s = score[j];
+		const uint64_t c = id[j];
+		uint32_t rank = 0;
+		for (uint32_t i = 0; i < m; i++)
+			rank += score[i] > s || (score[i] == s && id[i] < c);
+		if (rank < p.k) {
+			unsigned char *hit = (unsigned char *)p.out_hits + ((size_t)q * p.k + rank) * 16;
+			*(uint64_t *)hit = c;
+			*(float *)(hit + 8) = s;
+		}
+	}
+	if (threadIdx.x == 0)
+		p.out_n[q] = min(m, p.k);
+}
+
+template <typename T> __global__ void gather_kernel(T *dst, const T *src, uint32_t row_elems, const uint32_t *keep,
+                                                    uint64_t total)
+{
+	for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < total;
+	     i += (uint64_t)gridDim.x * blockDim.x) {
+		const uint64_t j = i / row_elems, e = i % row_elems;
+		dst[i] = src[(uint64_t)keep[j] * row_elems + e];
+	}
+}
+
+template <typename T>
+cudaError_t gather(void *dst, const void *src, size_t row_bytes, const uint32_t *keep, uint32_t n,
+                   cudaStream_t stream)
+{
+	const uint32_t row_elems = (uint32_t)(row_bytes / sizeof(T));
+	const uint64_t total = (uint64_t)n * row_elems;
+	const uint64_t blocks = (total + 255) / 256;
+	gather_kernel<T><<<blocks > 4096 ? 4096 : (unsigned)blocks, 256, 0, stream>>>((T *)dst, (const T *)src, row_elems,
+	                                                                              keep, total);
+	return cudaGetLastError();
+}
+
+} /* namespace */
+
+extern "C" cudaError_t infs_k_query_prep(const infs_k_query_params *p, cudaStream_t stream)
+{
+	if (p->n_queries == 0)
+		return cudaSuccess;
+	prep_kernel<<<p->n_queries, prep_threads, 0, stream>>>(*p);
+	return cudaGetLastError();
+}
+
+extern "C" size_t infs_k_rescore_smem(uint32_t dim, uint32_t kk)
+{
+	return ((size_t)(dim + kk) * 4 + 7) / 8 * 8 + (size_t)kk * 8;
+}
+
+extern "C" cudaError_t infs_k_rescore(const infs_k_rescore_params *p, cudaStream_t stream)
+{
+	if (p->n_queries == 0)
+		return cudaSuccess;
+	const size_t smem = infs_k_rescore_smem(p->dim, p->kk);
+	if (smem > 48u << 10) {
+		cudaError_t err = cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+		if (err != cudaSuccess)
+			return err;
+	}
+	rescore_kernel<<<p->n_queries, rescore_threads, smem, stream>>>(*p);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t infs_k_gather_rows(void *dst, const void *src, size_t row_bytes, const uint32_t *keep,
+                                          uint32_t n, cudaStream_t stream)
+{
+	if (n == 0 || row_bytes == 0)
+		return cudaSuccess;
+	if (row_bytes % 8 == 0)
+		return gather<uint64_t>(dst, src, row_bytes, keep, n, stream);
+	if (row_bytes % 4 == 0)
+		return gather<uint32_t>(dst, src, row_bytes, keep, n, stream);
+	if (row_bytes % 2 == 0)
+		return gather<uint16_t>(dst, src, row_bytes, keep, n, stream);
+	return gather<uint8_t>(dst, src, row_bytes, keep, n, stream);
+}
