@@ -3,7 +3,7 @@
 # suites (the gpu suite included), compute-sanitizer memcheck and racecheck
 # over the gpu suite, and the benchmarks. Logs and JSON go to $OUT (default
 # ./gpu-out): gpu-check.log, testlog.txt, sanitizer.log, inject.json,
-# retrieve.json, benchmarks.json, benchmarks.md, and those of
+# retrieve.json, serving-api.json, benchmarks.json, benchmarks.md, and those of
 # scripts/gpu-bench-model.sh (gpu-runtime-h200.json, ...) and
 # scripts/gpu-bench-engine.sh (gpu-engine-h200.json, ...), and demo.log: the
 # demo's questions answered on the GPU (SmolLM2 and the embedder from
@@ -105,6 +105,7 @@ if [[ $skip != *bench* ]]; then
 	echo "== benchmarks"
 	"$BUILD/benchmarks/bench_inject" "$OUT/inject.json" || fail=1
 	"$BUILD/benchmarks/bench_retrieve" "$OUT/retrieve.json" || fail=1
+	"$BUILD/benchmarks/bench_serving" "$OUT/serving-api.json" || fail=1
 	PYTHONUNBUFFERED=1 python3 benchmarks/torch_compare.py "$OUT/inject.json" "$OUT/retrieve.json" \
 		"$OUT/benchmarks.json" "$OUT/benchmarks.md" || fail=1
 	# the model runtime at 8B geometry beside the torch engine and transformers
