@@ -1,10 +1,17 @@
 // Command memory-service is a small HTTP memory service over an inferscale
-// store: each user's facts (caller-computed embedding and pre-RoPE KV) are
-// added, listed, read, deleted and retrieved by a question's embedding,
-// with JSON over HTTP on the loopback interface.
+// store, the library's model runtime, embedder and engine: each user's
+// facts are added as text (encoded once into pre-RoPE KV with their
+// embedding), and questions are answered with the best facts injected.
+// JSON over HTTP on the loopback interface.
 //
-//	memory-service -store /tmp/memory.infs -create -layers 30 -kv-heads 3 \
-//	    -head-dim 64 -embed-dim 384 -identity smollm2-135m
+//	memory-service -store /tmp/memory.infs
+//
+//	POST /facts  {"namespace":"maya","facts":["Maya has a cat named Biscuit.", {"text":"...","metadata":{"date":"2024-05-01"}}]}
+//	             -> {"ids":[...]}
+//	POST /ask    {"namespace":"maya","question":"What is the name of Maya's cat?","k":4,"max_tokens":32}
+//	             -> {"answer":"...","fact_ids":[...],"scores":[...],"tokens":n,"timings_ms":{...}}
+//
+// and the raw endpoints for engines that compute KV themselves:
 //
 //	POST   /v1/users/{user}/facts       {"tokens":[...],"embedding":[...],"k":"<base64>","v":"<base64>","text":"..."}
 //	GET    /v1/users/{user}/facts       {"ids":[...]}
@@ -20,11 +27,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -35,65 +43,105 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
-		log.Fatal(err)
+		fmt.Fprintln(os.Stderr, "memory-service:", err)
+		os.Exit(1)
 	}
 }
 
-// run serves until ctx is done, then shuts down and closes the store. ready,
-// if not nil, receives the address it listens on.
-func run(ctx context.Context, args []string, logw io.Writer, ready func(addr string)) error {
+// cacheDir is where scripts/fetch-models.sh puts the models: $INFS_CACHE,
+// or ~/.cache/inferscale.
+func cacheDir() string {
+	if dir := os.Getenv("INFS_CACHE"); dir != "" {
+		return dir
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "inferscale")
+}
+
+// run loads the models, opens (or creates) the store and serves until ctx is
+// done; then it stops accepting, lets the requests in flight finish (for up
+// to -shutdown-timeout) and closes the engine, the store and the models.
+// The log (one line per request) goes to logw. ready, if not nil, receives
+// the address it listens on.
+func run(ctx context.Context, args []string, logw io.Writer, ready func(addr string)) (err error) {
 	fs := flag.NewFlagSet("memory-service", flag.ContinueOnError)
 	fs.SetOutput(logw)
-	path := fs.String("store", "", "store file (required)")
+	path := fs.String("store", "", "store file, created for the model if it does not exist (required)")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address (port 0: any free port)")
-	create := fs.Bool("create", false, "create the store if it does not exist, with the geometry below")
-	identity := fs.String("identity", "", "model/tokenizer/template identity of a new store")
-	g := inferscale.DefaultGeometry()
-	layers := fs.Uint("layers", 0, "layers of a new store")
-	heads := fs.Uint("kv-heads", 0, "KV heads of a new store")
-	headDim := fs.Uint("head-dim", 0, "head dim of a new store")
-	rotaryDim := fs.Uint("rotary-dim", 0, "rotary dims of a new store (0: head dim)")
-	fs.Float64Var(&g.RopeTheta, "rope-theta", g.RopeTheta, "RoPE theta of a new store")
-	dtype := fs.String("kv-dtype", "f16", "KV dtype of a new store: f32, f16 or bf16")
-	embedDim := fs.Uint("embed-dim", 0, "embedding size of a new store")
+	modelPath := fs.String("model", filepath.Join(cacheDir(), "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+		"model (GGUF or safetensors) that encodes facts and answers")
+	embedderPath := fs.String("embedder", filepath.Join(cacheDir(), "minilm"), "sentence-transformers embedder directory")
+	dtype := fs.String("kv-dtype", "f16", "KV dtype of the store and the engine: f32, f16 or bf16")
+	ctxTokens := fs.Uint("ctx", 2048, "tokens of the engine's cache (prompt and answer)")
+	grace := fs.Duration("shutdown-timeout", 10*time.Second, "how long requests in flight may finish at shutdown")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *path == "" {
-		return errors.New("memory-service: -store is required")
+		return errors.New("-store is required")
 	}
+	kvDType, ok := map[string]inferscale.DType{"f32": inferscale.F32, "f16": inferscale.F16, "bf16": inferscale.BF16}[*dtype]
+	if !ok {
+		return fmt.Errorf("unknown -kv-dtype %q", *dtype)
+	}
+	log := slog.New(slog.NewTextHandler(logw, nil))
 
-	opts := &inferscale.Options{Create: *create}
-	if *create {
-		g.Layers, g.KVHeads, g.HeadDim, g.EmbedDim = uint32(*layers), uint32(*heads), uint32(*headDim), uint32(*embedDim)
-		g.RotaryDim = uint32(*rotaryDim)
-		if g.RotaryDim == 0 {
-			g.RotaryDim = g.HeadDim
+	// Everything opened is closed on the way out, the store after the
+	// engine, the models last.
+	var closers []io.Closer
+	defer func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			err = errors.Join(err, closers[i].Close())
 		}
-		switch *dtype {
-		case "f32":
-			g.KVDType = inferscale.F32
-		case "f16":
-			g.KVDType = inferscale.F16
-		case "bf16":
-			g.KVDType = inferscale.BF16
-		default:
-			return fmt.Errorf("memory-service: unknown -kv-dtype %q", *dtype)
-		}
-		opts.Geometry, opts.Identity = &g, *identity
+	}()
+	model, err := inferscale.LoadModel(*modelPath, nil)
+	if err != nil {
+		return fmt.Errorf("loading the model: %w", err)
 	}
-	store, err := inferscale.Open(*path, opts)
+	closers = append(closers, model)
+	embedder, err := inferscale.LoadEmbedder(*embedderPath, nil)
+	if err != nil {
+		return fmt.Errorf("loading the embedder: %w", err)
+	}
+	closers = append(closers, embedder)
+	// The store's geometry (layers, heads, RoPE) and identity are the
+	// model's: a new store is created with them, an existing one must have
+	// them (ErrMismatch otherwise).
+	g, err := model.Geometry(kvDType)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	g.EmbedDim = uint32(embedder.Dim())
+	identity, err := model.Identity(kvDType)
+	if err != nil {
+		return err
+	}
+	store, err := inferscale.Open(*path, &inferscale.Options{Create: true, Geometry: &g, Identity: identity})
+	if err != nil {
+		return err
+	}
+	closers = append(closers, store)
+	engine, err := inferscale.NewEngine(model, inferscale.EngineOptions{Ctx: uint32(*ctxTokens), KVDType: kvDType})
+	if err != nil {
+		return err
+	}
+	closers = append(closers, engine)
+	if err := engine.Prepare(store); err != nil {
+		return err
+	}
+	tok, err := model.Tokenizer()
+	if err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: newServer(store), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(logw, "memory-service: %s (%s) on http://%s\n", *path, store.Identity(), ln.Addr())
+	s := &server{store: store, model: model, embedder: embedder, engine: engine, tok: tok}
+	srv := &http.Server{Handler: accessLog(log, s.routes()), ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	log.Info("listening", "addr", ln.Addr().String(), "store", *path, "identity", identity)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -104,13 +152,55 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 		return err
 	case <-ctx.Done():
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	log.Info("shutting down", "timeout", *grace)
+	shutdown, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil {
-		return err
+		// Requests still running when the time is up: their connections
+		// are closed; the store's Close waits for a call in flight.
+		log.Warn("requests still in flight at the shutdown timeout", "err", err)
+		srv.Close()
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	return store.Close()
+	log.Info("stopped")
+	return nil
+}
+
+// accessLog logs one line per request: method, path, status, duration and
+// the bytes of the response body.
+func accessLog(log *slog.Logger, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rw := &recorder{ResponseWriter: w}
+		h.ServeHTTP(rw, r)
+		if rw.status == 0 {
+			rw.status = http.StatusOK
+		}
+		log.Info("request", "method", r.Method, "path", r.URL.Path, "status", rw.status,
+			"duration", time.Since(start), "bytes", rw.bytes)
+	})
+}
+
+// recorder is a ResponseWriter that remembers the status and counts bytes.
+type recorder struct {
+	http.ResponseWriter
+	status, bytes int
+}
+
+func (w *recorder) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
 }

@@ -17,22 +17,29 @@ import (
 	inferscale "github.com/inferscale/inferscale/bindings/go"
 )
 
-// The geometry the test service is created with: 2 layers, 2 KV heads of 8
-// dims in f16, 4-float embeddings.
-const layers, kvHeads, headDim, embedDim = 2, 2, 8, 4
+// The geometry of the store the service creates for SmolLM2 and MiniLM
+// (the default -model and -embedder): 30 layers, 3 KV heads of 64 dims in
+// f16, 384-float embeddings.
+const layers, kvHeads, headDim, embedDim = 30, 3, 64, 384
+
+// emb is an embedding whose first floats are v, the rest 0.
+func emb(v ...float32) []float32 {
+	return append(v, make([]float32, embedDim-len(v))...)
+}
 
 // startService runs the service as main does, on 127.0.0.1 with a port the
-// kernel picks, and returns its base URL and a function that stops it and
-// returns run's error.
-func startService(t *testing.T, storePath string) (string, func() error) {
+// kernel picks, its log into logw (nil: discarded), and returns its base
+// URL and a function that stops it and returns run's error.
+func startService(t *testing.T, storePath string, logw io.Writer) (string, func() error) {
 	t.Helper()
+	if logw == nil {
+		logw = io.Discard
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
-	args := []string{"-store", storePath, "-addr", "127.0.0.1:0", "-create",
-		"-layers", fmt.Sprint(layers), "-kv-heads", fmt.Sprint(kvHeads), "-head-dim", fmt.Sprint(headDim),
-		"-embed-dim", fmt.Sprint(embedDim), "-identity", "test-model"}
-	go func() { done <- run(ctx, args, io.Discard, func(a string) { addrc <- a }) }()
+	args := []string{"-store", storePath, "-addr", "127.0.0.1:0"}
+	go func() { done <- run(ctx, args, logw, func(a string) { addrc <- a }) }()
 	select {
 	case addr := <-addrc:
 		return "http://" + addr, func() error { cancel(); return <-done }
@@ -46,18 +53,38 @@ func startService(t *testing.T, storePath string) (string, func() error) {
 	return "", nil
 }
 
+// modelIdentity is the identity of SmolLM2's f16 KV.
+func modelIdentity(t *testing.T) string {
+	t.Helper()
+	m, err := inferscale.LoadModel(filepath.Join(cacheDir(), "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	id, err := m.Identity(inferscale.F16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 type client struct {
 	t    *testing.T
 	base string
 	http *http.Client
 }
 
+// rawBody is a request body sent as it is, not marshalled.
+type rawBody string
+
 // do sends a JSON request and decodes the JSON answer into out (if not nil);
 // it returns the status code.
 func (c *client) do(method, path string, body, out any) int {
 	c.t.Helper()
 	var rd io.Reader
-	if body != nil {
+	if raw, ok := body.(rawBody); ok {
+		rd = strings.NewReader(string(raw))
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			c.t.Fatal(err)
@@ -97,7 +124,7 @@ func kv(rng *rand.Rand, n int) []byte {
 
 func TestMemoryService(t *testing.T) {
 	storePath := filepath.Join(t.TempDir(), "memory.infs")
-	base, stop := startService(t, storePath)
+	base, stop := startService(t, storePath, nil)
 	c := &client{t: t, base: base, http: &http.Client{Timeout: 30 * time.Second}}
 	rng := rand.New(rand.NewSource(1))
 
@@ -107,10 +134,10 @@ func TestMemoryService(t *testing.T) {
 		user, text string
 		emb        []float32
 	}{
-		{"alice", "Alice has a dog named Rex.", []float32{1, 0, 0, 0}},
-		{"alice", "Alice works as a nurse.", []float32{0, 1, 0, 0}},
-		{"alice", "Alice lives in Lisbon.", []float32{0, 0, 1, 0.1}},
-		{"bob", "Bob plays the cello.", []float32{1, 0, 0, 0}},
+		{"alice", "Alice has a dog named Rex.", emb(1, 0, 0, 0)},
+		{"alice", "Alice works as a nurse.", emb(0, 1, 0, 0)},
+		{"alice", "Alice lives in Lisbon.", emb(0, 0, 1, 0.1)},
+		{"bob", "Bob plays the cello.", emb(1, 0, 0, 0)},
 	}
 	ids := make([]uint64, len(facts))
 	for i, f := range facts {
@@ -142,7 +169,7 @@ func TestMemoryService(t *testing.T) {
 	}
 
 	var hits struct{ Hits []hitJSON }
-	if s := c.do("POST", "/v1/users/alice/retrieve", map[string]any{"embedding": []float32{0.1, 0.9, 0, 0}, "k": 2}, &hits); s != http.StatusOK {
+	if s := c.do("POST", "/v1/users/alice/retrieve", map[string]any{"embedding": emb(0.1, 0.9), "k": 2}, &hits); s != http.StatusOK {
 		t.Fatalf("retrieve: status %d", s)
 	}
 	if len(hits.Hits) != 2 || hits.Hits[0].ID != ids[1] || hits.Hits[0].Text != "Alice works as a nurse." ||
@@ -150,7 +177,7 @@ func TestMemoryService(t *testing.T) {
 		t.Fatalf("alice's retrieval = %+v", hits.Hits)
 	}
 	// Bob's memory never shows Alice's facts, even for the query of her dog.
-	if c.do("POST", "/v1/users/bob/retrieve", map[string]any{"embedding": []float32{1, 0, 0, 0}, "k": 10}, &hits); len(hits.Hits) != 1 || hits.Hits[0].ID != ids[3] {
+	if c.do("POST", "/v1/users/bob/retrieve", map[string]any{"embedding": emb(1), "k": 10}, &hits); len(hits.Hits) != 1 || hits.Hits[0].ID != ids[3] {
 		t.Fatalf("bob's retrieval = %+v", hits.Hits)
 	}
 	if s := c.do("GET", fmt.Sprintf("/v1/users/bob/facts/%d", ids[0]), nil, nil); s != http.StatusNotFound {
@@ -159,14 +186,24 @@ func TestMemoryService(t *testing.T) {
 
 	var stats struct {
 		Facts    uint64
+		Segments uint64
 		Users    []string
 		Identity string
 		Geometry struct {
-			KVDType string `json:"kv_dtype"`
+			Layers    uint32
+			KVHeads   uint32  `json:"kv_heads"`
+			KVDType   string  `json:"kv_dtype"`
+			EmbedDim  uint32  `json:"embed_dim"`
+			RopeTheta float64 `json:"rope_theta"`
 		}
 	}
-	if c.do("GET", "/v1/stats", nil, &stats); stats.Facts != 4 || strings.Join(stats.Users, ",") != "alice,bob" ||
-		stats.Identity != "test-model" || stats.Geometry.KVDType != "f16" {
+	// The store was created for the model: its geometry and identity,
+	// SmolLM2's RoPE theta of 100000; the engine's header and footer
+	// segments in the reserved namespace.
+	if c.do("GET", "/v1/stats", nil, &stats); stats.Facts != 4 || stats.Segments != 2 ||
+		strings.Join(stats.Users, ",") != "alice,bob,"+inferscale.SegmentNamespace ||
+		stats.Identity != modelIdentity(t) || stats.Geometry.KVDType != "f16" || stats.Geometry.Layers != layers ||
+		stats.Geometry.KVHeads != kvHeads || stats.Geometry.EmbedDim != embedDim || stats.Geometry.RopeTheta != 100000 {
 		t.Fatalf("stats = %+v", stats)
 	}
 
@@ -178,9 +215,9 @@ func TestMemoryService(t *testing.T) {
 		status, code int
 	}{
 		{"POST", "/v1/users/alice/retrieve", map[string]any{"embedding": []float32{1, 0}, "k": 2}, 400, int(inferscale.ErrInvalid)},
-		{"POST", "/v1/users/alice/retrieve", map[string]any{"embedding": []float32{1, 0, 0, 0}, "k": 0}, 400, int(inferscale.ErrRange)},
-		{"POST", "/v1/users/alice/retrieve", map[string]any{"embedding": []float32{1, 0, 0, 0}, "k": 1, "metric": "l2"}, 400, int(inferscale.ErrInvalid)},
-		{"POST", "/v1/users/alice/facts", map[string]any{"tokens": []int32{1}, "embedding": []float32{1, 0, 0, 0}, "k": kv(rng, 2), "v": kv(rng, 2)}, 400, int(inferscale.ErrInvalid)},
+		{"POST", "/v1/users/alice/retrieve", map[string]any{"embedding": emb(1), "k": 0}, 400, int(inferscale.ErrRange)},
+		{"POST", "/v1/users/alice/retrieve", map[string]any{"embedding": emb(1), "k": 1, "metric": "l2"}, 400, int(inferscale.ErrInvalid)},
+		{"POST", "/v1/users/alice/facts", map[string]any{"tokens": []int32{1}, "embedding": emb(1), "k": kv(rng, 2), "v": kv(rng, 2)}, 400, int(inferscale.ErrInvalid)},
 		{"POST", "/v1/users/alice/facts", map[string]any{"tokens": []int32{1}, "bogus": 1}, 400, int(inferscale.ErrInvalid)},
 		{"GET", "/v1/users/alice/facts/123456", nil, 404, int(inferscale.ErrNotFound)},
 		{"GET", "/v1/users/alice/facts/x", nil, 400, int(inferscale.ErrInvalid)},

@@ -17,7 +17,7 @@ import (
 // (in the path or the JSON body) are refused instead of being cut, which
 // would file Mallory's fact under Alice.
 func TestReservedUsersAndNULs(t *testing.T) {
-	base, stop := startService(t, filepath.Join(t.TempDir(), "memory.infs"))
+	base, stop := startService(t, filepath.Join(t.TempDir(), "memory.infs"), nil)
 	defer func() {
 		if err := stop(); err != nil {
 			t.Error(err)
@@ -27,7 +27,7 @@ func TestReservedUsersAndNULs(t *testing.T) {
 	rng := rand.New(rand.NewSource(2))
 	fact := func(text, metadata string) map[string]any {
 		return map[string]any{"text": text, "metadata": metadata, "tokens": []int32{1, 2},
-			"embedding": []float32{1, 0, 0, 0}, "k": kv(rng, 2), "v": kv(rng, 2)}
+			"embedding": emb(1), "k": kv(rng, 2), "v": kv(rng, 2)}
 	}
 	var got struct{ ID uint64 }
 	if s := c.do("POST", "/v1/users/alice/facts", fact("Alice's PIN is 4321.", ""), &got); s != http.StatusCreated {
@@ -48,8 +48,8 @@ func TestReservedUsersAndNULs(t *testing.T) {
 		{"GET", "/v1/users/alice%00mallory/facts", nil, "user holds a NUL"},
 		{"GET", fmt.Sprintf("/v1/users/alice%%00mallory/facts/%d", got.ID), nil, "user holds a NUL"},
 		{"DELETE", fmt.Sprintf("/v1/users/alice%%00/facts/%d", got.ID), nil, "user holds a NUL"},
-		{"POST", "/v1/users/alice%00/retrieve", map[string]any{"embedding": []float32{1, 0, 0, 0}, "k": 1}, "user holds a NUL"},
-		{"POST", "/v1/users/alice/retrieve", map[string]any{"embedding": []float32{1, 0, 0, 0}, "k": 1, "metric": "ip\x00"}, "metric holds a NUL"},
+		{"POST", "/v1/users/alice%00/retrieve", map[string]any{"embedding": emb(1), "k": 1}, "user holds a NUL"},
+		{"POST", "/v1/users/alice/retrieve", map[string]any{"embedding": emb(1), "k": 1, "metric": "ip\x00"}, "metric holds a NUL"},
 	}
 	for _, tc := range cases {
 		var e errorJSON
@@ -59,7 +59,8 @@ func TestReservedUsersAndNULs(t *testing.T) {
 		}
 	}
 
-	// Nothing was written: Alice has her one fact, no other user exists.
+	// Nothing was written: Alice has her one fact, no other user exists (the
+	// engine's segments are the service's own).
 	var list struct{ IDs []uint64 }
 	if c.do("GET", "/v1/users/alice/facts", nil, &list); len(list.IDs) != 1 || list.IDs[0] != got.ID {
 		t.Fatalf("alice's facts = %v", list.IDs)
@@ -68,7 +69,7 @@ func TestReservedUsersAndNULs(t *testing.T) {
 		Facts uint64
 		Users []string
 	}
-	if c.do("GET", "/v1/stats", nil, &stats); stats.Facts != 1 || strings.Join(stats.Users, ",") != "alice" {
+	if c.do("GET", "/v1/stats", nil, &stats); stats.Facts != 1 || strings.Join(stats.Users, ",") != "alice,"+inferscale.SegmentNamespace {
 		t.Fatalf("stats = %+v", stats)
 	}
 }

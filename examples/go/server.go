@@ -13,16 +13,21 @@ import (
 
 // server is the HTTP memory service: one namespace of the store per user.
 type server struct {
-	store *inferscale.Store
+	store    *inferscale.Store
+	model    *inferscale.Model
+	embedder *inferscale.Embedder
+	engine   *inferscale.Engine
+	tok      *inferscale.Tokenizer
 }
 
 // maxBody bounds a request: a fact's KV for a long fact of a large model
 // fits, a runaway client does not.
 const maxBody = 64 << 20
 
-func newServer(store *inferscale.Store) http.Handler {
-	s := &server{store: store}
+func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("POST /facts", s.addTexts)
+	mux.HandleFunc("POST /ask", s.ask)
 	mux.HandleFunc("POST /v1/users/{user}/facts", s.addFact)
 	mux.HandleFunc("GET /v1/users/{user}/facts", s.listFacts)
 	mux.HandleFunc("GET /v1/users/{user}/facts/{id}", s.getFact)
@@ -184,6 +189,7 @@ func (s *server) stats(w http.ResponseWriter, r *http.Request) {
 		"identity":           s.store.Identity(),
 		"geometry": map[string]any{
 			"layers": g.Layers, "kv_heads": g.KVHeads, "head_dim": g.HeadDim,
+			"rotary_dim": g.RotaryDim, "rope_theta": g.RopeTheta,
 			"kv_dtype": g.KVDType.String(), "embed_dim": g.EmbedDim,
 			"kv_bytes_per_token": g.KVTokenBytes(),
 		},
