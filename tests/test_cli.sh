@@ -57,7 +57,8 @@ PY
 "$cli" bench --store "$tmp/s.infs" --questions "$tmp/q.jsonl" --k 2,4 --json "$tmp/b.json" --plot "$tmp/b.png" > "$tmp/bench"
 cat "$tmp/bench"
 grep -q "^ *4 " "$tmp/bench" || fail "bench: no row for k 4"
-python3 - "$tmp/b.json" <<'PY'
+grep -q "injection, mean ms" "$tmp/bench" || fail "bench: the table does not say its statistic"
+python3 - "$tmp/b.json" "$tmp/bench" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 r = d["results"]
@@ -66,6 +67,28 @@ assert {x["k"] for x in r} == {2, 4}
 assert all(x["kl"] >= 0 and x["facts"] == x["k"] for x in r)
 assert all(x["prefilled_tokens"] < x["prompt_tokens"] for x in r)
 assert d["hardware"]["cores"] >= 1
+# The summary: one statistic, the mean, for the parts and the totals alike,
+# so the parts add up to the TTFT; the text's rows show the same numbers.
+assert d["statistic"] == "mean", d.get("statistic")
+assert [x["k"] for x in d["summary"]] == [2, 4], d["summary"]
+cells = [[c for c in line.split() if c != "|"] for line in open(sys.argv[2])]
+text = {int(c[0]): c for c in cells if c and c[0] in ("2", "4")}
+for x in d["summary"]:
+    rows = [y for y in r if y["k"] == x["k"]]
+    for way, parts in (("injection_ms", ("ttft", "embed", "retrieve", "inject", "prefill")),
+                       ("full_ms", ("ttft", "read_tokens", "prefill"))):
+        for part in parts:
+            mean = sum(y[way][part] for y in rows) / len(rows)
+            assert abs(x[way][part] - mean) < 0.01, (x, way, part, mean)
+    inj, full = x["injection_ms"], x["full_ms"]
+    assert abs(inj["ttft"] - inj["embed"] - inj["retrieve"] - inj["inject"] - inj["prefill"]) < 0.01, x
+    assert abs(full["ttft"] - inj["embed"] - inj["retrieve"] - full["read_tokens"] - full["prefill"]) < 0.01, x
+    assert abs(x["kl"] - sum(y["kl"] for y in rows) / len(rows)) < 1e-4, x
+    assert x["top1_agree"] == sum(y["top1_agree"] for y in rows) / len(rows), x
+    # k prompt | TTFT embed retr inject prefill | TTFT read prefill | ...
+    row = text[x["k"]]
+    assert abs(float(row[2]) - inj["ttft"]) < 0.06 and abs(float(row[7]) - full["ttft"]) < 0.06, (row, x)
+    assert abs(float(row[6]) - inj["prefill"]) < 0.06 and abs(float(row[9]) - full["prefill"]) < 0.06, (row, x)
 PY
 # --plot: the bench chart (tests/test_cli_plot.sh), full recompute's bars in it.
 python3 "$root/tests/check_png.py" "$tmp/b.png" 1200 1060 c44e52:20000 55a868:2000 || fail "bench --plot"

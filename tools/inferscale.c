@@ -60,8 +60,9 @@ static const struct command {
 	  "ways side by side; --json writes every answer, its facts and timings as JSON.\n" },
 	{ "bench", "[QUESTION]", C_BENCH,
 	  "For each k of --k and each question: injection, then full recompute of the same\n"
-	  "prompt. Prints the median TTFT of each way and of each part, and their divergence\n"
-	  "(KL of the first token, first-token and answer agreement).\n" },
+	  "prompt. Prints the mean TTFT of each way and of each of its parts (so the parts add\n"
+	  "up to the TTFT), and their divergence (mean KL of the first token, first-token and\n"
+	  "answer agreement).\n" },
 	{ "eval", "FILE.json", C_EVAL,
 	  "Encodes a LoCoMo-format conversation's observation facts into a temporary store,\n"
 	  "answers its questions of categories 1-4 by injection and by full recompute (greedy,\n"
@@ -1111,20 +1112,6 @@ static uint32_t argmax(const float *x, uint32_t n)
 	return b;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-	double a = *(const double *)x, b = *(const double *)y;
-	return (a > b) - (a < b);
-}
-
-static double median(double *v, size_t n)
-{
-	if (!n)
-		return 0;
-	qsort(v, n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void cpu_name(char *out, size_t n)
 {
 	snprintf(out, n, "unknown CPU");
@@ -1180,26 +1167,31 @@ static int cmd_bench(const args *a)
 		rc = fail("%s: %s", a->plot, strerror(errno));
 	if (pf)
 		fclose(pf);
+	/* Every statistic is a mean over the questions at one k, parts and totals
+	 * alike, so the parts add up to the TTFT in the table, the JSON's
+	 * "summary" and the chart. */
 	chart_bench_k chart[sizeof a->ks / sizeof a->ks[0]];
+	double prompt[sizeof a->ks / sizeof a->ks[0]], facts[sizeof a->ks / sizeof a->ks[0]];
+	double read[sizeof a->ks / sizeof a->ks[0]], fprefill[sizeof a->ks / sizeof a->ks[0]];
 	char cpu[256];
 	cpu_name(cpu, sizeof cpu);
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	double *ti = calloc(nq ? nq : 1, sizeof *ti), *tf = calloc(nq ? nq : 1, sizeof *tf);
-	if (!rc && (!ti || !tf))
-		rc = fail("out of memory");
 	if (jf)
-		fprintf(jf, "{\"hardware\": {\"cpu\": \"%s\", \"cores\": %ld}, \"max_tokens\": %u, \"questions\": %zu, \"results\": [",
+		fprintf(jf, "{\"hardware\": {\"cpu\": \"%s\", \"cores\": %ld}, \"max_tokens\": %u, \"questions\": %zu, "
+		            "\"statistic\": \"mean\", \"results\": [",
 		        cpu, ncpu, a->max_tokens, nq);
 	if (!rc) {
 		printf("%s, %ld cores; %zu question%s; answers of up to %u token%s\n\n", cpu, ncpu, nq,
 		       nq == 1 ? "" : "s", a->max_tokens, a->max_tokens == 1 ? "" : "s");
-		printf("%5s %7s | %9s %8s %8s %8s %8s | %9s %8s | %7s | %8s %6s %6s\n", "k", "prompt",
-		       "inj TTFT", "embed", "retr", "inject", "prefill", "full TTFT", "prefill", "speedup",
-		       "KL", "top1", "answer");
+		printf("%5s %7s | %-45s | %-27s | %7s | %s\n", "", "mean", "injection, mean ms",
+		       "full recompute, mean ms", "", "mean KL, shares");
+		printf("%5s %7s | %9s %8s %8s %8s %8s | %9s %8s %8s | %7s | %8s %6s %6s\n", "k", "prompt", "TTFT",
+		       "embed", "retr", "inject", "prefill", "TTFT", "read", "prefill", "speedup", "KL", "top1", "answer");
 	}
 	for (size_t ki = 0; !rc && ki < a->n_ks; ki++) {
 		uint32_t k = a->ks[ki];
-		double s_emb = 0, s_ret = 0, s_inj = 0, s_pre = 0, s_fpre = 0, s_kl = 0, s_prompt = 0, s_facts = 0;
+		double s_emb = 0, s_ret = 0, s_inj = 0, s_pre = 0, s_read = 0, s_fpre = 0, s_kl = 0, s_prompt = 0,
+		       s_facts = 0;
 		size_t top1 = 0, same = 0;
 		for (size_t q = 0; !rc && q < nq; q++) {
 			infs_answer *x = NULL, *y = NULL;
@@ -1223,12 +1215,11 @@ static int cmd_bench(const args *a)
 			double kl = kl_logits(y->first_logits, x->first_logits, x->n_vocab);
 			int t1 = argmax(y->first_logits, y->n_vocab) == argmax(x->first_logits, x->n_vocab);
 			int eq = !strcmp(x->text, y->text);
-			ti[q] = x->ttft_ms;
-			tf[q] = full_ttft;
 			s_emb += x->embed_ms;
 			s_ret += x->retrieve_ms;
 			s_inj += x->inject_ms;
 			s_pre += x->prefill_ms;
+			s_read += y->inject_ms;
 			s_fpre += y->prefill_ms;
 			s_kl += kl;
 			s_prompt += x->n_prompt;
@@ -1256,22 +1247,40 @@ static int cmd_bench(const args *a)
 		}
 		if (rc)
 			break;
-		double n = (double)nq, s_full = 0;
-		for (size_t q = 0; q < nq; q++)
-			s_full += tf[q];
-		chart[ki] = (chart_bench_k){ k, s_emb / n, s_ret / n, s_inj / n, s_pre / n, s_full / n,
-		                             (double)top1 / n, (double)same / n, s_kl / n };
-		double mi = median(ti, nq), mf = median(tf, nq);
-		printf("%5u %7.0f | %9.1f %8.1f %8.2f %8.1f %8.1f | %9.1f %8.1f | %6.1fx | %8.4f %5.0f%% %5.0f%%\n", k,
-		       s_prompt / n, mi, s_emb / n, s_ret / n, s_inj / n, s_pre / n, mf, s_fpre / n, mi > 0 ? mf / mi : 0,
-		       s_kl / n, 100.0 * (double)top1 / n, 100.0 * (double)same / n);
+		double n = (double)nq;
+		chart_bench_k *c = &chart[ki];
+		*c = (chart_bench_k){ k, s_emb / n, s_ret / n, s_inj / n, s_pre / n, (s_emb + s_ret + s_read + s_fpre) / n,
+		                      (double)top1 / n, (double)same / n, s_kl / n };
+		prompt[ki] = s_prompt / n;
+		facts[ki] = s_facts / n;
+		read[ki] = s_read / n;
+		fprefill[ki] = s_fpre / n;
+		double ti = c->embed_ms + c->retrieve_ms + c->inject_ms + c->prefill_ms;
+		printf("%5u %7.0f | %9.1f %8.1f %8.2f %8.1f %8.1f | %9.1f %8.2f %8.1f | %6.1fx | %8.4f %5.0f%% %5.0f%%\n",
+		       k, prompt[ki], ti, c->embed_ms, c->retrieve_ms, c->inject_ms, c->prefill_ms, c->full_ms, read[ki],
+		       fprefill[ki], ti > 0 ? c->full_ms / ti : 0, c->kl, 100 * c->top1, 100 * c->answer);
 		if (s_facts < k * n)
-			printf("      (k %u: %.1f facts on average: the namespaces are smaller)\n", k, s_facts / n);
+			printf("      (k %u: %.1f facts on average: the namespaces are smaller)\n", k, facts[ki]);
 	}
 	if (!rc)
-		printf("\nTTFT: medians in ms; components and KL (full || injection, first token, nats) are means;\n"
+		printf("\nMeans over the questions at each k, in ms: TTFT = embed + retr + inject + prefill for\n"
+		       "injection, embed + retr + read (the facts' tokens from the store) + prefill for full\n"
+		       "recompute; speedup = full TTFT / inj TTFT; KL(full || injection) of the first token, nats;\n"
 		       "top1 / answer: share of questions whose first token / whole answer is the same.\n");
 	if (jf) {
+		/* The table's rows: the same means as the text. */
+		fprintf(jf, "\n], \"summary\": [");
+		for (size_t ki = 0; !rc && ki < a->n_ks; ki++) {
+			const chart_bench_k *c = &chart[ki];
+			double ti = c->embed_ms + c->retrieve_ms + c->inject_ms + c->prefill_ms;
+			fprintf(jf, "%s\n  {\"k\": %u, \"facts\": %.3f, \"prompt_tokens\": %.3f, "
+			            "\"injection_ms\": {\"ttft\": %.3f, \"embed\": %.3f, \"retrieve\": %.3f, \"inject\": %.3f, \"prefill\": %.3f}, "
+			            "\"full_ms\": {\"ttft\": %.3f, \"read_tokens\": %.3f, \"prefill\": %.3f}, "
+			            "\"speedup\": %.3f, \"kl\": %.6g, \"top1_agree\": %.6g, \"answer_agree\": %.6g}",
+			        ki ? "," : "", a->ks[ki], facts[ki], prompt[ki], ti, c->embed_ms, c->retrieve_ms, c->inject_ms,
+			        c->prefill_ms, c->full_ms, read[ki], fprefill[ki], ti > 0 ? c->full_ms / ti : 0, c->kl,
+			        c->top1, c->answer);
+		}
 		fprintf(jf, "\n]}\n");
 		if (jf != stdout)
 			fclose(jf);
@@ -1279,8 +1288,6 @@ static int cmd_bench(const args *a)
 	char why[512];
 	if (!rc && a->plot && chart_bench(a->plot, chart, a->n_ks, nq, a->max_tokens, why, sizeof why))
 		rc = fail("--plot: %s", why);
-	free(ti);
-	free(tf);
 	runtime_free(&r);
 	questions_free(&Q);
 	return rc;

@@ -1,109 +1,95 @@
-"""The inferscale command: info, stats, list, retrieve."""
+"""The package's ``inferscale`` command: the console script of
+[project.scripts] (and ``python -m inferscale``) runs the C tool built into
+the package, inferscale/_bin/inferscale, with the same arguments: its help,
+its one-line errors, and encode, ask, verify and bench on the models of
+$INFS_CACHE."""
 
 import json
 import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import inferscale as infs
-from conftest import put_random
+from conftest import REPO
+
+# The console script pip put next to the interpreter of the environment the
+# package is installed in.
+SCRIPT = os.path.join(os.path.dirname(sys.executable), "inferscale")
+CACHE = os.environ.get("INFS_CACHE", os.path.expanduser("~/.cache/inferscale"))
+SMOLLM2 = os.path.join(CACHE, "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+MINILM = os.path.join(CACHE, "minilm")
 
 
-def cli(*args, check=True):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    run = subprocess.run([sys.executable, "-m", "inferscale", *args], capture_output=True, text=True, env=env)
+def cli(*args, check=True, cwd=None):
+    assert os.path.exists(SCRIPT), f"{SCRIPT}: the package is not installed with its console script"
+    run = subprocess.run([SCRIPT, *args], capture_output=True, text=True, cwd=cwd)
     if check:
         assert run.returncode == 0, run.stderr
     return run
 
 
-@pytest.fixture
-def path(tmp_path, geometry):
-    p = tmp_path / "cli.infs"
-    rng = np.random.default_rng(31)
-    with infs.Store.create(p, geometry, "cli-model", sync="off") as s:
-        ids = [put_random(s, "alice", 2, rng) for _ in range(3)]
-        put_random(s, "bob", 2, rng)
-        emb = s.get("alice", ids[1]).embedding
-    np.save(tmp_path / "q.npy", emb)
-    np.savetxt(tmp_path / "q.txt", np.stack([emb, emb]))
-    return p, ids
+def test_the_command_is_the_c_tool_inside_the_package():
+    tool = os.path.join(os.path.dirname(infs.__file__), "_bin", "inferscale")
+    with open(tool, "rb") as f:
+        assert f.read(4) == b"\x7fELF"
+    assert os.access(tool, os.X_OK)
+    run = cli("--help")
+    for command in ("encode", "ask", "bench", "eval", "verify", "plot"):
+        assert f"\n  {command} " in run.stdout, run.stdout
+    module = subprocess.run([sys.executable, "-m", "inferscale", "--help"], capture_output=True, text=True)
+    assert module.returncode == 0 and module.stdout == run.stdout, module.stderr
 
 
-def test_info():
-    out = json.loads(cli("--json", "info").stdout)
-    assert out["version"] == infs.version() and set(out["features"]) == {"cuda", "faiss", "blas"}
-    assert "inferscale " + infs.version() in cli("info").stdout
-
-
-def test_stats_and_list(path):
-    p, ids = path
-    stats = json.loads(cli("stats", str(p), "--json").stdout)
-    assert stats["identity"] == "cli-model" and stats["stats"]["n_facts"] == 4
-    assert stats["geometry"]["kv_dtype"] == "f32"
-    assert json.loads(cli("list", str(p), "--json").stdout) == {"alice": 3, "bob": 1}
-    assert cli("list", str(p), "alice").stdout.split() == [str(i) for i in sorted(ids)]
-
-
-def test_retrieve(path, tmp_path):
-    p, ids = path
-    out = json.loads(cli("retrieve", str(p), "alice", str(tmp_path / "q.npy"), "-k", "2", "--json").stdout)
-    assert len(out) == 1 and out[0]["ids"][0] == ids[1] and len(out[0]["ids"]) == 2
-    lines = cli("retrieve", str(p), "alice", str(tmp_path / "q.txt"), "-k", "1").stdout.split("\n")
-    assert [line.split("\t")[:2] for line in lines if line] == [["0", str(ids[1])], ["1", str(ids[1])]]
-
-
-def test_errors_are_reported(tmp_path):
-    run = cli("stats", str(tmp_path / "missing.infs"), check=False)
-    assert run.returncode == 1 and "NotFoundError" in run.stderr
-
-
-def test_encode_and_ask(tmp_path):
-    from conftest import REPO
-    cache = os.environ.get("INFS_CACHE", os.path.expanduser("~/.cache/inferscale"))
-    assert os.path.exists(os.path.join(cache, "minilm", "model.safetensors")), "run scripts/fetch-models.sh"
-    with open(os.path.join(REPO, "examples", "memory", "facts.jsonl")) as f:
-        lines = [line for line in f if line.strip()][:8]
-    facts = tmp_path / "facts.jsonl"
-    facts.write_text("".join(lines))
-    store = str(tmp_path / "m.infs")
-    out = json.loads(cli("--json", "encode", str(facts), "--store", store, "--kv-dtype", "f32").stdout)
-    assert out == {"maya": 8}
-    assert json.loads(cli("list", store, "--json").stdout) == {"maya": 9}  # and the header segment
-    ans = json.loads(cli("--json", "ask", "What is Maya allergic to?", "--store", store, "-n", "maya",
-                         "-k", "3", "--max-tokens", "16").stdout)
-    assert "peanut" in ans["answer"] and "allergic" in ans["facts"][0]["text"], ans
-    assert ans["prefilled_tokens"] < ans["memory_tokens"]
-    run = cli("ask", "Anything?", "--store", store, "-n", "nobody", check=False)
-    assert run.returncode == 1 and "no memory" in run.stderr
-
-
-@pytest.mark.parametrize("line,message", [
-    ('{"text": "a\\u0000b", "namespace": "maya"}', 'row["text"] contains a NUL character'),
-    ('{"text": "ok", "namespace": "ma\\u0000ya"}', 'row["namespace"] contains a NUL character'),
-    ('{"text": "ok", "namespace": "maya", "tags": ["x", "y\\u0000"]}', 'row["tags"][1] contains a NUL'),
-    ('{"text": "ok", "namespace": "maya", "a\\u0000b": 1}', 'the member name "a\\u0000b" in row'),
-    ('{"text": "ok", "namespace": 5}', '"namespace" must be a string, got int'),
-    ('{"namespace": "maya"}', '"text" must be a string, got NoneType'),
-    ('["ok"]', "expected a JSON object, got list"),
-    ('{"text": "ok",', "not JSON"),
+@pytest.mark.parametrize("command,options,others", [
+    ("encode", ["--store PATH", "--namespace NS", "--kv-dtype T", "--model PATH", "--quiet"], ["--max-tokens"]),
+    ("ask", ["--store PATH", "--namespace NS", "--max-tokens N", "--full-recompute", "--compare", "--json FILE"],
+     ["--sweep", "--plot"]),
+    ("bench", ["--store PATH", "--questions FILE", "--k N", "--plot FILE.png", "--json FILE"], ["--compare"]),
 ])
-def test_encode_refuses_bad_lines_before_loading_anything(tmp_path, line, message):
-    facts = tmp_path / "facts.jsonl"
-    facts.write_text('{"text": "Maya has a cat.", "namespace": "maya"}\n\n' + line + "\n")
-    store = tmp_path / "m.infs"
-    run = cli("encode", str(facts), "--store", str(store), "--model", str(tmp_path / "no-model.gguf"), check=False)
-    assert run.returncode == 1 and f"FormatError: {facts} line 3: " in run.stderr, run.stderr
-    assert message in run.stderr, run.stderr
-    assert not store.exists()
+def test_command_help_lists_its_options(command, options, others):
+    run = cli(command, "--help")
+    assert run.stdout.startswith(f"usage: inferscale {command} [options]"), run.stdout
+    for option in options:
+        assert f"\n  {option} " in run.stdout, (option, run.stdout)
+    for option in others:
+        assert option not in run.stdout, (option, run.stdout)
 
 
-def test_encode_refuses_a_file_that_is_not_utf8(tmp_path):
-    facts = tmp_path / "facts.jsonl"
-    facts.write_bytes(b'{"text": "caf\xe9", "namespace": "maya"}\n')
-    run = cli("encode", str(facts), "--store", str(tmp_path / "m.infs"), check=False)
-    assert run.returncode == 1 and "FormatError" in run.stderr and "not UTF-8" in run.stderr, run.stderr
+@pytest.mark.parametrize("args,message", [
+    (["ask", "--bogus", "x"], "inferscale: unknown option --bogus (inferscale ask --help lists the options)"),
+    (["bogus"], 'inferscale: unknown command "bogus"'),
+    (["ask", "--limit", "3", "x"], "inferscale: ask: --limit does not apply"),
+])
+def test_usage_errors_are_one_line(args, message):
+    run = cli(*args, check=False)
+    assert run.returncode == 2 and run.stdout == "", run
+    assert run.stderr.startswith(message) and run.stderr.count("\n") == 1, run.stderr
+
+
+def test_a_missing_tool_is_one_line_and_status_1(tmp_path):
+    code = ("import sys, inferscale.cli as cli; cli.TOOL = sys.argv[1]; sys.argv[1:] = ['--help']; "
+            "raise SystemExit(cli.main())")
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "no-tool")], capture_output=True, text=True)
+    assert run.returncode == 1 and run.stdout == "", run
+    assert run.stderr == (f"inferscale: cannot run {tmp_path / 'no-tool'}: No such file or directory "
+                          "(reinstall the package: pip install .)\n"), run.stderr
+
+
+def test_encode_ask_verify_and_bench(tmp_path):
+    assert os.path.exists(SMOLLM2) and os.path.isdir(MINILM), "run scripts/fetch-models.sh"
+    with open(os.path.join(REPO, "examples", "memory", "facts.jsonl"), encoding="utf-8") as f:
+        lines = [line for line in f if line.strip()][:12]
+    (tmp_path / "facts.jsonl").write_text("".join(lines), encoding="utf-8")
+    cli("encode", "facts.jsonl", "--store", "m.infs", "--quiet", cwd=tmp_path)
+    assert "sound: 12 facts" in cli("verify", "m.infs", cwd=tmp_path).stdout
+    ask = cli("ask", "--store", "m.infs", "--namespace", "maya", "-k", "3", "--max-tokens", "16",
+              "What is the name of Maya's cat?", cwd=tmp_path)
+    assert "Biscuit" in ask.stdout.split("\n")[0], ask.stdout
+    bench = cli("bench", "--store", "m.infs", "--namespace", "maya", "--k", "1,2", "--json", "b.json",
+                "--plot", "b.png", "What is Maya allergic to?", cwd=tmp_path)
+    assert "injection, mean ms" in bench.stdout, bench.stdout
+    summary = json.loads((tmp_path / "b.json").read_text())["summary"]
+    assert [row["k"] for row in summary] == [1, 2], summary
+    assert (tmp_path / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

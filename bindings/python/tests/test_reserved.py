@@ -1,6 +1,6 @@
 """Reserved namespaces: names under "inferscale." (the engine keeps its prompt
 segments in "inferscale.segments") are refused for every write from Python
-and from the Python command, so nobody can poison the shared prompt; reads
+and from the package's command (the C tool), so nobody can poison the shared prompt; reads
 stay allowed. Strings with a NUL are refused, not cut."""
 
 import json
@@ -58,18 +58,17 @@ def test_strings_with_a_nul_are_refused(store):
     assert store.namespaces() == []
 
 
-@pytest.mark.parametrize("row,error,message", [
-    ({"text": "x", "namespace": "inferscale.segments"}, "InvalidArgumentError",
-     'fact 2: namespace "inferscale.segments" is reserved'),
-    ({"text": "Mallory likes chess.", "namespace": "alice\0mallory"}, "FormatError",
-     'line 2: row["namespace"] contains a NUL character'),
-    ({"text": "ab\0cd", "namespace": "alice"}, "FormatError", 'line 2: row["text"] contains a NUL character'),
+@pytest.mark.parametrize("row,message", [
+    ({"text": "x", "namespace": "inferscale.segments"},
+     'facts.jsonl: fact 2: namespace "inferscale.segments" is reserved'),
+    ({"text": "Mallory likes chess.", "namespace": "alice\0mallory"},
+     'facts.jsonl:2: "namespace" holds a NUL character'),
+    ({"text": "ab\0cd", "namespace": "alice"}, 'facts.jsonl:2: "text" holds a NUL character'),
 ])
-def test_the_command_refuses_before_touching_the_store(tmp_path, row, error, message):
+def test_the_command_refuses_before_touching_the_store(tmp_path, row, message):
     facts = tmp_path / "facts.jsonl"
     facts.write_text(json.dumps({"text": "Alice likes tea.", "namespace": "alice"}) + "\n" + json.dumps(row) + "\n")
     store = tmp_path / "m.infs"
     run = cli("encode", str(facts), "--store", str(store), "--model", str(tmp_path / "none.gguf"), check=False)
-    assert run.returncode == 1 and error in run.stderr, run.stderr
-    assert message in run.stderr, run.stderr
+    assert run.returncode == 1 and message in run.stderr, run.stderr
     assert not store.exists()

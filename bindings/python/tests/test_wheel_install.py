@@ -1,5 +1,6 @@
 """The wheel installs into a fresh virtual environment (without this machine's
-site-packages) and works there with no compiler on the PATH."""
+site-packages) and works there with no compiler on the PATH, its
+`inferscale` command (the C tool inside the package) included."""
 
 import glob
 import os
@@ -12,7 +13,7 @@ import pytest
 from conftest import REPO
 
 CHECK = r"""
-import shutil, tempfile, os
+import shutil, sys, os
 for tool in ("cc", "gcc", "clang", "c++", "nvcc", "meson", "ninja"):
     assert shutil.which(tool) is None, tool
 import numpy as np
@@ -21,12 +22,11 @@ here = os.path.dirname(infs.__file__)
 assert infs.library_path().startswith(here), infs.library_path()
 assert os.path.exists(os.path.join(infs.get_include(), "inferscale", "inferscale.h"))
 g = infs.Geometry(n_layers=2, n_kv_heads=1, head_dim=4, kv_dtype="f32", embed_dim=3)
-with tempfile.TemporaryDirectory() as d:
-    with infs.Store.create(os.path.join(d, "s.infs"), g, "m") as s:
-        k = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 1, 4)
-        fid = s.put("a", [5, 6, 7], k, k + 1, [1, 0, 0], text="hello")
-        assert s.get("a", fid).text == "hello"
-        np.testing.assert_array_equal(s.get("a", fid).k, k)
+with infs.Store.create(sys.argv[1], g, "m") as s:
+    k = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 1, 4)
+    fid = s.put("a", [5, 6, 7], k, k + 1, [1, 0, 0], text="hello")
+    assert s.get("a", fid).text == "hello"
+    np.testing.assert_array_equal(s.get("a", fid).k, k)
 print("ok", infs.version())
 """
 
@@ -45,6 +45,7 @@ def wheel(tmp_path_factory):
 def test_wheel_holds_the_library_and_headers_inside_the_package(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "inferscale/libinferscale.so" in names
+    assert "inferscale/_bin/inferscale" in names
     assert "inferscale/include/inferscale/inferscale.h" in names
     assert "inferscale/include/inferscale/version.h" in names
     assert "inferscale/_decl.h" in names
@@ -59,10 +60,11 @@ def test_fresh_venv_without_compilers(wheel, tmp_path):
     subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", wheel],
                    check=True, cwd=tmp_path)
     env = {"PATH": str(venv / "bin"), "HOME": os.environ.get("HOME", str(tmp_path))}
-    run = subprocess.run([py, "-c", CHECK], cwd=tmp_path, env=env, capture_output=True, text=True)
+    run = subprocess.run([py, "-c", CHECK, "s.infs"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("ok ")
-    cli = subprocess.run([str(venv / "bin" / "inferscale"), "info", "--json"], cwd=tmp_path, env=env,
+    # The C tool finds the package's library through its rpath.
+    cli = subprocess.run([str(venv / "bin" / "inferscale"), "verify", "s.infs"], cwd=tmp_path, env=env,
                          capture_output=True, text=True)
     assert cli.returncode == 0, cli.stderr
-    assert '"version"' in cli.stdout
+    assert cli.stdout.startswith("s.infs: sound: 1 facts"), cli.stdout
