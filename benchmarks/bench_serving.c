@@ -191,7 +191,8 @@ static void search_init(search *c, infs_store *st, const float *q)
 		die("infs_searcher_create");
 	CUDA_OK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
 	CUDA_OK(cudaMalloc((void **)&c->dq, (size_t)MAX_Q * DIMS * 4));
-	CUDA_OK(cudaMalloc((void **)&c->dh, (size_t)MAX_Q * K * sizeof(infs_hit)));
+	/* room for the counts beside the hits: copies_us moves both at once */
+	CUDA_OK(cudaMalloc((void **)&c->dh, (size_t)MAX_Q * (K * sizeof(infs_hit) + 4)));
 	CUDA_OK(cudaMalloc((void **)&c->dc, MAX_Q * 4));
 	CUDA_OK(cudaMemcpy(c->dq, q, (size_t)MAX_Q * DIMS * 4, cudaMemcpyHostToDevice));
 }

@@ -173,9 +173,6 @@ typedef struct infs_k_rescore_params {
 	uint32_t *out_n;
 } infs_k_rescore_params;
 
-/* Shared memory infs_k_rescore takes per block. */
-size_t infs_k_rescore_smem(uint32_t dim, uint32_t kk);
-
 cudaError_t infs_k_rescore(const infs_k_rescore_params *p, cudaStream_t stream);
 
 /* dst row i = src row keep[i], for n rows of row_bytes bytes. */

@@ -11,10 +11,16 @@ namespace {
 constexpr uint32_t prep_threads = 128;
 constexpr uint32_t rescore_threads = 128;
 
+/* The query staged in shared memory (dim floats, then the squares' double
+ * sum's terms), so that the one thread that must add them in the CPU's
+ * order reads no global memory. */
 __global__ void __launch_bounds__(prep_threads) prep_kernel(const infs_k_query_params p)
 {
+	extern __shared__ __align__(16) unsigned char smem[];
 	const uint32_t q = blockIdx.x, dim = p.dim;
 	const float *x = p.queries + (size_t)q * dim;
+	double *sq = (double *)smem;
+	float *xs = (float *)(sq + dim);
 	__shared__ double scale_s;
 	__shared__ float len_s;
 	__shared__ int bad_s;
@@ -24,23 +30,33 @@ __global__ void __launch_bounds__(prep_threads) prep_kernel(const infs_k_query_p
 		for (uint32_t i = threadIdx.x; i < p.n_seeds; i += blockDim.x)
 			p.seeds[i] = 0;
 	__syncthreads();
-	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x)
-		if (!isfinite(x[d]))
+	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x) {
+		const float v = x[d];
+		xs[d] = v;
+		sq[d] = __dmul_rn((double)v, (double)v); /* exact: 48 bits of 53 */
+		if (!isfinite(v))
 			bad_s = 1;
+	}
+	__syncthreads();
 	if (threadIdx.x == 0) {
-		/* the CPU's sum: in order, each square exact in double */
-		double ss = 0;
-		for (uint32_t d = 0; d < dim; d++)
-			ss = __dadd_rn(ss, __dmul_rn((double)x[d], (double)x[d]));
-		if (p.normalize && ss == 0)
-			bad_s = 1;
-		scale_s = p.normalize && ss > 0 ? 1.0 / sqrt(ss) : 1.0;
+		double scale = 1.0;
+		if (p.normalize) {
+			double ss = 0;
+			for (uint32_t d = 0; d < dim; d++)
+				ss = __dadd_rn(ss, sq[d]);
+			if (ss == 0)
+				bad_s = 1;
+			else
+				scale = 1.0 / sqrt(ss);
+		}
+		scale_s = scale;
 	}
 	__syncthreads();
 	const double scale = scale_s;
 	float part = 0;
 	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x) {
-		float v = p.normalize ? __double2float_rn(__dmul_rn((double)x[d], scale)) : x[d];
+		const float v = p.normalize ? __double2float_rn(__dmul_rn((double)xs[d], scale)) : xs[d];
+		xs[d] = v;
 		p.exact[(size_t)q * dim + d] = v;
 		part += v * v;
 	}
@@ -59,10 +75,8 @@ __global__ void __launch_bounds__(prep_threads) prep_kernel(const infs_k_query_p
 	}
 	__syncthreads();
 	const float len = len_s;
-	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x) {
-		float v = p.exact[(size_t)q * dim + d];
-		p.rank[(size_t)q * dim + d] = __half_as_ushort(__float2half_rn(len > 0 ? v / len : 0.0f));
-	}
+	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x)
+		p.rank[(size_t)q * dim + d] = __half_as_ushort(__float2half_rn(len > 0 ? xs[d] / len : 0.0f));
 	if (threadIdx.x == 0)
 		p.bad[q] = bad_s;
 }
@@ -81,33 +95,65 @@ __device__ uint32_t row_of(const uint64_t *ids, uint32_t n, uint64_t id)
 	return lo < n && ids[lo] == id ? lo : n;
 }
 
-__global__ void __launch_bounds__(rescore_threads) rescore_kernel(const infs_k_rescore_params p)
+/* Shared memory of a rescore block: the query, the candidates' scores,
+ * ids and rows, then a tile of `tile` candidate rows (a row's stride dim + 1
+ * floats, so that the lanes reading their own rows at the same dimension
+ * hit distinct banks). */
+struct rescore_smem {
+	size_t score, id, row, tile, bytes;
+};
+
+__host__ __device__ inline rescore_smem rescore_layout(uint32_t dim, uint32_t kk, uint32_t tile)
+{
+	rescore_smem l;
+	l.score = (size_t)dim * 4;
+	l.row = l.score + (size_t)kk * 4;
+	l.id = (l.row + (size_t)kk * 4 + 7) / 8 * 8;
+	l.tile = l.id + (size_t)kk * 8;
+	l.bytes = l.tile + (size_t)tile * (dim + 1) * 4;
+	return l;
+}
+
+/* The candidates' rows come into shared memory a tile at a time, read
+ * coalesced by the whole block; then each thread adds its candidate's
+ * products in the CPU's order from there. */
+__global__ void __launch_bounds__(rescore_threads) rescore_kernel(const infs_k_rescore_params p, uint32_t tile)
 {
 	extern __shared__ __align__(16) unsigned char smem[];
-	const uint32_t q = blockIdx.x, dim = p.dim, kk = p.kk;
-	float *query = (float *)smem;
-	float *score = query + dim;
-	uint64_t *id = (uint64_t *)(smem + ((dim + kk) * 4 + 7) / 8 * 8);
+	const uint32_t q = blockIdx.x, dim = p.dim, kk = p.kk, stride = dim + 1;
+	const rescore_smem l = rescore_layout(dim, kk, tile);
+	float *query = (float *)smem, *score = (float *)(smem + l.score), *rows = (float *)(smem + l.tile);
+	uint32_t *row = (uint32_t *)(smem + l.row);
+	uint64_t *id = (uint64_t *)(smem + l.id);
 	const uint32_t m = p.bad[q] ? 0 : min(p.cand_n[q], kk);
 	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x)
 		query[d] = p.queries[(size_t)q * dim + d];
-	__syncthreads();
 	for (uint32_t j = threadIdx.x; j < m; j += blockDim.x) {
 		const uint64_t c = p.cand_id[(size_t)q * kk + j];
-		const uint32_t r = row_of(p.ids, p.n_rows, c);
-		double s = 0;
-		if (r < p.n_rows) {
-			/* the CPU's sum, term by term: no fused multiply-add */
-			const float *x = p.rows + (size_t)r * dim;
-			for (uint32_t d = 0; d < dim; d++)
-				s = __dadd_rn(s, __dmul_rn((double)query[d], (double)x[d]));
-			if (p.row_scale)
-				s = __dmul_rn(s, (double)p.row_scale[r]);
-		}
-		score[j] = r < p.n_rows ? __double2float_rn(s) : -INFINITY;
 		id[j] = c;
+		row[j] = row_of(p.ids, p.n_rows, c);
 	}
 	__syncthreads();
+	for (uint32_t j0 = 0; j0 < m; j0 += tile) {
+		const uint32_t n = min(tile, m - j0);
+		for (uint32_t i = threadIdx.x; i < n * dim; i += blockDim.x) {
+			const uint32_t j = i / dim, d = i % dim, r = row[j0 + j];
+			rows[j * stride + d] = r < p.n_rows ? p.rows[(size_t)r * dim + d] : 0.0f;
+		}
+		__syncthreads();
+		for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
+			const uint32_t r = row[j0 + j];
+			const float *x = rows + j * stride;
+			/* the CPU's sum, term by term: no fused multiply-add */
+			double s = 0;
+			for (uint32_t d = 0; d < dim; d++)
+				s = __dadd_rn(s, __dmul_rn((double)query[d], (double)x[d]));
+			if (p.row_scale && r < p.n_rows)
+				s = __dmul_rn(s, (double)p.row_scale[r]);
+			score[j0 + j] = r < p.n_rows ? __double2float_rn(s) : -INFINITY;
+		}
+		__syncthreads();
+	}
 	for (uint32_t j = threadIdx.x; j < m; j += blockDim.x) {
 		const float s = score[j];
 		const uint64_t c = id[j];
@@ -152,26 +198,42 @@ extern "C" cudaError_t infs_k_query_prep(const infs_k_query_params *p, cudaStrea
 {
 	if (p->n_queries == 0)
 		return cudaSuccess;
-	prep_kernel<<<p->n_queries, prep_threads, 0, stream>>>(*p);
+	const size_t smem = (size_t)p->dim * 12;
+	if (smem > 48u << 10) {
+		cudaError_t err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+		if (err != cudaSuccess)
+			return err;
+	}
+	prep_kernel<<<p->n_queries, prep_threads, smem, stream>>>(*p);
 	return cudaGetLastError();
 }
 
-extern "C" size_t infs_k_rescore_smem(uint32_t dim, uint32_t kk)
+/* Rows a tile holds: all candidates when they fit the device's shared
+ * memory (with room for the rest), else as many as fit, at least one. */
+static uint32_t rescore_tile(uint32_t dim, uint32_t kk, size_t *bytes)
 {
-	return ((size_t)(dim + kk) * 4 + 7) / 8 * 8 + (size_t)kk * 8;
+	int dev, optin = 48 << 10;
+	if (cudaGetDevice(&dev) == cudaSuccess)
+		cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+	const size_t fixed = rescore_layout(dim, kk, 0).bytes, per_row = ((size_t)dim + 1) * 4;
+	size_t fit = (size_t)optin > fixed ? ((size_t)optin - fixed) / per_row : 0;
+	uint32_t tile = fit >= kk ? kk : fit ? (uint32_t)fit : 1;
+	*bytes = rescore_layout(dim, kk, tile).bytes;
+	return tile;
 }
 
 extern "C" cudaError_t infs_k_rescore(const infs_k_rescore_params *p, cudaStream_t stream)
 {
 	if (p->n_queries == 0)
 		return cudaSuccess;
-	const size_t smem = infs_k_rescore_smem(p->dim, p->kk);
+	size_t smem;
+	const uint32_t tile = rescore_tile(p->dim, p->kk, &smem);
 	if (smem > 48u << 10) {
 		cudaError_t err = cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 		if (err != cudaSuccess)
 			return err;
 	}
-	rescore_kernel<<<p->n_queries, rescore_threads, smem, stream>>>(*p);
+	rescore_kernel<<<p->n_queries, rescore_threads, smem, stream>>>(*p, tile);
 	return cudaGetLastError();
 }
 

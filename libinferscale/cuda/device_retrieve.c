@@ -17,10 +17,12 @@
  * on the caller's stream, and never waits or allocates. Both run under
  * the store's read lock. */
 #include <cublas_v2.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda/device_copy.h"
+#include "util/dtype.h"
 #include "util/error.h"
 #include "kernels.h"
 #include "retrieve/retrieve.h"
@@ -38,6 +40,7 @@ struct infs_searcher {
 	uint32_t max_queries, max_k;
 	uint64_t max_rows;
 	int pooled;                 /* the host path's: grows, owns stream, pinned buffer and cuBLAS */
+	uint32_t epoch;             /* the host path's last seed epoch (0: seeds to zero) */
 	cudaStream_t stream;
 	cublasHandle_t blas;
 	char *mem;
@@ -71,6 +74,13 @@ static uint32_t kept(size_t k)
 	return (uint32_t)(kk > INFS_K_TOPK_MAX ? INFS_K_TOPK_MAX : kk);
 }
 
+/* The host path's queries as the kernels take them: exact f32, rank f16
+ * and bad flags, each part 256-aligned, for batch queries. */
+static size_t in_bytes(uint32_t dim, uint32_t batch)
+{
+	return up256((size_t)batch * dim * 4) + up256((size_t)batch * dim * 2) + (size_t)batch * 4;
+}
+
 /* The plan for up to nq queries of k hits over rows rows; batch > 0 adds
  * the host path's room for batch queries in and their hits out. fused_only
  * fails (returns 0) where the fused kernels do not take the shapes. */
@@ -95,7 +105,7 @@ static int make_plan(plan *pl, uint32_t dim, uint64_t rows, uint32_t nq, uint32_
 	const size_t sizes[12] = {
 		INFS_K_FUSED_SEEDS * 8, (size_t)round * dim * 4, (size_t)round * dim * 2, (size_t)round * 4,
 		(size_t)round * pl->kk * 8, (size_t)round * pl->kk * 4, (size_t)round * 4, ws,
-		pl->fused ? 0 : (size_t)round * rows * 4, (size_t)batch * dim * 4, (size_t)batch * 4,
+		pl->fused ? 0 : (size_t)round * rows * 4, in_bytes(dim, batch), (size_t)batch * 4,
 		(size_t)batch * k * sizeof(infs_hit),
 	};
 	for (int i = 0; i < 12; i++) {
@@ -111,35 +121,55 @@ static int blas_error(cublasStatus_t st, const char *fn, const char *what)
 	                   fn, what, (int)st);
 }
 
-/* Queues the search of queries [0, nq) (device, f32, at in) against p on
- * stream, hits to hits + q * k and counts to counts + q. */
-static int enqueue(infs_searcher *s, const plan *pl, const infs__dev_ns *p, const float *in, uint32_t nq, uint32_t k,
-                   int normalize, void *hits, uint32_t *counts, cudaStream_t stream, const char *fn)
+/* A search to queue: nq queries, their hits to hits + q * k and counts to
+ * counts + q. Either in (device, f32, as the caller gave them, made unit
+ * on the device when normalize is set) or ready: the queries as the
+ * kernels take them, made on the host (exact f32, rank f16, bad flags, for
+ * all nq queries). epoch: the fused kernels' seed epoch; 0 when the prep
+ * kernel zeroes the seeds for each round (it is then 1). */
+typedef struct job {
+	const float *in;
+	int normalize;
+	const float *exact;
+	const uint16_t *rank;
+	const uint32_t *bad;
+	uint32_t nq, k, epoch;
+	void *hits;
+	uint32_t *counts;
+} job;
+
+static int enqueue(infs_searcher *s, const plan *pl, const infs__dev_ns *p, const job *j, cudaStream_t stream,
+                   const char *fn)
 {
-	const uint32_t dim = infs__device_of(s->store)->embed_dim, rows = p->n_rows;
+	const uint32_t dim = infs__device_of(s->store)->embed_dim, rows = p->n_rows, k = j->k;
 	char *m = s->mem;
 	const float *row_scale = s->metric == INFS_METRIC_IP ? p->norm : NULL;
 	const uint32_t *dead = p->n_dead ? p->dead : NULL;
 	uint64_t *cand_id = (uint64_t *)(m + pl->off[CAND_ID]);
 	uint32_t *cand_n = (uint32_t *)(m + pl->off[CAND_N]);
+	uint64_t *seeds = pl->fused ? (uint64_t *)(m + pl->off[SEEDS]) : NULL;
 	cudaError_t err = cudaSuccess;
-	for (uint32_t q0 = 0; q0 < nq && err == cudaSuccess; q0 += pl->round) {
-		const uint32_t qn = nq - q0 < pl->round ? nq - q0 : pl->round;
+	for (uint32_t q0 = 0; q0 < j->nq && err == cudaSuccess; q0 += pl->round) {
+		const uint32_t qn = j->nq - q0 < pl->round ? j->nq - q0 : pl->round;
 		infs_k_query_params qp = {
-			.queries = in + (size_t)q0 * dim, .n_queries = qn, .dim = dim, .normalize = normalize,
+			.queries = j->in + (size_t)q0 * dim, .n_queries = qn, .dim = dim, .normalize = j->normalize,
 			.exact = (float *)(m + pl->off[EXACT]), .rank = (uint16_t *)(m + pl->off[RANK]),
-			.bad = (uint32_t *)(m + pl->off[BAD]), .seeds = pl->fused ? (uint64_t *)(m + pl->off[SEEDS]) : NULL,
+			.bad = (uint32_t *)(m + pl->off[BAD]), .seeds = j->epoch ? NULL : seeds,
 			.n_seeds = INFS_K_FUSED_SEEDS,
 		};
-		err = infs_k_query_prep(&qp, stream);
-		if (err != cudaSuccess)
+		if (j->exact) {
+			qp.exact = (float *)j->exact + (size_t)q0 * dim;
+			qp.rank = (uint16_t *)j->rank + (size_t)q0 * dim;
+			qp.bad = (uint32_t *)j->bad + q0;
+		} else if ((err = infs_k_query_prep(&qp, stream)) != cudaSuccess) {
 			break;
+		}
 		if (pl->fused) {
 			infs_k_fused_params fp = {
 				.emb = p->emb, .queries = qp.rank, .n_rows = rows, .dim = dim, .n_queries = qn, .k = pl->kk,
 				.row_scale = row_scale, .dead = dead, .ids = p->ids, .out_id = cand_id,
 				.out_score = (float *)(m + pl->off[CAND_SCORE]), .out_n = cand_n, .workspace = m + pl->off[WS],
-				.seeds = qp.seeds, .seed_epoch = 1,
+				.seeds = seeds, .seed_epoch = j->epoch ? j->epoch + q0 / pl->round : 1,
 			};
 			err = infs_k_fused_topk(&fp, stream);
 		} else {
@@ -167,7 +197,7 @@ static int enqueue(infs_searcher *s, const plan *pl, const infs__dev_ns *p, cons
 			.queries = qp.exact, .bad = qp.bad, .n_queries = qn, .dim = dim, .cand_id = cand_id,
 			.cand_n = cand_n, .kk = pl->kk, .ids = p->ids, .n_rows = rows, .rows = p->emb32,
 			.row_scale = s->metric == INFS_METRIC_COSINE ? p->inv : NULL, .k = k,
-			.out_hits = (char *)hits + (size_t)q0 * k * sizeof(infs_hit), .out_n = counts + q0,
+			.out_hits = (char *)j->hits + (size_t)q0 * k * sizeof(infs_hit), .out_n = j->counts + q0,
 		};
 		err = infs_k_rescore(&rp, stream);
 	}
@@ -198,6 +228,7 @@ static int pooled_reserve(infs_searcher *s, const plan *pl, size_t host_bytes, c
 		if ((err = cudaMalloc((void **)&s->mem, bytes)) != cudaSuccess)
 			return infs__cuda_error(err, fn, "allocating the search workspace");
 		s->bytes = bytes;
+		s->epoch = 0;
 	}
 	if (s->host_bytes < host_bytes) {
 		cudaFreeHost(s->host);
@@ -273,7 +304,7 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *store, const
 		return rc;
 	plan pl;
 	make_plan(&pl, dim, p->n_rows, batch, (uint32_t)k, batch, 0);
-	const size_t up = (size_t)batch * dim * 4;
+	const size_t up = in_bytes(dim, batch);
 	const size_t down = pl.off[HITS] - pl.off[COUNTS] + (size_t)batch * k * sizeof(infs_hit);
 	infs_searcher *s = NULL;
 	if ((rc = pool_take(&s, d, store, metric, fn))) {
@@ -281,19 +312,44 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *store, const
 		return rc;
 	}
 	rc = pooled_reserve(s, &pl, up > down ? up : down, fn);
+	const size_t rank_off = up256((size_t)batch * dim * 4), bad_off = rank_off + up256((size_t)batch * dim * 2);
 	for (size_t q0 = 0; q0 < n_queries && rc == INFS_OK; q0 += batch) {
 		const uint32_t qn = n_queries - q0 < batch ? (uint32_t)(n_queries - q0) : batch;
-		float *in = (float *)(s->mem + pl.off[IN]);
+		char *in = s->mem + pl.off[IN];
 		uint32_t *counts = (uint32_t *)(s->mem + pl.off[COUNTS]);
 		char *hits = s->mem + pl.off[HITS];
+		/* The queries are the CPU's already (unit length for cosine, all
+		 * checked): the ranking's f16 unit vectors are made here, and
+		 * everything goes up in one copy. */
+		uint16_t *rank = (uint16_t *)(s->host + rank_off);
 		memcpy(s->host, queries + q0 * dim, (size_t)qn * dim * 4);
-		cudaError_t err = cudaMemcpyAsync(in, s->host, (size_t)qn * dim * 4, cudaMemcpyHostToDevice, s->stream);
+		for (uint32_t q = 0; q < qn; q++) {
+			const float *x = queries + (q0 + q) * dim;
+			double ss = 0;
+			for (uint32_t j = 0; j < dim; j++)
+				ss += (double)x[j] * x[j];
+			const double len = sqrt(ss);
+			for (uint32_t j = 0; j < dim; j++)
+				rank[(size_t)q * dim + j] = infs__f32_to_f16(len > 0 ? (float)(x[j] / len) : 0.0f);
+		}
+		memset(s->host + bad_off, 0, (size_t)qn * 4);
+		cudaError_t err = cudaMemcpyAsync(in, s->host, bad_off + (size_t)qn * 4, cudaMemcpyHostToDevice, s->stream);
+		/* the seeds are zeroed when the workspace is made and when the
+		 * epochs run out */
+		const uint32_t rounds = (qn + pl.round - 1) / pl.round;
+		if (err == cudaSuccess && (s->epoch == 0 || s->epoch > UINT32_MAX - rounds - 1)) {
+			err = cudaMemsetAsync(s->mem + pl.off[SEEDS], 0, INFS_K_FUSED_SEEDS * 8, s->stream);
+			s->epoch = 0;
+		}
 		if (err != cudaSuccess) {
 			rc = infs__cuda_error(err, fn, "sending the queries");
 			break;
 		}
-		/* the queries are the CPU's already (unit length for cosine) */
-		if ((rc = enqueue(s, &pl, p, in, qn, (uint32_t)k, 0, hits, counts, s->stream, fn)))
+		const job j = { .exact = (const float *)in, .rank = (const uint16_t *)(in + rank_off),
+			        .bad = (const uint32_t *)(in + bad_off), .nq = qn, .k = (uint32_t)k,
+			        .epoch = s->epoch + 1, .hits = hits, .counts = counts };
+		s->epoch += rounds;
+		if ((rc = enqueue(s, &pl, p, &j, s->stream, fn)))
 			break;
 		/* counts then hits: one download */
 		const size_t hit_bytes = (size_t)qn * k * sizeof(infs_hit), gap = pl.off[HITS] - pl.off[COUNTS];
@@ -405,12 +461,13 @@ int infs__retrieve_on_device(infs_searcher *s, const char *ns, const float *quer
 		 * ranking, so these do too */
 		plan pl;
 		make_plan(&pl, d->embed_dim, p->n_rows, (uint32_t)n_queries, (uint32_t)k, 0, 1);
+		const job j = { .in = queries, .normalize = s->metric == INFS_METRIC_COSINE, .nq = (uint32_t)n_queries,
+			        .k = (uint32_t)k, .hits = hits, .counts = counts };
 		if (pl.bytes > s->bytes)
 			rc = infs__error(INFS_ERANGE, "%s: the search needs %zu bytes of workspace, the searcher has %zu", fn,
 			                 pl.bytes, s->bytes);
 		else
-			rc = enqueue(s, &pl, p, queries, (uint32_t)n_queries, (uint32_t)k, s->metric == INFS_METRIC_COSINE, hits,
-		             counts, (cudaStream_t)stream, fn);
+			rc = enqueue(s, &pl, p, &j, (cudaStream_t)stream, fn);
 	}
 	infs__store_read_unlock(s->store);
 	infs__device_restore(prev);

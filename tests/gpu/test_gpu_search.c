@@ -121,7 +121,7 @@ static void check_exactness(fixture *fx)
 			for (size_t b = 0; b < sizeof ks / sizeof *ks; b++)
 				search_check(fx, s, "big", nqs[a], ks[b], (infs_metric)m, stream);
 		/* an unknown namespace: no hits, counts written */
-		CUDA_OK(cudaMemset(fx->dcounts, 0xff, MAX_Q * 4));
+		CUDA_OK(cudaMemsetAsync(fx->dcounts, 0xff, MAX_Q * 4, stream));
 		CHECK_OK(infs_retrieve_device(s, "nobody", fx->dq, 3, 5, fx->dhits, fx->dcounts, stream));
 		uint32_t counts[3];
 		CUDA_OK(cudaMemcpyAsync(counts, fx->dcounts, sizeof counts, cudaMemcpyDeviceToHost, stream));
