@@ -3,7 +3,9 @@
  * at, and writes K and V of all layers into the paged cache.
  *
  * Grid: x = the call's tokens, y = groups of layers, so that a few tokens
- * still fill the GPU and many tokens need no loop over launches. A block
+ * still fill the GPU and many tokens need no loop over launches. With
+ * counts from the device (dev_counts), x is their bound and the blocks
+ * past the count return at once. A block
  * first computes cos and sin of its token's position once, in double
  * precision (the angle of a large position loses nothing), rounded to float
  * and scaled exactly as infs__rope_cos_sin does on the CPU; the rotation

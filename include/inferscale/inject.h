@@ -79,7 +79,8 @@ INFS_API int infs_injector_options_init(infs_injector_options *opts, unsigned ve
  * reach the host (infs_retrieve_device's hits). An injector is bound to one
  * store with a device copy and one device cache layout (on the copy's
  * device), whose pointers and strides it copies to the device when made;
- * it holds the device tables of one call at a time. */
+ * it holds the device tables of one call at a time: one stream's, used by
+ * one thread at a time. The store must outlive it. */
 typedef struct infs_injector infs_injector;
 
 INFS_API int infs_injector_create(infs_injector **out, infs_store *store, const infs_kv_layout *cache,
@@ -95,7 +96,7 @@ INFS_API void infs_injector_free(infs_injector *injector);
  * i * id_stride bytes (8 for a uint64_t array, sizeof(infs_hit) to read
  * infs_retrieve_device's hits), *n_ids of them (device uint32_t, e.g. its
  * counts), at most the injector's max_ids; block_table: device
- * int32_t[block_table_len]. On the device, before anything is written,
+ * int32_t[block_table_len]; each aligned to its elements. On the device, before anything is written,
  * every id is looked up in namespace ns and every limit checked; *status
  * (device int32_t, may be NULL) receives INFS_OK, or the code of a call
  * that wrote nothing: INFS_ENOTFOUND (an id that is not a live fact of

@@ -412,6 +412,15 @@ int infs_inject_device(infs_injector *injector, const char *ns, const void *ids,
 		                   id_stride);
 	if (block_table_len == 0)
 		return infs__error(INFS_EINVAL, "%s: block_table_len is 0", fn);
+	/* the kernels read and write whole words: a misaligned one would fault */
+	const char *crooked = (uintptr_t)ids % 8          ? "ids"
+	                      : (uintptr_t)n_ids % 4       ? "n_ids"
+	                      : (uintptr_t)block_table % 4 ? "block_table"
+	                      : (uintptr_t)next_pos % 4    ? "next_pos"
+	                      : (uintptr_t)status % 4      ? "status"
+	                                                   : NULL;
+	if (crooked)
+		return infs__error(INFS_EINVAL, "%s: %s is not aligned to its elements", fn, crooked);
 	return infs__cuda->inject_on_device(injector, ns, ids, id_stride, n_ids, start_pos, block_table,
 	                                    block_table_len, next_pos, status, stream);
 }

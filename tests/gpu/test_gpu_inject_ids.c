@@ -380,6 +380,12 @@ static void run(infs_dtype dt, int nhd, const char *file)
 	          INFS_EINVAL);
 	CHECK_ERR(infs_inject_device(x.inj, "u", x.d_ids, 8, x.d_n, 0, x.d_table, 0, NULL, NULL, x.stream),
 	          INFS_EINVAL);
+	CHECK_ERR(infs_inject_device(x.inj, "u", (char *)x.d_ids + 4, 8, x.d_n, 0, x.d_table, BLOCKS, NULL, NULL,
+	                             x.stream),
+	          INFS_EINVAL);
+	CHECK_ERR(infs_inject_device(x.inj, "u", x.d_ids, 8, x.d_n, 0, x.d_table, BLOCKS, NULL,
+	                             (int32_t *)((char *)x.d_status + 2), x.stream),
+	          INFS_EINVAL);
 	CHECK_ERR(infs_inject_device(x.inj, "", x.d_ids, 8, x.d_n, 0, x.d_table, BLOCKS, NULL, NULL, x.stream),
 	          INFS_EINVAL);
 	CHECK_ERR(infs_inject_device(x.inj, "u", x.d_ids, 8, x.d_n, UINT32_MAX - MAX_TOKENS + 1, x.d_table, BLOCKS,
