@@ -3,7 +3,9 @@
  * at, and writes K and V of all layers into the paged cache.
  *
  * Grid: x = the call's tokens, y = groups of layers, so that a few tokens
- * still fill the GPU and many tokens need no loop over launches. A block
+ * still fill the GPU and many tokens need no loop over launches. With
+ * counts from the device (dev_counts), x is their bound and the blocks
+ * past the count return at once. A block
  * first computes cos and sin of its token's position once, in double
  * precision (the angle of a large position loses nothing), rounded to float
  * and scaled exactly as infs__rope_cos_sin does on the CPU; the rotation
@@ -81,12 +83,14 @@ template <typename SB> struct token_info {
 	int64_t dst_off;
 };
 
-/* Which fact and slot token t is, and its cos and sin: the lookups run in
- * parallel, each in its own threads. Ends with a barrier. */
-template <typename SB> __device__ void token_setup(token_info<SB> &ti, const infs_k_inject_params &p, uint32_t t)
+/* Which of the call's n_facts facts and which slot token t is, and its cos
+ * and sin: the lookups run in parallel, each in its own threads. Ends with
+ * a barrier. */
+template <typename SB>
+__device__ void token_setup(token_info<SB> &ti, const infs_k_inject_params &p, uint32_t n_facts, uint32_t t)
 {
 	const uint32_t tid = threadIdx.x, pos = p.start_pos + t;
-	for (uint32_t f = tid; f < p.n_facts; f += blockDim.x) {
+	for (uint32_t f = tid; f < n_facts; f += blockDim.x) {
 		uint32_t a = p.fact_first[f], b = p.fact_first[f + 1];
 		if (a <= t && t < b) {
 			ti.src_k = (const SB *)p.src_k[f];
@@ -156,7 +160,15 @@ inject_kernel(const infs_k_inject_params p, uint32_t layers_per_block)
 	constexpr int U = STAGED ? 1 : INFS_K_INJECT_UNROLL;
 	extern __shared__ __align__(16) unsigned char stage_raw[];
 	__shared__ token_info<SB> ti;
-	token_setup(ti, p, blockIdx.x);
+	/* counts from the device: every thread of a block reads the same
+	 * words, so a block past the call's tokens leaves before any barrier */
+	uint32_t n_facts = p.n_facts;
+	if (p.dev_counts) {
+		if (blockIdx.x >= p.dev_counts[1])
+			return;
+		n_facts = p.dev_counts[0];
+	}
+	token_setup(ti, p, n_facts, blockIdx.x);
 
 	const uint32_t H = p.n_heads, Dm = p.head_dim, nv = Dm / W;
 	const uint32_t per_kv = H * nv, per_layer = 2 * per_kv;

@@ -45,8 +45,15 @@ typedef struct infs_k_inject_params {
 	const float *inv_freq;
 	int src_dtype, dst_dtype;
 	/* Host-side facts the launcher needs to pick the vector path: every
-	 * src_k/src_v/dst_k/dst_v pointer's address bits OR-ed together. */
+	 * src_k/src_v/dst_k/dst_v pointer's address bits OR-ed together (with
+	 * dev_counts, bits that every pointer the tables may hold can have). */
 	uintptr_t ptr_bits;
+	/* Optional (NULL: the fields above): the call's fact and token counts,
+	 * two words in device memory that an earlier kernel on the stream
+	 * wrote (infs_k_inject_resolve); n_facts and n_tokens are then their
+	 * bounds, and the grid is sized for n_tokens tokens, blocks past the
+	 * device count doing nothing. */
+	const uint32_t *dev_counts;
 } infs_k_inject_params;
 
 /* The path p takes: 0 scalar accesses (any strides), 1 16-byte vectors
@@ -54,6 +61,47 @@ typedef struct infs_k_inject_params {
 int infs_k_inject_path(const infs_k_inject_params *p);
 
 cudaError_t infs_k_inject(const infs_k_inject_params *p, cudaStream_t stream);
+
+/* The tables of an injection from fact ids in device memory, made by one
+ * block (kernels/inject_resolve.cu). Id i (i < *n_ids) is the uint64 at
+ * (const char *)ids + i * id_stride; it is looked up in the namespace's
+ * n_rows sorted row_ids (a row flagged in dead is not found), and its row's
+ * K pointer row_kv[r] and tokens row_ntok[r] give src_k[i], src_v[i] (K +
+ * tokens * token_bytes) and fact_first[i + 1] (a prefix sum). status_code
+ * is err_range when *n_ids > max_ids, the tokens exceed max_tokens, a
+ * position from start_pos lies past block_table_len entries or uses a block
+ * id outside [0, n_blocks); else err_notfound when an id is not found;
+ * else 0. counts receives (n_facts, n_tokens), both 0 unless the status is
+ * 0; *status (may be NULL) the status; *next_pos (may be NULL) start_pos
+ * plus the tokens counted. start_pos + max_tokens must fit 32 bits. */
+#define INFS_K_RESOLVE_MAX_IDS 4096u
+
+typedef struct infs_k_resolve_params {
+	const void *ids;
+	size_t id_stride;
+	const uint32_t *n_ids;
+	const uint64_t *row_ids;    /* n_rows of them; all four may be NULL when n_rows is 0 */
+	const char *const *row_kv;
+	const uint32_t *row_ntok;
+	const uint32_t *dead;
+	uint32_t n_rows;
+	uint64_t token_bytes;
+	uint32_t max_ids;           /* at most INFS_K_RESOLVE_MAX_IDS */
+	uint32_t max_tokens;
+	uint32_t start_pos, block_size;
+	const int32_t *block_table;
+	size_t block_table_len;
+	uint32_t n_blocks;
+	const void **src_k;         /* max_ids each */
+	const void **src_v;
+	uint32_t *fact_first;       /* max_ids + 1 */
+	uint32_t *counts;           /* 2 */
+	uint32_t *next_pos;
+	int32_t *status;
+	int32_t err_notfound, err_range;
+} infs_k_resolve_params;
+
+cudaError_t infs_k_inject_resolve(const infs_k_resolve_params *p, cudaStream_t stream);
 
 /* Top-k by score. scores is [n_queries][ld] floats, one column per row of
  * the matrix they were computed from; row i's score is multiplied by

@@ -105,6 +105,7 @@ static void public_inits(void)
 	CHECK_INIT(infs_retrieve_options, infs_retrieve_options_init, INFS_RETRIEVE_OPTIONS_VERSION);
 	CHECK_INIT(infs_kv_layout, infs_kv_layout_init, INFS_KV_LAYOUT_VERSION);
 	CHECK_INIT(infs_inject_options, infs_inject_options_init, INFS_INJECT_OPTIONS_VERSION);
+	CHECK_INIT(infs_injector_options, infs_injector_options_init, INFS_INJECTOR_OPTIONS_VERSION);
 	CHECK_INIT(infs_model_options, infs_model_options_init, INFS_MODEL_OPTIONS_VERSION);
 	CHECK_INIT(infs_forward_options, infs_forward_options_init, INFS_FORWARD_OPTIONS_VERSION);
 	CHECK_INIT(infs_embedder_options, infs_embedder_options_init, INFS_EMBEDDER_OPTIONS_VERSION);

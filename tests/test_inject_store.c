@@ -1,7 +1,9 @@
 /* infs_inject_into_blocks end to end: facts and segments put into a store,
  * injected by id into a paged cache, compared with rotation of what was
  * put; every bad argument refused with the cache untouched; ids of another
- * namespace, deleted or never seen, refused alike. */
+ * namespace, deleted or never seen, refused alike; and the host-side
+ * checks of infs_injector_create and infs_inject_device (the device side
+ * is tests/gpu/test_gpu_inject_ids.c). */
 #include "inject_util.h"
 #include "scratch_util.h"
 
@@ -28,6 +30,55 @@ static void put(stored *s, infs_store *st, const char *ns, const infs_geometry *
 	s->rec.r.id = s->id;
 	s->rec.r.flags = f.flags;
 	free(tokens);
+}
+
+/* Each bad argument of the device-id path gets its code and a message
+ * naming the problem; a store without a device copy (this one) or a build
+ * without CUDA cannot make an injector. */
+static void injector_args(infs_store *st, const test_cache *c)
+{
+	infs_injector *inj = (infs_injector *)&inj; /* must be reset to NULL */
+	infs_injector_options o = INFS_INJECTOR_OPTIONS_INIT;
+	infs_kv_layout l;
+#define BAD(code, needle, expr)                                                                        \
+	do {                                                                                           \
+		CHECK_ERR(expr, code);                                                                 \
+		if (!strstr(infs_error_last(), needle)) {                                              \
+			fprintf(stderr, "%s:%d: message '%s' lacks '%s'\n", __FILE__, __LINE__,          \
+			        infs_error_last(), needle);                                            \
+			check_failures++;                                                              \
+		}                                                                                      \
+	} while (0)
+	BAD(INFS_EINVAL, "out is NULL", infs_injector_create(NULL, st, &c->lay, NULL));
+	BAD(INFS_EINVAL, "store is NULL", infs_injector_create(&inj, NULL, &c->lay, NULL));
+	CHECK(inj == NULL);
+	BAD(INFS_EINVAL, "layout is NULL", infs_injector_create(&inj, st, NULL, NULL));
+	o.version = 2;
+	BAD(INFS_EINVAL, "version", infs_injector_create(&inj, st, &c->lay, &o));
+	o = (infs_injector_options)INFS_INJECTOR_OPTIONS_INIT, o.max_ids = 0;
+	BAD(INFS_ERANGE, "max_ids 0", infs_injector_create(&inj, st, &c->lay, &o));
+	o.max_ids = INFS_RETRIEVE_K_MAX + 1;
+	BAD(INFS_ERANGE, "max_ids 4097", infs_injector_create(&inj, st, &c->lay, &o));
+	o = (infs_injector_options)INFS_INJECTOR_OPTIONS_INIT, o.max_tokens = 0;
+	BAD(INFS_ERANGE, "max_tokens 0", infs_injector_create(&inj, st, &c->lay, &o));
+	o.max_tokens = (uint32_t)INT32_MAX + 1;
+	BAD(INFS_ERANGE, "max_tokens", infs_injector_create(&inj, st, &c->lay, &o));
+	l = c->lay, l.n_layers = 2;
+	BAD(INFS_EMISMATCH, "layers", infs_injector_create(&inj, st, &l, NULL));
+	l = c->lay, l.stride_slot = 0;
+	BAD(INFS_EINVAL, "stride_slot", infs_injector_create(&inj, st, &l, NULL));
+	BAD(INFS_EINVAL, "host memory", infs_injector_create(&inj, st, &c->lay, NULL));
+	l = c->lay, l.device = 0;
+	BAD(INFS_EUNSUPPORTED, infs_features() & INFS_FEATURE_CUDA ? "no device copy" : "no CUDA support",
+	    infs_injector_create(&inj, st, &l, NULL));
+	CHECK(inj == NULL);
+	infs_injector_free(NULL);
+
+	uint64_t ids[1] = { 1 };
+	uint32_t n = 1;
+	int32_t bt[1] = { 0 };
+	BAD(INFS_EINVAL, "injector is NULL", infs_inject_device(NULL, "alice", ids, 8, &n, 0, bt, 1, NULL, NULL, NULL));
+#undef BAD
 }
 
 int main(void)
@@ -141,6 +192,8 @@ int main(void)
 	uint64_t deleted[1] = { fa[1].id };
 	BAD(INFS_ENOTFOUND, "is not a record", &untouched, st, "alice", deleted, 1, 0, bt, 8, &c.lay, NULL);
 #undef BAD
+
+	injector_args(st, &c);
 
 	/* bob's fact in bob's namespace is fine, and segments inject alone */
 	uint64_t seg[1] = { footer.id };

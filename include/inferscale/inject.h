@@ -63,6 +63,56 @@ INFS_API int infs_inject_into_blocks(uint32_t *out_next_pos, infs_store *store, 
                                      const int32_t *block_table, size_t block_table_len,
                                      const infs_kv_layout *cache, const infs_inject_options *opts);
 
+#define INFS_INJECTOR_OPTIONS_VERSION 1
+
+typedef struct infs_injector_options {
+	unsigned version;
+	uint32_t max_ids;    /* facts per call: 1 .. INFS_RETRIEVE_K_MAX */
+	uint32_t max_tokens; /* tokens per call, all its facts together: 1 .. INT32_MAX */
+} infs_injector_options;
+
+#define INFS_INJECTOR_OPTIONS_INIT { INFS_INJECTOR_OPTIONS_VERSION, 64, 4096 }
+
+INFS_API int infs_injector_options_init(infs_injector_options *opts, unsigned version);
+
+/* Injection from fact ids in device memory, for callers whose ids never
+ * reach the host (infs_retrieve_device's hits). An injector is bound to one
+ * store with a device copy and one device cache layout (on the copy's
+ * device), whose pointers and strides it copies to the device when made;
+ * it holds the device tables of one call at a time: one stream's, used by
+ * one thread at a time. The store must outlive it. */
+typedef struct infs_injector infs_injector;
+
+INFS_API int infs_injector_create(infs_injector **out, infs_store *store, const infs_kv_layout *cache,
+                                  const infs_injector_options *opts);
+
+/* Waits for the work queued with the injector to be done with it, then
+ * frees it. Accepts NULL. */
+INFS_API void infs_injector_free(infs_injector *injector);
+
+/* infs_inject_into_blocks with device pointers, queued on stream (a
+ * cudaStream_t; NULL: the default stream), facts only (segments are
+ * injected with infs_inject_into_blocks). ids: id i at (const char *)ids +
+ * i * id_stride bytes (8 for a uint64_t array, sizeof(infs_hit) to read
+ * infs_retrieve_device's hits), *n_ids of them (device uint32_t, e.g. its
+ * counts), at most the injector's max_ids; block_table: device
+ * int32_t[block_table_len]; each aligned to its elements. On the device, before anything is written,
+ * every id is looked up in namespace ns and every limit checked; *status
+ * (device int32_t, may be NULL) receives INFS_OK, or the code of a call
+ * that wrote nothing: INFS_ENOTFOUND (an id that is not a live fact of
+ * ns), INFS_ERANGE (more than max_ids ids or max_tokens tokens, a position
+ * past the block table, a block id outside the layout's n_blocks).
+ * *next_pos (device uint32_t, may be NULL) receives the first position
+ * after the injected tokens (start_pos when nothing was written). The
+ * same bytes in the cache as infs_inject_into_blocks. Returns once the
+ * work is queued: no allocation, no wait, so the call can be captured in
+ * a CUDA graph. The namespace is read when the call is made: a graph that
+ * captured it stays valid until infs_namespace_generation() of that
+ * namespace changes. */
+INFS_API int infs_inject_device(infs_injector *injector, const char *ns, const void *ids, size_t id_stride,
+                                const uint32_t *n_ids, uint32_t start_pos, const int32_t *block_table,
+                                size_t block_table_len, uint32_t *next_pos, int32_t *status, void *stream);
+
 /* Rotates x in place, host memory laid out [n_tokens][n_heads][head_dim] in
  * dtype, token t to position positions[t], with g's rotary embedding. The
  * same arithmetic as injection: the reference for engines and tests. */

@@ -645,6 +645,8 @@ static int device_attach(infs_store *s)
 static const infs__device_backend cuda_backend = { device_attach, infs__retrieve_device,
 	                                                infs__searcher_create, infs__searcher_free,
 	                                                infs__retrieve_on_device, infs__inject_device,
+	                                                infs__injector_create, infs__injector_free,
+	                                                infs__inject_on_device,
 	                                                infs__device_model_upload, infs__device_model_random,
 	                                                infs__device_model_release, infs__device_model_forward,
 	                                                infs__device_model_encode,

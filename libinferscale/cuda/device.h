@@ -5,6 +5,7 @@
 #ifndef INFS_DEVICE_H
 #define INFS_DEVICE_H
 
+#include "inferscale/inject.h"
 #include "inferscale/retrieve.h"
 #include "store/store.h"
 
@@ -50,6 +51,13 @@ typedef struct infs__device_backend {
 	                          infs_hit *hits, uint32_t *counts, void *stream);
 	/* infs__inject_device (inject.h): an injection into a device cache. */
 	int (*inject)(const struct infs__inject_plan *plan);
+	/* The device-pointer path of injection (inject/inject.h). */
+	int (*injector_create)(infs_injector **out, infs_store *s, const infs_kv_layout *layout,
+	                       const infs_injector_options *o);
+	void (*injector_free)(infs_injector *inj);
+	int (*inject_on_device)(infs_injector *inj, const char *ns, const void *ids, size_t id_stride,
+	                        const uint32_t *n_ids, uint32_t start_pos, const int32_t *block_table,
+	                        size_t block_table_len, uint32_t *next_pos, int32_t *status, void *stream);
 	/* Uploads a loaded model's weights to device as bf16 and allocates its
 	 * workspace for max_tokens tokens, within budget bytes (0: no limit),
 	 * checked before anything is allocated; sets model->dev. */

@@ -18,6 +18,9 @@ INFS__DEFINE_INIT(infs_kv_layout_init, infs_kv_layout, infs__sizes_kv_layout, IN
 
 INFS__DEFINE_INIT(infs_inject_options_init, infs_inject_options, infs__sizes_inject_options, INFS_INJECT_OPTIONS_INIT)
 
+INFS__DEFINE_INIT(infs_injector_options_init, infs_injector_options, infs__sizes_injector_options,
+                  INFS_INJECTOR_OPTIONS_INIT)
+
 /* The four indexed dimensions of one layer's K (or V). Slots of distinct
  * (block, slot, head, dim) must be distinct elements: sorted by stride, each
  * stride must step over everything the smaller ones span. */
@@ -344,6 +347,82 @@ int infs_inject_into_blocks(uint32_t *out_next_pos, infs_store *store, const cha
 	infs__store_read_unlock(store);
 	free(recs);
 	return rc;
+}
+
+int infs_injector_create(infs_injector **out, infs_store *store, const infs_kv_layout *cache,
+                         const infs_injector_options *opts)
+{
+	static const char fn[] = "infs_injector_create";
+	if (!out)
+		return infs__error(INFS_EINVAL, "%s: out is NULL", fn);
+	*out = NULL;
+	if (!store)
+		return infs__error(INFS_EINVAL, "%s: store is NULL", fn);
+	infs_injector_options o = INFS_INJECTOR_OPTIONS_INIT;
+	int rc = INFS__TAKE(o, opts, infs__sizes_injector_options, fn, "options");
+	if (rc)
+		return rc;
+	if (o.max_ids < 1 || o.max_ids > INFS_RETRIEVE_K_MAX)
+		return infs__error(INFS_ERANGE, "%s: max_ids %u is not in 1..%u", fn, o.max_ids, INFS_RETRIEVE_K_MAX);
+	/* the injection kernel's grid has a block per token */
+	if (o.max_tokens < 1 || o.max_tokens > INT32_MAX)
+		return infs__error(INFS_ERANGE, "%s: max_tokens %u is not in 1..%d", fn, o.max_tokens, INT32_MAX);
+	infs_kv_layout lay;
+	rc = infs__inject_take_layout(&lay, cache, infs__store_geom(store), fn);
+	if (rc)
+		return rc;
+	if (lay.device < 0)
+		return infs__error(INFS_EINVAL,
+		                   "%s: the cache is in host memory (layout device -1): an injector writes a device cache "
+		                   "(host caches take infs_inject_into_blocks)",
+		                   fn);
+	if (!infs__cuda)
+		return infs__error(INFS_EUNSUPPORTED, "%s: layout device is %d but this build has no CUDA support", fn,
+		                   lay.device);
+	if (!infs__store_ext(store, INFS_EXT_DEVICE)->data)
+		return infs__error(INFS_EUNSUPPORTED, "%s: the store has no device copy (open it with options.device >= 0)",
+		                   fn);
+	if (infs__store_geom(store)->embed_dim == 0)
+		return infs__error(INFS_EUNSUPPORTED,
+		                   "%s: the store has no embeddings (its embed_dim is 0): its device copy holds no fact rows",
+		                   fn);
+	return infs__cuda->injector_create(out, store, &lay, &o);
+}
+
+void infs_injector_free(infs_injector *injector)
+{
+	if (injector && infs__cuda)
+		infs__cuda->injector_free(injector);
+}
+
+int infs_inject_device(infs_injector *injector, const char *ns, const void *ids, size_t id_stride,
+                       const uint32_t *n_ids, uint32_t start_pos, const int32_t *block_table, size_t block_table_len,
+                       uint32_t *next_pos, int32_t *status, void *stream)
+{
+	static const char fn[] = "infs_inject_device";
+	if (!injector)
+		return infs__error(INFS_EINVAL, "%s: injector is NULL", fn);
+	int rc = infs__check_namespace(ns);
+	if (rc)
+		return infs__error_wrap(rc, "%s", fn);
+	if (!ids || !n_ids || !block_table)
+		return infs__error(INFS_EINVAL, "%s: %s is NULL", fn, !ids ? "ids" : !n_ids ? "n_ids" : "block_table");
+	if (id_stride < 8 || id_stride % 8)
+		return infs__error(INFS_EINVAL, "%s: id_stride %zu is not a multiple of 8 bytes of at least 8", fn,
+		                   id_stride);
+	if (block_table_len == 0)
+		return infs__error(INFS_EINVAL, "%s: block_table_len is 0", fn);
+	/* the kernels read and write whole words: a misaligned one would fault */
+	const char *crooked = (uintptr_t)ids % 8          ? "ids"
+	                      : (uintptr_t)n_ids % 4       ? "n_ids"
+	                      : (uintptr_t)block_table % 4 ? "block_table"
+	                      : (uintptr_t)next_pos % 4    ? "next_pos"
+	                      : (uintptr_t)status % 4      ? "status"
+	                                                   : NULL;
+	if (crooked)
+		return infs__error(INFS_EINVAL, "%s: %s is not aligned to its elements", fn, crooked);
+	return infs__cuda->inject_on_device(injector, ns, ids, id_stride, n_ids, start_pos, block_table,
+	                                    block_table_len, next_pos, status, stream);
 }
 
 int infs_rope_rotate(void *x, infs_dtype dtype, uint32_t n_tokens, uint32_t n_heads, const int32_t *positions,

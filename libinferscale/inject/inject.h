@@ -43,6 +43,16 @@ int infs__inject_host(const infs__inject_plan *plan);
  * a message on a CUDA failure. */
 int infs__inject_device(const infs__inject_plan *plan);
 
+/* The device-pointer path (cuda/device_inject_ids.c), its arguments checked
+ * by inject.c: o complete and valid, the layout taken and checked, on a
+ * device, the store with a device copy. */
+int infs__injector_create(infs_injector **out, infs_store *store, const infs_kv_layout *layout,
+                          const infs_injector_options *o);
+void infs__injector_free(infs_injector *inj);
+int infs__inject_on_device(infs_injector *inj, const char *ns, const void *ids, size_t id_stride,
+                           const uint32_t *n_ids, uint32_t start_pos, const int32_t *block_table,
+                           size_t block_table_len, uint32_t *next_pos, int32_t *status, void *stream);
+
 /* The core of infs_inject_into_blocks, from records already looked up:
  * checks everything, then writes (host or device). On error nothing is
  * written. */

@@ -33,6 +33,7 @@ extern const size_t infs__sizes_ask_options[INFS_ASK_OPTIONS_VERSION + 1];
 extern const size_t infs__sizes_geometry[INFS_GEOMETRY_VERSION + 1];
 extern const size_t infs__sizes_kv_layout[INFS_KV_LAYOUT_VERSION + 1];
 extern const size_t infs__sizes_inject_options[INFS_INJECT_OPTIONS_VERSION + 1];
+extern const size_t infs__sizes_injector_options[INFS_INJECTOR_OPTIONS_VERSION + 1];
 extern const size_t infs__sizes_model_options[INFS_MODEL_OPTIONS_VERSION + 1];
 extern const size_t infs__sizes_model_info[INFS_MODEL_INFO_VERSION + 1];
 extern const size_t infs__sizes_forward_options[INFS_FORWARD_OPTIONS_VERSION + 1];

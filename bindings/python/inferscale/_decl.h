@@ -271,6 +271,26 @@ int infs_inject_into_blocks(uint32_t *out_next_pos, infs_store *store, const cha
                             const uint64_t *ids, size_t n_ids, uint32_t start_pos,
                             const int32_t *block_table, size_t block_table_len,
                             const infs_kv_layout *cache, const infs_inject_options *opts);
+
+#define INFS_INJECTOR_OPTIONS_VERSION 1
+
+typedef struct infs_injector_options {
+	unsigned version;
+	uint32_t max_ids;
+	uint32_t max_tokens;
+} infs_injector_options;
+
+int infs_injector_options_init(infs_injector_options *opts, unsigned version);
+
+typedef struct infs_injector infs_injector;
+
+int infs_injector_create(infs_injector **out, infs_store *store, const infs_kv_layout *cache,
+                         const infs_injector_options *opts);
+void infs_injector_free(infs_injector *injector);
+int infs_inject_device(infs_injector *injector, const char *ns, const void *ids, size_t id_stride,
+                       const uint32_t *n_ids, uint32_t start_pos, const int32_t *block_table,
+                       size_t block_table_len, uint32_t *next_pos, int32_t *status, void *stream);
+
 int infs_rope_rotate(void *x, infs_dtype dtype, uint32_t n_tokens, uint32_t n_heads,
                      const int32_t *positions, const infs_geometry *g);
 
