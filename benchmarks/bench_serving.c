@@ -12,7 +12,11 @@
  *   api_host_us    infs_retrieve (host pointers, CUDA backend), per call.
  * Then aggregate searches per second on 1, 2, 4 and 8 threads over 100K
  * facts, one query each, through each path (a searcher and a stream per
- * thread for the device path). Medians throughout. Writes JSON.
+ * thread for the device path). Then injection at Llama-3-8B's geometry
+ * (bf16, k = 50 facts of 24 tokens into a vLLM-layout cache):
+ * infs_inject_into_blocks per call with a wait, infs_inject_device queued
+ * back to back, a graph of one infs_inject_device, and a device-to-device
+ * copy of the same bytes. Medians throughout. Writes JSON.
  * Usage: bench_serving [out.json] */
 #include <math.h>
 #include <pthread.h>
@@ -23,6 +27,7 @@
 #include "inferscale/inferscale.h"
 
 #include "bench_gpu.h"
+#include "bench_llama3.h"
 
 enum { DIMS = 384, K = 10, MAX_Q = 32, REPS = 200 };
 
@@ -255,6 +260,172 @@ static double throughput(infs_store *st, const float *q, int n, int device)
 	return n * (double)REPS / (wall / 1e6);
 }
 
+enum { INJ_FACTS = 50, INJ_TOKENS = 24, BLOCK = 16 };
+
+typedef struct inj {
+	infs_store *st;
+	infs_injector *in;
+	cudaStream_t stream;
+	infs_kv_layout layout;
+	uint64_t ids[INJ_FACTS], *d_ids;
+	uint32_t *d_n, *d_next;
+	int32_t *d_table, *d_status, table[128];
+} inj;
+
+static void inject_host(inj *c)
+{
+	uint32_t next;
+	infs_inject_options o = INFS_INJECT_OPTIONS_INIT;
+	o.stream = c->stream;
+	if (infs_inject_into_blocks(&next, c->st, "user", c->ids, INJ_FACTS, 0, c->table, 128, &c->layout, &o))
+		die("infs_inject_into_blocks");
+}
+
+static void inject_dev(inj *c)
+{
+	if (infs_inject_device(c->in, "user", c->d_ids, 8, c->d_n, 0, c->d_table, 128, c->d_next, c->d_status, c->stream))
+		die("infs_inject_device");
+}
+
+static float inj_wall(void (*f)(inj *), inj *c, int sync)
+{
+	float t[9];
+	for (int i = 0; i < 9; i++) {
+		CUDA_OK(cudaStreamSynchronize(c->stream));
+		double t0 = now_us();
+		for (int r = 0; r < 20; r++) {
+			f(c);
+			if (sync)
+				CUDA_OK(cudaStreamSynchronize(c->stream));
+		}
+		CUDA_OK(cudaStreamSynchronize(c->stream));
+		t[i] = (float)((now_us() - t0) / 20);
+	}
+	return median(t, 9);
+}
+
+static float inj_graph(inj *c)
+{
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	CUDA_OK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
+	inject_dev(c);
+	CUDA_OK(cudaStreamEndCapture(c->stream, &graph));
+	CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+	cudaEvent_t a, b;
+	CUDA_OK(cudaEventCreate(&a));
+	CUDA_OK(cudaEventCreate(&b));
+	float t[9];
+	for (int i = 0; i < 9; i++) {
+		CUDA_OK(cudaEventRecord(a, c->stream));
+		for (int r = 0; r < 20; r++)
+			CUDA_OK(cudaGraphLaunch(exec, c->stream));
+		CUDA_OK(cudaEventRecord(b, c->stream));
+		CUDA_OK(cudaEventSynchronize(b));
+		CUDA_OK(cudaEventElapsedTime(&t[i], a, b));
+		t[i] *= 1000.0f / 20;
+	}
+	cudaEventDestroy(a), cudaEventDestroy(b);
+	cudaGraphExecDestroy(exec), cudaGraphDestroy(graph);
+	return median(t, 9);
+}
+
+/* Injection of k = 50 facts at Llama-3-8B's geometry, both paths. */
+static void bench_inject(FILE *out, const char *dir)
+{
+	infs__model_config cfg = llama3_8b();
+	infs_geometry g = cfg.geom;
+	g.kv_dtype = INFS_DTYPE_BF16;
+	g.embed_dim = DIMS;
+	char path[128];
+	snprintf(path, sizeof path, "%s/inject.infs", dir);
+	infs_store_options so = INFS_STORE_OPTIONS_INIT;
+	so.flags = INFS_OPEN_CREATE, so.geometry = &g, so.identity = "bench", so.sync = INFS_SYNC_OFF;
+	so.device = 0;
+	inj c;
+	memset(&c, 0, sizeof c);
+	if (infs_store_open(&c.st, path, &so))
+		die("infs_store_open");
+	const size_t half = (size_t)INJ_TOKENS * infs_geometry_kv_token_bytes(&g);
+	uint16_t *kv = malloc(2 * half);
+	for (size_t i = 0; i < half; i++) { /* K then V: bf16 values of magnitude in [0.5, 1) */
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		kv[i] = (uint16_t)(0x3f00 | (rng >> 33 & 0xff) | (rng >> 63) << 15);
+	}
+	int32_t tokens[INJ_TOKENS] = {0};
+	float emb[DIMS];
+	for (int f = 0; f < INJ_FACTS; f++) {
+		for (int j = 0; j < DIMS; j++)
+			emb[j] = rnd();
+		infs_fact fact = INFS_FACT_INIT;
+		fact.n_tokens = INJ_TOKENS, fact.tokens = tokens, fact.embedding = emb, fact.k = kv, fact.v = kv + half / 2;
+		if (infs_fact_put(&c.ids[f], c.st, "user", &fact))
+			die("infs_fact_put");
+	}
+	free(kv);
+	/* the cache: vLLM's (2, blocks, block, heads, dim) per layer */
+	const uint32_t n_blocks = 128, L = g.n_layers;
+	const size_t per_kv = (size_t)n_blocks * BLOCK * g.n_kv_heads * g.head_dim;
+	void *cache, *k_layers[64], *v_layers[64];
+	CUDA_OK(cudaMalloc(&cache, 2 * per_kv * 2 * L));
+	for (uint32_t l = 0; l < L; l++) {
+		k_layers[l] = (char *)cache + (size_t)l * 2 * per_kv * 2;
+		v_layers[l] = (char *)k_layers[l] + per_kv * 2;
+	}
+	infs_kv_layout *lay = &c.layout;
+	infs_kv_layout_init(lay, INFS_KV_LAYOUT_VERSION);
+	lay->device = 0, lay->dtype = INFS_DTYPE_BF16, lay->n_layers = L, lay->n_kv_heads = g.n_kv_heads;
+	lay->head_dim = g.head_dim, lay->n_blocks = n_blocks, lay->block_size = BLOCK;
+	lay->k_layers = k_layers, lay->v_layers = v_layers;
+	lay->stride_head = g.head_dim, lay->stride_slot = (int64_t)g.n_kv_heads * g.head_dim;
+	lay->stride_block = BLOCK * lay->stride_slot, lay->stride_dim = 1;
+	for (int i = 0; i < 128; i++)
+		c.table[i] = i;
+	infs_injector_options io = INFS_INJECTOR_OPTIONS_INIT;
+	io.max_ids = INJ_FACTS, io.max_tokens = INJ_FACTS * INJ_TOKENS;
+	if (infs_injector_create(&c.in, c.st, lay, &io))
+		die("infs_injector_create");
+	CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+	uint32_t n = INJ_FACTS;
+	CUDA_OK(cudaMalloc((void **)&c.d_ids, sizeof c.ids));
+	CUDA_OK(cudaMalloc((void **)&c.d_n, 4));
+	CUDA_OK(cudaMalloc((void **)&c.d_next, 4));
+	CUDA_OK(cudaMalloc((void **)&c.d_status, 4));
+	CUDA_OK(cudaMalloc((void **)&c.d_table, sizeof c.table));
+	CUDA_OK(cudaMemcpy(c.d_ids, c.ids, sizeof c.ids, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(c.d_n, &n, 4, cudaMemcpyHostToDevice));
+	CUDA_OK(cudaMemcpy(c.d_table, c.table, sizeof c.table, cudaMemcpyHostToDevice));
+	inject_dev(&c);
+	int32_t status = -1;
+	CUDA_OK(cudaMemcpyAsync(&status, c.d_status, 4, cudaMemcpyDeviceToHost, c.stream));
+	CUDA_OK(cudaStreamSynchronize(c.stream));
+	if (status != INFS_OK) {
+		fprintf(stderr, "infs_inject_device: status %d\n", status);
+		exit(1);
+	}
+	const float host = inj_wall(inject_host, &c, 1), dev = inj_wall(inject_dev, &c, 0), kernel = inj_graph(&c);
+	const size_t bytes = 2 * half * INJ_FACTS;
+	void *dst;
+	CUDA_OK(cudaMalloc(&dst, bytes));
+	struct copy_arg ca = {dst, cache, bytes, c.stream};
+	const float copy = time_us(copy_run, &ca, 3, 20, c.stream);
+	fprintf(out,
+	        "  \"inject\": {\"facts\": %d, \"tokens\": %d, \"bytes\": %zu, \"api_host_us\": %.2f, "
+	        "\"api_device_us\": %.2f, \"kernel_us\": %.2f, \"memcpy_us\": %.2f, \"device_vs_kernel\": %.3f, "
+	        "\"kernel_vs_memcpy\": %.3f},\n",
+	        INJ_FACTS, INJ_FACTS * INJ_TOKENS, bytes, host, dev, kernel, copy, dev / kernel, kernel / copy);
+	fprintf(stderr,
+	        "inject k=%d (%zu bytes): host path %.1f us with a wait, device path %.1f us queued (%.2fx of kernel "
+	        "%.1f), memcpy %.1f us\n",
+	        INJ_FACTS, bytes, host, dev, dev / kernel, kernel, copy);
+	cudaFree(dst), cudaFree(cache), cudaFree(c.d_ids), cudaFree(c.d_n), cudaFree(c.d_next), cudaFree(c.d_status);
+	cudaFree(c.d_table);
+	infs_injector_free(c.in);
+	cudaStreamDestroy(c.stream);
+	infs_store_close(c.st);
+	unlink(path);
+}
+
 int main(int argc, char **argv)
 {
 	int n_dev = 0;
@@ -281,10 +452,12 @@ int main(int argc, char **argv)
 
 	fprintf(out, "{\n  \"benchmark\": \"serving-api\",\n");
 	print_device(out);
-	fprintf(out, "  \"dim\": %d, \"k\": %d, \"statistic\": \"median\",\n  \"results\": [\n", DIMS, K);
+	fprintf(out, "  \"dim\": %d, \"k\": %d, \"statistic\": \"median\",\n", DIMS, K);
 	char dir[] = "/tmp/infs-serving-XXXXXX", path[64];
 	if (!mkdtemp(dir))
 		return 1;
+	bench_inject(out, dir);
+	fprintf(out, "  \"results\": [\n");
 	const uint32_t facts[] = {10000, 100000, 1000000}, nqs[] = {1, 4, 8, 32};
 	infs_store *st100k = NULL;
 	int first = 1;

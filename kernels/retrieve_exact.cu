@@ -4,12 +4,14 @@
  * them (double sums in the same order, so the same bits) and ordered as
  * the CPU orders them (best first, equal scores by increasing id). With
  * both, a device search returns the CPU's hits without the host. */
+#include <atomic>
+
 #include "common.cuh"
 
 namespace {
 
 constexpr uint32_t prep_threads = 128;
-constexpr uint32_t rescore_threads = 128;
+constexpr uint32_t rescore_threads = 256;
 
 /* The query staged in shared memory (dim floats, then the squares' double
  * sum's terms), so that the one thread that must add them in the CPU's
@@ -114,6 +116,51 @@ __host__ __device__ inline rescore_smem rescore_layout(uint32_t dim, uint32_t kk
 	return l;
 }
 
+/* Rows row[0 .. n) of p.rows into tile (stride floats a row), read by the
+ * whole block: each thread has UNROLL loads in flight before it stores, so
+ * the tile arrives in a few memory latencies, not one per element. */
+constexpr int unroll = 4;
+
+__device__ void load_rows(float *tile, const infs_k_rescore_params &p, const uint32_t *row, uint32_t n,
+                          uint32_t stride)
+{
+	const uint32_t dim = p.dim;
+	if (dim % 4 == 0) {
+		const uint32_t per = dim / 4, total = n * per;
+		for (uint32_t i0 = threadIdx.x; i0 < total; i0 += unroll * blockDim.x) {
+			float4 v[unroll];
+#pragma unroll
+			for (int u = 0; u < unroll; u++) {
+				const uint32_t i = i0 + u * blockDim.x, r = i < total ? row[i / per] : p.n_rows;
+				v[u] = r < p.n_rows ? ((const float4 *)(p.rows + (size_t)r * dim))[i % per] : make_float4(0, 0, 0, 0);
+			}
+#pragma unroll
+			for (int u = 0; u < unroll; u++) {
+				const uint32_t i = i0 + u * blockDim.x;
+				if (i < total) {
+					float *t = tile + (i / per) * stride + (i % per) * 4;
+					t[0] = v[u].x, t[1] = v[u].y, t[2] = v[u].z, t[3] = v[u].w;
+				}
+			}
+		}
+		return;
+	}
+	for (uint32_t i0 = threadIdx.x; i0 < n * dim; i0 += unroll * blockDim.x) {
+		float v[unroll];
+#pragma unroll
+		for (int u = 0; u < unroll; u++) {
+			const uint32_t i = i0 + u * blockDim.x, r = i < n * dim ? row[i / dim] : p.n_rows;
+			v[u] = r < p.n_rows ? p.rows[(size_t)r * dim + i % dim] : 0.0f;
+		}
+#pragma unroll
+		for (int u = 0; u < unroll; u++) {
+			const uint32_t i = i0 + u * blockDim.x;
+			if (i < n * dim)
+				tile[(i / dim) * stride + i % dim] = v[u];
+		}
+	}
+}
+
 /* The candidates' rows come into shared memory a tile at a time, read
  * coalesced by the whole block; then each thread adds its candidate's
  * products in the CPU's order from there. */
@@ -136,10 +183,7 @@ __global__ void __launch_bounds__(rescore_threads) rescore_kernel(const infs_k_r
 	__syncthreads();
 	for (uint32_t j0 = 0; j0 < m; j0 += tile) {
 		const uint32_t n = min(tile, m - j0);
-		for (uint32_t i = threadIdx.x; i < n * dim; i += blockDim.x) {
-			const uint32_t j = i / dim, d = i % dim, r = row[j0 + j];
-			rows[j * stride + d] = r < p.n_rows ? p.rows[(size_t)r * dim + d] : 0.0f;
-		}
+		load_rows(rows, p, row + j0, n, stride);
 		__syncthreads();
 		for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
 			const uint32_t r = row[j0 + j];
@@ -194,46 +238,49 @@ cudaError_t gather(void *dst, const void *src, size_t row_bytes, const uint32_t 
 
 } /* namespace */
 
+/* Per device, once: the opt-in shared memory limit, which both kernels are
+ * allowed to use (0 while unknown). Threads racing here make the same
+ * idempotent calls. */
+constexpr int cached_devices = 64;
+std::atomic<int> optin_of[cached_devices];
+
+static int smem_limit(void)
+{
+	int dev, optin = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess)
+		return 48 << 10;
+	if (dev < cached_devices && (optin = optin_of[dev].load(std::memory_order_acquire)))
+		return optin;
+	if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+	    cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess ||
+	    cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess)
+		return 48 << 10;
+	if (dev < cached_devices)
+		optin_of[dev].store(optin, std::memory_order_release);
+	return optin;
+}
+
 extern "C" cudaError_t infs_k_query_prep(const infs_k_query_params *p, cudaStream_t stream)
 {
 	if (p->n_queries == 0)
 		return cudaSuccess;
 	const size_t smem = (size_t)p->dim * 12;
-	if (smem > 48u << 10) {
-		cudaError_t err = cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-		if (err != cudaSuccess)
-			return err;
-	}
+	if (smem > 48u << 10 && (size_t)smem_limit() < smem)
+		return cudaErrorInvalidValue;
 	prep_kernel<<<p->n_queries, prep_threads, smem, stream>>>(*p);
 	return cudaGetLastError();
-}
-
-/* Rows a tile holds: all candidates when they fit the device's shared
- * memory (with room for the rest), else as many as fit, at least one. */
-static uint32_t rescore_tile(uint32_t dim, uint32_t kk, size_t *bytes)
-{
-	int dev, optin = 48 << 10;
-	if (cudaGetDevice(&dev) == cudaSuccess)
-		cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-	const size_t fixed = rescore_layout(dim, kk, 0).bytes, per_row = ((size_t)dim + 1) * 4;
-	size_t fit = (size_t)optin > fixed ? ((size_t)optin - fixed) / per_row : 0;
-	uint32_t tile = fit >= kk ? kk : fit ? (uint32_t)fit : 1;
-	*bytes = rescore_layout(dim, kk, tile).bytes;
-	return tile;
 }
 
 extern "C" cudaError_t infs_k_rescore(const infs_k_rescore_params *p, cudaStream_t stream)
 {
 	if (p->n_queries == 0)
 		return cudaSuccess;
-	size_t smem;
-	const uint32_t tile = rescore_tile(p->dim, p->kk, &smem);
-	if (smem > 48u << 10) {
-		cudaError_t err = cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-		if (err != cudaSuccess)
-			return err;
-	}
-	rescore_kernel<<<p->n_queries, rescore_threads, smem, stream>>>(*p, tile);
+	/* a tile of every candidate when they fit, else as many as fit */
+	const size_t optin = (size_t)smem_limit();
+	const size_t fixed = rescore_layout(p->dim, p->kk, 0).bytes, per_row = ((size_t)p->dim + 1) * 4;
+	const size_t fit = optin > fixed ? (optin - fixed) / per_row : 0;
+	const uint32_t tile = fit >= p->kk ? p->kk : fit ? (uint32_t)fit : 1;
+	rescore_kernel<<<p->n_queries, rescore_threads, rescore_layout(p->dim, p->kk, tile).bytes, stream>>>(*p, tile);
 	return cudaGetLastError();
 }
 

@@ -17,12 +17,10 @@
  * on the caller's stream, and never waits or allocates. Both run under
  * the store's read lock. */
 #include <cublas_v2.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda/device_copy.h"
-#include "util/dtype.h"
 #include "util/error.h"
 #include "kernels.h"
 #include "retrieve/retrieve.h"
@@ -74,13 +72,6 @@ static uint32_t kept(size_t k)
 	return (uint32_t)(kk > INFS_K_TOPK_MAX ? INFS_K_TOPK_MAX : kk);
 }
 
-/* The host path's queries as the kernels take them: exact f32, rank f16
- * and bad flags, each part 256-aligned, for batch queries. */
-static size_t in_bytes(uint32_t dim, uint32_t batch)
-{
-	return up256((size_t)batch * dim * 4) + up256((size_t)batch * dim * 2) + (size_t)batch * 4;
-}
-
 /* The plan for up to nq queries of k hits over rows rows; batch > 0 adds
  * the host path's room for batch queries in and their hits out. fused_only
  * fails (returns 0) where the fused kernels do not take the shapes. */
@@ -105,7 +96,7 @@ static int make_plan(plan *pl, uint32_t dim, uint64_t rows, uint32_t nq, uint32_
 	const size_t sizes[12] = {
 		INFS_K_FUSED_SEEDS * 8, (size_t)round * dim * 4, (size_t)round * dim * 2, (size_t)round * 4,
 		(size_t)round * pl->kk * 8, (size_t)round * pl->kk * 4, (size_t)round * 4, ws,
-		pl->fused ? 0 : (size_t)round * rows * 4, in_bytes(dim, batch), (size_t)batch * 4,
+		pl->fused ? 0 : (size_t)round * rows * 4, (size_t)batch * dim * 4, (size_t)batch * 4,
 		(size_t)batch * k * sizeof(infs_hit),
 	};
 	for (int i = 0; i < 12; i++) {
@@ -121,18 +112,15 @@ static int blas_error(cublasStatus_t st, const char *fn, const char *what)
 	                   fn, what, (int)st);
 }
 
-/* A search to queue: nq queries, their hits to hits + q * k and counts to
- * counts + q. Either in (device, f32, as the caller gave them, made unit
- * on the device when normalize is set) or ready: the queries as the
- * kernels take them, made on the host (exact f32, rank f16, bad flags, for
- * all nq queries). epoch: the fused kernels' seed epoch; 0 when the prep
- * kernel zeroes the seeds for each round (it is then 1). */
+/* A search to queue: nq queries at in (device, f32; made unit on the
+ * device when normalize is set), their hits to hits + q * k and counts to
+ * counts + q. epoch: the fused kernels' seed epoch of its first round, the
+ * seeds zeroed when the searcher's workspace was made; 0 when the prep
+ * kernel zeroes them before each round (the epoch is then 1), as a graph
+ * replaying the call needs. */
 typedef struct job {
 	const float *in;
 	int normalize;
-	const float *exact;
-	const uint16_t *rank;
-	const uint32_t *bad;
 	uint32_t nq, k, epoch;
 	void *hits;
 	uint32_t *counts;
@@ -157,13 +145,8 @@ static int enqueue(infs_searcher *s, const plan *pl, const infs__dev_ns *p, cons
 			.bad = (uint32_t *)(m + pl->off[BAD]), .seeds = j->epoch ? NULL : seeds,
 			.n_seeds = INFS_K_FUSED_SEEDS,
 		};
-		if (j->exact) {
-			qp.exact = (float *)j->exact + (size_t)q0 * dim;
-			qp.rank = (uint16_t *)j->rank + (size_t)q0 * dim;
-			qp.bad = (uint32_t *)j->bad + q0;
-		} else if ((err = infs_k_query_prep(&qp, stream)) != cudaSuccess) {
+		if ((err = infs_k_query_prep(&qp, stream)) != cudaSuccess)
 			break;
-		}
 		if (pl->fused) {
 			infs_k_fused_params fp = {
 				.emb = p->emb, .queries = qp.rank, .n_rows = rows, .dim = dim, .n_queries = qn, .k = pl->kk,
@@ -304,7 +287,7 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *store, const
 		return rc;
 	plan pl;
 	make_plan(&pl, dim, p->n_rows, batch, (uint32_t)k, batch, 0);
-	const size_t up = in_bytes(dim, batch);
+	const size_t up = (size_t)batch * dim * 4;
 	const size_t down = pl.off[HITS] - pl.off[COUNTS] + (size_t)batch * k * sizeof(infs_hit);
 	infs_searcher *s = NULL;
 	if ((rc = pool_take(&s, d, store, metric, fn))) {
@@ -312,30 +295,15 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *store, const
 		return rc;
 	}
 	rc = pooled_reserve(s, &pl, up > down ? up : down, fn);
-	const size_t rank_off = up256((size_t)batch * dim * 4), bad_off = rank_off + up256((size_t)batch * dim * 2);
 	for (size_t q0 = 0; q0 < n_queries && rc == INFS_OK; q0 += batch) {
 		const uint32_t qn = n_queries - q0 < batch ? (uint32_t)(n_queries - q0) : batch;
-		char *in = s->mem + pl.off[IN];
+		float *in = (float *)(s->mem + pl.off[IN]);
 		uint32_t *counts = (uint32_t *)(s->mem + pl.off[COUNTS]);
 		char *hits = s->mem + pl.off[HITS];
-		/* The queries are the CPU's already (unit length for cosine, all
-		 * checked): the ranking's f16 unit vectors are made here, and
-		 * everything goes up in one copy. */
-		uint16_t *rank = (uint16_t *)(s->host + rank_off);
 		memcpy(s->host, queries + q0 * dim, (size_t)qn * dim * 4);
-		for (uint32_t q = 0; q < qn; q++) {
-			const float *x = queries + (q0 + q) * dim;
-			double ss = 0;
-			for (uint32_t j = 0; j < dim; j++)
-				ss += (double)x[j] * x[j];
-			const double len = sqrt(ss);
-			for (uint32_t j = 0; j < dim; j++)
-				rank[(size_t)q * dim + j] = infs__f32_to_f16(len > 0 ? (float)(x[j] / len) : 0.0f);
-		}
-		memset(s->host + bad_off, 0, (size_t)qn * 4);
-		cudaError_t err = cudaMemcpyAsync(in, s->host, bad_off + (size_t)qn * 4, cudaMemcpyHostToDevice, s->stream);
-		/* the seeds are zeroed when the workspace is made and when the
-		 * epochs run out */
+		cudaError_t err = cudaMemcpyAsync(in, s->host, (size_t)qn * dim * 4, cudaMemcpyHostToDevice, s->stream);
+		/* the seeds are zeroed when the workspace is made, and again when
+		 * the epochs run out */
 		const uint32_t rounds = (qn + pl.round - 1) / pl.round;
 		if (err == cudaSuccess && (s->epoch == 0 || s->epoch > UINT32_MAX - rounds - 1)) {
 			err = cudaMemsetAsync(s->mem + pl.off[SEEDS], 0, INFS_K_FUSED_SEEDS * 8, s->stream);
@@ -345,9 +313,9 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *store, const
 			rc = infs__cuda_error(err, fn, "sending the queries");
 			break;
 		}
-		const job j = { .exact = (const float *)in, .rank = (const uint16_t *)(in + rank_off),
-			        .bad = (const uint32_t *)(in + bad_off), .nq = qn, .k = (uint32_t)k,
-			        .epoch = s->epoch + 1, .hits = hits, .counts = counts };
+		/* the queries are the CPU's already (unit length for cosine, checked) */
+		const job j = { .in = in, .nq = qn, .k = (uint32_t)k, .epoch = s->epoch + 1, .hits = hits,
+			        .counts = counts };
 		s->epoch += rounds;
 		if ((rc = enqueue(s, &pl, p, &j, s->stream, fn)))
 			break;
