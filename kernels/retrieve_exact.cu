@@ -238,26 +238,52 @@ cudaError_t gather(void *dst, const void *src, size_t row_bytes, const uint32_t 
 
 } /* namespace */
 
-/* Per device, once: the opt-in shared memory limit, which both kernels are
- * allowed to use (0 while unknown). Threads racing here make the same
- * idempotent calls. */
+/* Per device, once: the dynamic shared memory each kernel may take, raised
+ * to the opt-in limit less its static shared memory (0 while unknown).
+ * Threads racing here make the same idempotent calls. A failed call's
+ * error is cleared, so that a launch's check does not report it. */
 constexpr int cached_devices = 64;
-std::atomic<int> optin_of[cached_devices];
+std::atomic<uint64_t> limits_of[cached_devices];
 
-static int smem_limit(void)
+struct smem_limits {
+	uint32_t prep, rescore;
+};
+
+static bool raise_limit(const void *fn, int optin, uint32_t *out)
+{
+	cudaFuncAttributes fa;
+	if (cudaFuncGetAttributes(&fa, fn) != cudaSuccess ||
+	    cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - (int)fa.sharedSizeBytes) !=
+	        cudaSuccess) {
+		cudaGetLastError();
+		return false;
+	}
+	*out = (uint32_t)(optin - (int)fa.sharedSizeBytes);
+	return true;
+}
+
+static smem_limits smem_limit(void)
 {
 	int dev, optin = 0;
-	if (cudaGetDevice(&dev) != cudaSuccess)
-		return 48 << 10;
-	if (dev < cached_devices && (optin = optin_of[dev].load(std::memory_order_acquire)))
-		return optin;
-	if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-	    cudaFuncSetAttribute(prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess ||
-	    cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess)
-		return 48 << 10;
+	smem_limits l = {48u << 10, 48u << 10};
+	if (cudaGetDevice(&dev) != cudaSuccess) {
+		cudaGetLastError();
+		return l;
+	}
+	uint64_t v = dev < cached_devices ? limits_of[dev].load(std::memory_order_acquire) : 0;
+	if (v)
+		return {(uint32_t)(v >> 32), (uint32_t)v};
+	if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+		cudaGetLastError();
+		return l;
+	}
+	smem_limits raised;
+	if (!raise_limit((const void *)prep_kernel, optin, &raised.prep) ||
+	    !raise_limit((const void *)rescore_kernel, optin, &raised.rescore))
+		return l;
 	if (dev < cached_devices)
-		optin_of[dev].store(optin, std::memory_order_release);
-	return optin;
+		limits_of[dev].store((uint64_t)raised.prep << 32 | raised.rescore, std::memory_order_release);
+	return raised;
 }
 
 extern "C" cudaError_t infs_k_query_prep(const infs_k_query_params *p, cudaStream_t stream)
@@ -265,7 +291,7 @@ extern "C" cudaError_t infs_k_query_prep(const infs_k_query_params *p, cudaStrea
 	if (p->n_queries == 0)
 		return cudaSuccess;
 	const size_t smem = (size_t)p->dim * 12;
-	if (smem > 48u << 10 && (size_t)smem_limit() < smem)
+	if (smem > 48u << 10 && smem_limit().prep < smem)
 		return cudaErrorInvalidValue;
 	prep_kernel<<<p->n_queries, prep_threads, smem, stream>>>(*p);
 	return cudaGetLastError();
@@ -276,9 +302,9 @@ extern "C" cudaError_t infs_k_rescore(const infs_k_rescore_params *p, cudaStream
 	if (p->n_queries == 0)
 		return cudaSuccess;
 	/* a tile of every candidate when they fit, else as many as fit */
-	const size_t optin = (size_t)smem_limit();
+	const size_t limit = smem_limit().rescore;
 	const size_t fixed = rescore_layout(p->dim, p->kk, 0).bytes, per_row = ((size_t)p->dim + 1) * 4;
-	const size_t fit = optin > fixed ? (optin - fixed) / per_row : 0;
+	const size_t fit = limit > fixed ? (limit - fixed) / per_row : 0;
 	const uint32_t tile = fit >= p->kk ? p->kk : fit ? (uint32_t)fit : 1;
 	rescore_kernel<<<p->n_queries, rescore_threads, rescore_layout(p->dim, p->kk, tile).bytes, stream>>>(*p, tile);
 	return cudaGetLastError();
