@@ -199,6 +199,11 @@ typedef struct infs_k_query_params {
 
 cudaError_t infs_k_query_prep(const infs_k_query_params *p, cudaStream_t stream);
 
+/* Sets up, once per device, what the two kernels' launches need (their
+ * shared memory limits), so that a later launch makes no such call: one
+ * captured into a graph in cudaStreamCaptureModeGlobal may not. */
+void infs_k_exact_prepare(void);
+
 /* The candidates cand_id[q * kk ..] (cand_n[q] of them, ids among the
  * sorted ids of the n_rows f32 rows) scored against exact query q as the
  * CPU does (double sums in order, times row_scale[row] when given, rounded

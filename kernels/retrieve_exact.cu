@@ -286,6 +286,11 @@ static smem_limits smem_limit(void)
 	return raised;
 }
 
+extern "C" void infs_k_exact_prepare(void)
+{
+	smem_limit();
+}
+
 extern "C" cudaError_t infs_k_query_prep(const infs_k_query_params *p, cudaStream_t stream)
 {
 	if (p->n_queries == 0)

@@ -370,6 +370,7 @@ int infs__searcher_create(infs_searcher **out, infs_store *store, const infs_sea
 		                   "%s: the device path does not take embeddings of %u dimensions (a multiple of 64 up to %u)",
 		                   fn, dim, INFS_K_FUSED_MAX_DIM);
 	}
+	infs_k_exact_prepare();
 	infs_searcher *s = calloc(1, sizeof *s);
 	cudaError_t err = s ? cudaMalloc((void **)&s->mem, pl.bytes) : cudaSuccess;
 	infs__device_restore(prev);
