@@ -63,6 +63,11 @@ type Store struct {
 	geom     Geometry
 	tokBytes int
 	identity string
+	// bound holds the C searchers and injectors made on the store with
+	// their free functions (C pointers only, so that no Go object is kept
+	// alive from here), written under mu held exclusively; Close frees
+	// those still there before it closes the store.
+	bound map[unsafe.Pointer]func(unsafe.Pointer)
 }
 
 // cstring is s as a NUL-terminated byte string in Go memory, for C calls that
@@ -159,7 +164,8 @@ func Open(path string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// Close flushes the store per its sync mode and releases it. It waits for
+// Close flushes the store per its sync mode and releases it, after freeing
+// the Searchers and Injectors made on it that are still open. It waits for
 // calls in flight on other goroutines, and calling it again does nothing.
 func (s *Store) Close() error {
 	if s == nil {
@@ -168,6 +174,10 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.c != nil {
+		for h, free := range s.bound {
+			free(h)
+		}
+		s.bound = nil
 		C.infs_store_close(s.c)
 		s.c = nil
 		runtime.SetFinalizer(s, nil)
@@ -193,6 +203,81 @@ func (s *Store) acquire(op string) (*C.infs_store, error) {
 func (s *Store) release() {
 	s.mu.RUnlock()
 	runtime.KeepAlive(s)
+}
+
+// bind makes a C object that uses the store (a searcher, an injector) with
+// create, and records it to be freed with free by unbind or Close.
+func (s *Store) bind(op string, create func(*C.infs_store) (unsafe.Pointer, C.int), free func(unsafe.Pointer)) (unsafe.Pointer, error) {
+	if s == nil {
+		return nil, closedError(op)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c == nil {
+		return nil, closedError(op)
+	}
+	var h unsafe.Pointer
+	if err := check(func() C.int {
+		var rc C.int
+		h, rc = create(s.c)
+		return rc
+	}); err != nil {
+		return nil, err
+	}
+	if s.bound == nil {
+		s.bound = make(map[unsafe.Pointer]func(unsafe.Pointer))
+	}
+	s.bound[h] = free
+	return h, nil
+}
+
+// unbind frees *h, made by bind, unless Close already has, and sets it to
+// nil; it waits for calls in flight on the store.
+func (s *Store) unbind(h *unsafe.Pointer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if free, ok := s.bound[*h]; ok && *h != nil {
+		delete(s.bound, *h)
+		free(*h)
+	}
+	*h = nil
+}
+
+// acquireBound is acquire for a call on *h, made by bind: it returns *h,
+// read under the lock, or an error wrapping ErrClosed once *h or the store
+// is closed.
+func (s *Store) acquireBound(op string, h *unsafe.Pointer) (unsafe.Pointer, error) {
+	if _, err := s.acquire(op); err != nil {
+		return nil, err
+	}
+	if _, ok := s.bound[*h]; !ok || *h == nil {
+		s.release()
+		return nil, closedError(op)
+	}
+	return *h, nil
+}
+
+// NamespaceGeneration is a number that changes with every change of
+// namespace ns (a put, a delete, a drop) and never repeats while the store
+// is open; 0 for a namespace without records (unknown, or dropped). A CUDA
+// graph that captured Searcher.Search or Injector.InjectDevice on ns must
+// be captured again once it has changed.
+func (s *Store) NamespaceGeneration(ns string) (uint64, error) {
+	const op = "Store.NamespaceGeneration"
+	cns, err := cstring(op, "namespace", ns)
+	if err != nil {
+		return 0, err
+	}
+	c, err := s.acquire(op)
+	if err != nil {
+		return 0, err
+	}
+	defer s.release()
+	var g C.uint64_t
+	if err := check(func() C.int { return C.infs_namespace_generation(&g, c, charp(cns)) }); err != nil {
+		return 0, err
+	}
+	return uint64(g), nil
 }
 
 // Geometry is the geometry the store is bound to (still valid after Close;

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import os
 import threading
+import weakref
 from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Union, overload
 
 import numpy as np
@@ -88,7 +89,8 @@ class Store:
     existing one after checking both); ``Store(path)`` opens one. A store is
     safe to share between threads; close it with ``close()`` or a ``with``
     block (it is also closed when garbage collected). A second writer on the
-    same file raises BusyError.
+    same file raises BusyError. ``device`` is the CUDA device of the store's
+    device copy, -1 for none.
     """
 
     def __init__(self, path: PathLike, geometry: Optional[Geometry] = None,
@@ -100,6 +102,7 @@ class Store:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._users = 0
+        self._dependents: "weakref.WeakSet[Any]" = weakref.WeakSet()  # Searchers and Injectors
         c_path = cpath(path)
         self.path = os.fsdecode(path)
         opts = ffi.new("infs_store_options *")
@@ -116,6 +119,7 @@ class Store:
             opts.identity = ident
         opts.sync = int(SyncMode.coerce(sync))
         opts.device = as_int(device, "device", "int")
+        self.device = int(opts.device)
         opts.device_budget_bytes = as_int(device_budget_bytes, "device_budget_bytes", "uint64")
         if faiss_index is not None:
             fi = cstr(faiss_index, "faiss_index")
@@ -158,12 +162,15 @@ class Store:
                     self._idle.notify_all()
 
     def close(self) -> None:
-        """Flushes (per the sync mode) and closes the store. Idempotent."""
+        """Flushes (per the sync mode) and closes the store, after closing the
+        Searchers and Injectors made on it. Idempotent."""
         with self._lock:
             ptr, self._ptr = self._ptr, None
             while ptr is not None and self._users:
                 self._idle.wait()
         if ptr is not None:
+            for d in list(self._dependents):
+                d.close()
             ffi.release(ptr)  # runs infs_store_close now and disarms the GC's call
 
     @property
@@ -414,6 +421,17 @@ class Store:
         """Deletes every record of namespace."""
         with self._use() as p:
             check(lib.infs_namespace_drop(p, _ns(namespace)))
+
+    def namespace_generation(self, namespace: str) -> int:
+        """A number that changes with every change of namespace (a put, a
+        delete, a drop) and never repeats while the store is open, 0 for a
+        namespace without records (unknown, or dropped):
+        a CUDA graph that captured Searcher.search or Injector.inject on
+        namespace must be captured again once it has changed."""
+        out = ffi.new("uint64_t *")
+        with self._use() as p:
+            check(lib.infs_namespace_generation(out, p, _ns(namespace)))
+        return int(out[0])
 
     def __contains__(self, namespace: str) -> bool:
         return self.count(namespace) > 0
