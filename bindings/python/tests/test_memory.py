@@ -117,3 +117,31 @@ def test_progress(memory_file, facts):
         assert mem.store.count("progress") == before + 2
         with pytest.raises(TypeError, match="progress"):
             mem.add(facts[:1], progress=3)
+
+
+# Each demo question (examples/memory/questions.jsonl) and words of the fact
+# that answers it.
+DEMO = {
+    "What is Maya allergic to?": "allergic to peanuts",
+    "What is the name of Maya's cat?": "cat named Biscuit",
+    "Which instrument is Maya learning?": "learning to play the cello",
+    "Where does Maya's sister work?": "pediatric nurse in Manchester",
+    "What does Maya's partner do for a living?": "a furniture maker",
+    "When is Maya's birthday?": "birthday is on the 14th",
+}
+
+
+def test_five_lines_answer_every_demo_question(tmp_path):
+    with open(os.path.join(REPO, "examples", "memory", "questions.jsonl"), encoding="utf-8") as f:
+        questions = [json.loads(line)["question"] for line in f]
+    with open(os.path.join(REPO, "examples", "memory", "facts.jsonl"), encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line in f]
+    assert sorted(questions) == sorted(DEMO)
+    mem = infs.Memory(str(tmp_path / "maya.infs"))
+    ids = mem.add(texts)
+    answers = [mem.ask(q, max_tokens=16) for q in questions]
+    mem.close()
+    for q, a in zip(questions, answers):
+        gold = ids[next(i for i, t in enumerate(texts) if DEMO[q] in t)]
+        assert a.text.strip(), q
+        assert gold in a.fact_ids, (q, a.fact_ids)
