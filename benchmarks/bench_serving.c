@@ -142,31 +142,37 @@ static float queued_us(search *c)
 	return median(t, 9);
 }
 
-/* Per call, of a graph of one call replayed reps times, by events. */
-static float graph_us(search *c)
+/* Per call, of a graph of one call(arg) on stream replayed reps times
+ * back to back, by events. */
+static float graph_us(void (*call)(void *), void *arg, cudaStream_t stream, int reps)
 {
 	cudaGraph_t graph;
 	cudaGraphExec_t exec;
-	CUDA_OK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
-	device_call(c);
-	CUDA_OK(cudaStreamEndCapture(c->stream, &graph));
+	CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+	call(arg);
+	CUDA_OK(cudaStreamEndCapture(stream, &graph));
 	CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
 	cudaEvent_t a, b;
 	CUDA_OK(cudaEventCreate(&a));
 	CUDA_OK(cudaEventCreate(&b));
 	float t[9];
 	for (int i = 0; i < 9; i++) {
-		CUDA_OK(cudaEventRecord(a, c->stream));
-		for (int r = 0; r < REPS; r++)
-			CUDA_OK(cudaGraphLaunch(exec, c->stream));
-		CUDA_OK(cudaEventRecord(b, c->stream));
+		CUDA_OK(cudaEventRecord(a, stream));
+		for (int r = 0; r < reps; r++)
+			CUDA_OK(cudaGraphLaunch(exec, stream));
+		CUDA_OK(cudaEventRecord(b, stream));
 		CUDA_OK(cudaEventSynchronize(b));
 		CUDA_OK(cudaEventElapsedTime(&t[i], a, b));
-		t[i] *= 1000.0f / REPS;
+		t[i] *= 1000.0f / reps;
 	}
 	cudaEventDestroy(a), cudaEventDestroy(b);
 	cudaGraphExecDestroy(exec), cudaGraphDestroy(graph);
 	return median(t, 9);
+}
+
+static void device_call_any(void *c)
+{
+	device_call(c);
 }
 
 static float copies_us(search *c, void *pinned)
@@ -304,30 +310,9 @@ static float inj_wall(void (*f)(inj *), inj *c, int sync)
 	return median(t, 9);
 }
 
-static float inj_graph(inj *c)
+static void inject_dev_any(void *c)
 {
-	cudaGraph_t graph;
-	cudaGraphExec_t exec;
-	CUDA_OK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal));
 	inject_dev(c);
-	CUDA_OK(cudaStreamEndCapture(c->stream, &graph));
-	CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-	cudaEvent_t a, b;
-	CUDA_OK(cudaEventCreate(&a));
-	CUDA_OK(cudaEventCreate(&b));
-	float t[9];
-	for (int i = 0; i < 9; i++) {
-		CUDA_OK(cudaEventRecord(a, c->stream));
-		for (int r = 0; r < 20; r++)
-			CUDA_OK(cudaGraphLaunch(exec, c->stream));
-		CUDA_OK(cudaEventRecord(b, c->stream));
-		CUDA_OK(cudaEventSynchronize(b));
-		CUDA_OK(cudaEventElapsedTime(&t[i], a, b));
-		t[i] *= 1000.0f / 20;
-	}
-	cudaEventDestroy(a), cudaEventDestroy(b);
-	cudaGraphExecDestroy(exec), cudaGraphDestroy(graph);
-	return median(t, 9);
 }
 
 /* Injection of k = 50 facts at Llama-3-8B's geometry, both paths. */
@@ -403,7 +388,8 @@ static void bench_inject(FILE *out, const char *dir)
 		fprintf(stderr, "infs_inject_device: status %d\n", status);
 		exit(1);
 	}
-	const float host = inj_wall(inject_host, &c, 1), dev = inj_wall(inject_dev, &c, 0), kernel = inj_graph(&c);
+	const float host = inj_wall(inject_host, &c, 1), dev = inj_wall(inject_dev, &c, 0);
+	const float kernel = graph_us(inject_dev_any, &c, c.stream, 20);
 	const size_t bytes = 2 * half * INJ_FACTS;
 	void *dst;
 	CUDA_OK(cudaMalloc(&dst, bytes));
@@ -470,7 +456,8 @@ int main(int argc, char **argv)
 		search_init(&c, st, q);
 		for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++) {
 			c.nq = nqs[b];
-			float kernel = graph_us(&c), api_dev = queued_us(&c), api_sync = wall_us(device_call, &c, 1);
+			float kernel = graph_us(device_call_any, &c, c.stream, REPS), api_dev = queued_us(&c);
+			float api_sync = wall_us(device_call, &c, 1);
 			float copies = copies_us(&c, pinned), api_host = wall_us(host_call, &c, 0);
 			fprintf(out,
 			        "%s    {\"facts\": %u, \"queries\": %u, \"api_host_us\": %.2f, \"api_device_us\": %.2f, "
