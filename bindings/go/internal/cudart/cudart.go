@@ -15,12 +15,14 @@ typedef int (*free_fn)(void *);
 typedef int (*memcpy_fn)(void *, const void *, size_t, int);
 typedef int (*stream_create_fn)(void **);
 typedef int (*stream_fn)(void *);
+typedef int (*count_fn)(int *);
 
 static malloc_fn p_malloc;
 static free_fn p_free;
 static memcpy_fn p_memcpy;
 static stream_create_fn p_stream_create;
 static stream_fn p_stream_sync, p_stream_destroy;
+static count_fn p_count;
 
 // The runtime the library loaded if its symbols are global, else one by name.
 static int load(void)
@@ -36,12 +38,15 @@ static int load(void)
 		p_stream_create = (stream_create_fn)dlsym(h, "cudaStreamCreate");
 		p_stream_sync = (stream_fn)dlsym(h, "cudaStreamSynchronize");
 		p_stream_destroy = (stream_fn)dlsym(h, "cudaStreamDestroy");
-		if (p_malloc && p_free && p_memcpy && p_stream_create && p_stream_sync && p_stream_destroy)
+		p_count = (count_fn)dlsym(h, "cudaGetDeviceCount");
+		if (p_malloc && p_free && p_memcpy && p_stream_create && p_stream_sync && p_stream_destroy && p_count)
 			return 0;
 	}
 	return -1;
 }
 
+// Devices usable here: 0 where a runtime is installed but no driver or GPU.
+static int device_count(void) { int n = 0; return p_count(&n) == 0 ? n : 0; }
 static int dev_malloc(uintptr_t *out, size_t n) { void *p = NULL; int rc = p_malloc(&p, n); *out = (uintptr_t)p; return rc; }
 static int dev_free(uintptr_t p) { return p_free((void *)p); }
 static int to_dev(uintptr_t dst, const void *src, size_t n) { return p_memcpy((void *)dst, src, n, 1); }
@@ -63,10 +68,13 @@ var loadErr = sync.OnceValue(func() error {
 	if C.load() != 0 {
 		return errors.New("cudart: no CUDA runtime found")
 	}
+	if C.device_count() == 0 {
+		return errors.New("cudart: no usable CUDA device")
+	}
 	return nil
 })
 
-// Load finds the runtime; an error where there is none.
+// Load finds the runtime and a device; an error where there is none.
 func Load() error { return loadErr() }
 
 func status(what string, rc C.int) error {
