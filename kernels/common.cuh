@@ -47,6 +47,21 @@ template <typename F> inline cudaError_t dispatch_dtype(int dtype, F &&f)
 	}
 }
 
+/* The row of id in n ids sorted increasing (a namespace's device rows), or
+ * n when it is not there. */
+__device__ __forceinline__ uint32_t row_of(const uint64_t *ids, uint32_t n, uint64_t id)
+{
+	uint32_t lo = 0, hi = n;
+	while (lo < hi) {
+		const uint32_t mid = lo + (hi - lo) / 2;
+		if (ids[mid] < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && ids[lo] == id ? lo : n;
+}
+
 inline unsigned div_up(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
 
 } /* namespace infs */

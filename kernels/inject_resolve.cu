@@ -22,19 +22,12 @@ __global__ void __launch_bounds__(THREADS) resolve_kernel(const infs_k_resolve_p
 	const bool too_many = n > p.max_ids;
 	const uint32_t m = too_many ? 0 : n; /* the ids looked up */
 
-	/* Each id's row: the first not below it in the sorted ids. */
+	/* Each id's row in the sorted ids. */
 	int missing = 0;
 	for (uint32_t i = tid; i < m; i += THREADS) {
 		const uint64_t id = *(const uint64_t *)((const char *)p.ids + (size_t)i * p.id_stride);
-		uint32_t lo = 0, hi = p.n_rows;
-		while (lo < hi) {
-			const uint32_t mid = lo + (hi - lo) / 2;
-			if (p.row_ids[mid] < id)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo == p.n_rows || p.row_ids[lo] != id || (p.dead[lo / 32] >> (lo % 32) & 1)) {
+		const uint32_t lo = infs::row_of(p.row_ids, p.n_rows, id);
+		if (lo == p.n_rows || (p.dead[lo / 32] >> (lo % 32) & 1)) {
 			missing = 1;
 			ntok[i] = 0;
 		} else {

@@ -83,20 +83,6 @@ __global__ void __launch_bounds__(prep_threads) prep_kernel(const infs_k_query_p
 		p.bad[q] = bad_s;
 }
 
-/* The row of id in the sorted ids, or n. */
-__device__ uint32_t row_of(const uint64_t *ids, uint32_t n, uint64_t id)
-{
-	uint32_t lo = 0, hi = n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (ids[mid] < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n && ids[lo] == id ? lo : n;
-}
-
 /* Shared memory of a rescore block: the query, the candidates' scores,
  * ids and rows, then a tile of `tile` candidate rows (a row's stride dim + 1
  * floats, so that the lanes reading their own rows at the same dimension
@@ -178,7 +164,7 @@ __global__ void __launch_bounds__(rescore_threads) rescore_kernel(const infs_k_r
 	for (uint32_t j = threadIdx.x; j < m; j += blockDim.x) {
 		const uint64_t c = p.cand_id[(size_t)q * kk + j];
 		id[j] = c;
-		row[j] = row_of(p.ids, p.n_rows, c);
+		row[j] = infs::row_of(p.ids, p.n_rows, c);
 	}
 	__syncthreads();
 	for (uint32_t j0 = 0; j0 < m; j0 += tile) {
