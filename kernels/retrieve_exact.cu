@@ -11,6 +11,7 @@
 namespace {
 
 constexpr uint32_t prep_threads = 128;
+constexpr int prep_loads = 4;
 constexpr uint32_t rescore_threads = 256;
 
 /* The query staged in shared memory (dim floats, then the squares' double
@@ -32,12 +33,25 @@ __global__ void __launch_bounds__(prep_threads) prep_kernel(const infs_k_query_p
 		for (uint32_t i = threadIdx.x; i < p.n_seeds; i += blockDim.x)
 			p.seeds[i] = 0;
 	__syncthreads();
-	for (uint32_t d = threadIdx.x; d < dim; d += blockDim.x) {
-		const float v = x[d];
-		xs[d] = v;
-		sq[d] = __dmul_rn((double)v, (double)v); /* exact: 48 bits of 53 */
-		if (!isfinite(v))
-			bad_s = 1;
+	/* several loads in flight before any store: the queries may be in
+	 * mapped host memory, a bus round trip away */
+	for (uint32_t d0 = threadIdx.x; d0 < dim; d0 += prep_loads * blockDim.x) {
+		float v[prep_loads];
+#pragma unroll
+		for (int u = 0; u < prep_loads; u++) {
+			const uint32_t d = d0 + u * blockDim.x;
+			v[u] = d < dim ? x[d] : 0.0f;
+		}
+#pragma unroll
+		for (int u = 0; u < prep_loads; u++) {
+			const uint32_t d = d0 + u * blockDim.x;
+			if (d < dim) {
+				xs[d] = v[u];
+				sq[d] = __dmul_rn((double)v[u], (double)v[u]); /* exact: 48 bits of 53 */
+				if (!isfinite(v[u]))
+					bad_s = 1;
+			}
+		}
 	}
 	__syncthreads();
 	if (threadIdx.x == 0) {

@@ -184,7 +184,7 @@ func TestNamespaceGeneration(t *testing.T) {
 	}
 }
 
-// GPU: device search against Retrieve, device injection of its hits against
+// GPU: device search against the exact CPU search, device injection of its hits against
 // host-pointer injection into the same kind of device cache, and Close.
 func TestGPUSearchAndInject(t *testing.T) {
 	if !LibraryFeatures().CUDA {
@@ -240,7 +240,8 @@ func TestGPUSearchAndInject(t *testing.T) {
 	counts := make([]uint32, nq)
 	must(cudart.ToHost(unsafe.Slice((*byte)(unsafe.Pointer(&hits[0])), len(hits)*16), dHits))
 	must(cudart.ToHost(unsafe.Slice((*byte)(unsafe.Pointer(&counts[0])), nq*4), dCounts))
-	want, err := s.RetrieveBatch("u", q, k, nil)
+	// the exact CPU search as the reference (Retrieve itself would search the device copy)
+	want, err := s.RetrieveBatch("u", q, k, &RetrieveOptions{Backend: BackendExact})
 	must(err)
 	for i := 0; i < nq; i++ {
 		if int(counts[i]) != len(want[i]) || len(want[i]) != k {

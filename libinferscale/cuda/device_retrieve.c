@@ -11,8 +11,10 @@
  *
  * A searcher holds one stream's workspace. The host-pointer path
  * (infs_retrieve) takes searchers from a pool in the device copy, each with
- * its own stream, pinned buffers and cuBLAS handle, growing them as calls
- * need: one upload, the kernels, one download, one wait. The device-pointer
+ * its own stream, mapped pinned buffer and cuBLAS handle, growing them as
+ * calls need: the queries written into the buffer, the kernels reading them
+ * and writing the hits there over the bus (no copy to queue, each a few KB),
+ * one wait. The device-pointer
  * path (infs_retrieve_device) uses the caller's searcher, sized when made,
  * on the caller's stream, and never waits or allocates. Both run under
  * the store's read lock. */
@@ -43,7 +45,8 @@ struct infs_searcher {
 	cublasHandle_t blas;
 	char *mem;
 	size_t bytes;
-	char *host;
+	char *host;                 /* the host path's mapped pinned buffer ... */
+	char *host_dev;             /* ... and its device address */
 	size_t host_bytes;
 	struct infs_searcher *next;
 };
@@ -54,12 +57,10 @@ typedef struct plan {
 	int fused;
 	uint32_t kk;                /* candidates kept for exact scoring */
 	uint32_t round;             /* queries ranked at once */
-	uint32_t batch;             /* queries whose hits the workspace holds (host path) */
-	size_t off[12], bytes;
+	size_t off[9], bytes;
 } plan;
 
-/* COUNTS then HITS: the host path downloads both in one copy. */
-enum { SEEDS, EXACT, RANK, BAD, CAND_ID, CAND_SCORE, CAND_N, WS, SCORES, IN, COUNTS, HITS };
+enum { SEEDS, EXACT, RANK, BAD, CAND_ID, CAND_SCORE, CAND_N, WS, SCORES };
 
 static size_t up256(size_t n)
 {
@@ -72,10 +73,9 @@ static uint32_t kept(size_t k)
 	return (uint32_t)(kk > INFS_K_TOPK_MAX ? INFS_K_TOPK_MAX : kk);
 }
 
-/* The plan for up to nq queries of k hits over rows rows; batch > 0 adds
- * the host path's room for batch queries in and their hits out. fused_only
- * fails (returns 0) where the fused kernels do not take the shapes. */
-static int make_plan(plan *pl, uint32_t dim, uint64_t rows, uint32_t nq, uint32_t k, uint32_t batch, int fused_only)
+/* The plan for up to nq queries of k hits over rows rows. fused_only fails
+ * (returns 0) where the fused kernels do not take the shapes. */
+static int make_plan(plan *pl, uint32_t dim, uint64_t rows, uint32_t nq, uint32_t k, int fused_only)
 {
 	memset(pl, 0, sizeof *pl);
 	pl->kk = kept(k);
@@ -92,14 +92,12 @@ static int make_plan(plan *pl, uint32_t dim, uint64_t rows, uint32_t nq, uint32_
 		ws = infs_k_topk_workspace_bytes((uint32_t)rows, round, pl->kk);
 	}
 	pl->round = round;
-	pl->batch = batch;
-	const size_t sizes[12] = {
+	const size_t sizes[9] = {
 		INFS_K_FUSED_SEEDS * 8, (size_t)round * dim * 4, (size_t)round * dim * 2, (size_t)round * 4,
 		(size_t)round * pl->kk * 8, (size_t)round * pl->kk * 4, (size_t)round * 4, ws,
-		pl->fused ? 0 : (size_t)round * rows * 4, (size_t)batch * dim * 4, (size_t)batch * 4,
-		(size_t)batch * k * sizeof(infs_hit),
+		pl->fused ? 0 : (size_t)round * rows * 4,
 	};
-	for (int i = 0; i < 12; i++) {
+	for (int i = 0; i < 9; i++) {
 		pl->off[i] = pl->bytes;
 		pl->bytes += up256(sizes[i]);
 	}
@@ -199,7 +197,7 @@ static void searcher_release(infs_searcher *s)
 }
 
 /* Room for plan pl in a pooled searcher (its last search has been waited
- * for), and its pinned buffer of host_bytes. */
+ * for), and its mapped pinned buffer of host_bytes. */
 static int pooled_reserve(infs_searcher *s, const plan *pl, size_t host_bytes, const char *fn)
 {
 	cudaError_t err = cudaSuccess;
@@ -217,7 +215,8 @@ static int pooled_reserve(infs_searcher *s, const plan *pl, size_t host_bytes, c
 		cudaFreeHost(s->host);
 		s->host = NULL;
 		s->host_bytes = 0;
-		if ((err = cudaHostAlloc((void **)&s->host, host_bytes, cudaHostAllocDefault)) != cudaSuccess)
+		if ((err = cudaHostAlloc((void **)&s->host, host_bytes, cudaHostAllocMapped)) != cudaSuccess ||
+		    (err = cudaHostGetDevicePointer((void **)&s->host_dev, s->host, 0)) != cudaSuccess)
 			return infs__cuda_error(err, fn, "allocating the search's pinned buffer");
 		s->host_bytes = host_bytes;
 	}
@@ -286,50 +285,42 @@ int infs__retrieve_device(infs_hit *out, size_t *out_n, infs_store *store, const
 	if (rc)
 		return rc;
 	plan pl;
-	make_plan(&pl, dim, p->n_rows, batch, (uint32_t)k, batch, 0);
-	const size_t up = (size_t)batch * dim * 4;
-	const size_t down = pl.off[HITS] - pl.off[COUNTS] + (size_t)batch * k * sizeof(infs_hit);
+	make_plan(&pl, dim, p->n_rows, batch, (uint32_t)k, 0);
+	/* the buffer: queries, then counts, then hits */
+	const size_t at_counts = up256((size_t)batch * dim * 4), at_hits = at_counts + up256((size_t)batch * 4);
 	infs_searcher *s = NULL;
 	if ((rc = pool_take(&s, d, store, metric, fn))) {
 		infs__device_restore(prev);
 		return rc;
 	}
-	rc = pooled_reserve(s, &pl, up > down ? up : down, fn);
+	rc = pooled_reserve(s, &pl, at_hits + (size_t)batch * k * sizeof(infs_hit), fn);
 	for (size_t q0 = 0; q0 < n_queries && rc == INFS_OK; q0 += batch) {
 		const uint32_t qn = n_queries - q0 < batch ? (uint32_t)(n_queries - q0) : batch;
-		float *in = (float *)(s->mem + pl.off[IN]);
-		uint32_t *counts = (uint32_t *)(s->mem + pl.off[COUNTS]);
-		char *hits = s->mem + pl.off[HITS];
 		memcpy(s->host, queries + q0 * dim, (size_t)qn * dim * 4);
-		cudaError_t err = cudaMemcpyAsync(in, s->host, (size_t)qn * dim * 4, cudaMemcpyHostToDevice, s->stream);
 		/* the seeds are zeroed when the workspace is made, and again when
 		 * the epochs run out */
 		const uint32_t rounds = (qn + pl.round - 1) / pl.round;
-		if (err == cudaSuccess && (s->epoch == 0 || s->epoch > UINT32_MAX - rounds - 1)) {
-			err = cudaMemsetAsync(s->mem + pl.off[SEEDS], 0, INFS_K_FUSED_SEEDS * 8, s->stream);
+		if (s->epoch == 0 || s->epoch > UINT32_MAX - rounds - 1) {
+			cudaError_t err = cudaMemsetAsync(s->mem + pl.off[SEEDS], 0, INFS_K_FUSED_SEEDS * 8, s->stream);
+			if (err != cudaSuccess) {
+				rc = infs__cuda_error(err, fn, "queueing the search");
+				break;
+			}
 			s->epoch = 0;
 		}
-		if (err != cudaSuccess) {
-			rc = infs__cuda_error(err, fn, "sending the queries");
-			break;
-		}
-		/* the queries are the CPU's already (unit length for cosine, checked) */
-		const job j = { .in = in, .nq = qn, .k = (uint32_t)k, .epoch = s->epoch + 1, .hits = hits,
-			        .counts = counts };
+		const job j = { .in = (const float *)s->host_dev, .normalize = metric == INFS_METRIC_COSINE, .nq = qn,
+			        .k = (uint32_t)k, .epoch = s->epoch + 1, .hits = s->host_dev + at_hits,
+			        .counts = (uint32_t *)(s->host_dev + at_counts) };
 		s->epoch += rounds;
 		if ((rc = enqueue(s, &pl, p, &j, s->stream, fn)))
 			break;
-		/* counts then hits: one download */
-		const size_t hit_bytes = (size_t)qn * k * sizeof(infs_hit), gap = pl.off[HITS] - pl.off[COUNTS];
-		err = cudaMemcpyAsync(s->host, counts, gap + hit_bytes, cudaMemcpyDeviceToHost, s->stream);
-		if (err == cudaSuccess)
-			err = cudaStreamSynchronize(s->stream);
+		cudaError_t err = cudaStreamSynchronize(s->stream);
 		if (err != cudaSuccess) {
-			rc = infs__cuda_error(err, fn, "receiving the hits");
+			rc = infs__cuda_error(err, fn, "waiting for the search");
 			break;
 		}
-		memcpy(out + q0 * k, s->host + gap, hit_bytes);
-		const uint32_t *n = (const uint32_t *)s->host;
+		memcpy(out + q0 * k, s->host + at_hits, (size_t)qn * k * sizeof(infs_hit));
+		const uint32_t *n = (const uint32_t *)(s->host + at_counts);
 		for (uint32_t q = 0; q < qn; q++)
 			out_n[q0 + q] = n[q];
 	}
@@ -364,7 +355,7 @@ int infs__searcher_create(infs_searcher **out, infs_store *store, const infs_sea
 	if (rc)
 		return rc;
 	plan pl;
-	if (!make_plan(&pl, dim, rows, o->max_queries, o->max_k, 0, 1)) {
+	if (!make_plan(&pl, dim, rows, o->max_queries, o->max_k, 1)) {
 		infs__device_restore(prev);
 		return infs__error(INFS_EUNSUPPORTED,
 		                   "%s: the device path does not take embeddings of %u dimensions (a multiple of 64 up to %u)",
@@ -429,7 +420,7 @@ int infs__retrieve_on_device(infs_searcher *s, const char *ns, const float *quer
 		 * queries and k, and the shapes it was made for take the fused
 		 * ranking, so these do too */
 		plan pl;
-		make_plan(&pl, d->embed_dim, p->n_rows, (uint32_t)n_queries, (uint32_t)k, 0, 1);
+		make_plan(&pl, d->embed_dim, p->n_rows, (uint32_t)n_queries, (uint32_t)k, 1);
 		const job j = { .in = queries, .normalize = s->metric == INFS_METRIC_COSINE, .nq = (uint32_t)n_queries,
 			        .k = (uint32_t)k, .hits = hits, .counts = counts };
 		if (pl.bytes > s->bytes)

@@ -201,7 +201,30 @@ static int device_ready(infs_store *s)
 	return infs__cuda && infs__store_ext(s, INFS_EXT_DEVICE)->data;
 }
 
-/* Under the store's read lock: the namespace's matrix and the backend. */
+/* Exact search of the namespace's rows, scaled by their inverse norms for
+ * cosine (unit queries). */
+static int search_exact(infs_hit *out, size_t *out_n, infs_store *store, const char *ns, const float *emb,
+                        const uint64_t *ids, size_t n, uint64_t gen, const float *q, size_t nq, size_t k,
+                        infs_metric metric)
+{
+	size_t dim = infs__store_geom(store)->embed_dim;
+	const float *scale = NULL;
+	if (metric == INFS_METRIC_COSINE) {
+		infs__ns_cache *e = infs__ns_cache_lock(store, ns, gen, n);
+		if (!e)
+			return INFS_ENOMEM;
+		int rc = infs__ns_cache_norms(e, emb, n, dim);
+		scale = e->inv_norms;
+		pthread_mutex_unlock(&e->lock);
+		if (rc)
+			return rc;
+	}
+	return infs__topk(out, out_n, emb, ids, scale, n, dim, q, nq, k);
+}
+
+/* Under the store's read lock: the namespace's matrix and the backend, for
+ * checked queries (cosine queries made unit length here, with double
+ * sums, or on the device with the same arithmetic). */
 static int search(infs_hit *out, size_t *out_n, infs_store *store, const char *ns, const float *q, size_t nq,
                   size_t k, infs_metric metric, infs_backend backend, const char *fn)
 {
@@ -235,24 +258,58 @@ static int search(infs_hit *out, size_t *out_n, infs_store *store, const char *n
 			return infs__error(INFS_EUNSUPPORTED,
 			                   "%s: the CUDA backend needs a store opened with a device copy (options.device >= 0)",
 			                   fn);
+		/* the device makes the queries unit length, as below */
 		return infs__cuda->retrieve(out, out_n, store, ns, q, nq, k, metric);
+	}
+	float *unit = NULL;
+	if (metric == INFS_METRIC_COSINE) {
+		if (!(unit = malloc(nq * dim * sizeof *unit)))
+			return infs__error(INFS_ENOMEM, "%s: out of memory for %zu queries", fn, nq);
+		for (size_t i = 0; i < nq; i++) {
+			const float *x = q + i * dim;
+			double ss = 0;
+			for (size_t d = 0; d < dim; d++)
+				ss += (double)x[d] * x[d];
+			const double scale = 1.0 / sqrt(ss);
+			for (size_t d = 0; d < dim; d++)
+				unit[i * dim + d] = (float)(x[d] * scale);
+		}
+		q = unit;
 	}
 #ifdef INFS_HAVE_FAISS
 	if (backend == INFS_BACKEND_FAISS)
-		return search_faiss(out, out_n, store, ns, emb, ids, n, gen, q, nq, k, metric, fn);
+		rc = search_faiss(out, out_n, store, ns, emb, ids, n, gen, q, nq, k, metric, fn);
+	else
 #endif
-	const float *scale = NULL;
-	if (metric == INFS_METRIC_COSINE) {
-		infs__ns_cache *e = infs__ns_cache_lock(store, ns, gen, n);
-		if (!e)
-			return INFS_ENOMEM;
-		rc = infs__ns_cache_norms(e, emb, n, dim);
-		scale = e->inv_norms;
-		pthread_mutex_unlock(&e->lock);
-		if (rc)
-			return rc;
+		rc = search_exact(out, out_n, store, ns, emb, ids, n, gen, q, nq, k, metric);
+	free(unit);
+	return rc;
+}
+
+/* Refuses a query with a non-finite value, or a zero one under cosine (its
+ * cosine is undefined): one pass over the values' bits that vectorises,
+ * the position found only when there is an error to report. */
+static int check_queries(const float *queries, size_t nq, size_t dim, infs_metric metric, const char *fn)
+{
+	for (size_t i = 0; i < nq; i++) {
+		const float *x = queries + i * dim;
+		uint32_t nonfinite = 0, nonzero = 0;
+		for (size_t d = 0; d < dim; d++) {
+			uint32_t b;
+			memcpy(&b, x + d, sizeof b);
+			nonfinite |= (b & 0x7f800000u) == 0x7f800000u;
+			nonzero |= b & 0x7fffffffu;
+		}
+		if (nonfinite) {
+			size_t d = 0;
+			while (isfinite(x[d]))
+				d++;
+			return infs__error(INFS_EINVAL, "%s: query %zu has a non-finite value at %zu", fn, i, d);
+		}
+		if (metric == INFS_METRIC_COSINE && !nonzero)
+			return infs__error(INFS_EINVAL, "%s: query %zu is zero: its cosine is undefined", fn, i);
 	}
-	return infs__topk(out, out_n, emb, ids, scale, n, dim, q, nq, k);
+	return INFS_OK;
 }
 
 int infs_retrieve(infs_hit *out, size_t *out_n, infs_store *store, const char *ns, const float *queries,
@@ -299,32 +356,11 @@ int infs_retrieve(infs_hit *out, size_t *out_n, infs_store *store, const char *n
 	    n_queries > SIZE_MAX / (dim * sizeof *queries))
 		return infs__error(INFS_ERANGE, "%s: n_queries %zu is too large", fn, n_queries);
 
-	float *q = malloc(n_queries * dim * sizeof *q);
-	if (!q)
-		return infs__error(INFS_ENOMEM, "%s: out of memory for %zu queries", fn, n_queries);
-	for (size_t i = 0; i < n_queries; i++) {
-		const float *x = queries + i * dim;
-		double ss = 0;
-		for (size_t d = 0; d < dim; d++) {
-			if (!isfinite(x[d])) {
-				free(q);
-				return infs__error(INFS_EINVAL, "%s: query %zu has a non-finite value at %zu", fn, i, d);
-			}
-			ss += (double)x[d] * x[d];
-		}
-		if (o.metric == INFS_METRIC_COSINE && ss == 0) {
-			free(q);
-			return infs__error(INFS_EINVAL, "%s: query %zu is zero: its cosine is undefined", fn, i);
-		}
-		double scale = o.metric == INFS_METRIC_COSINE ? 1.0 / sqrt(ss) : 1.0;
-		for (size_t d = 0; d < dim; d++)
-			q[i * dim + d] = (float)(x[d] * scale);
-	}
-
+	if ((rc = check_queries(queries, n_queries, dim, o.metric, fn)))
+		return rc;
 	infs__store_read_lock(store);
-	rc = search(out, out_n, store, ns, q, n_queries, k, o.metric, o.backend, fn);
+	rc = search(out, out_n, store, ns, queries, n_queries, k, o.metric, o.backend, fn);
 	infs__store_read_unlock(store);
-	free(q);
 	if (rc)
 		for (size_t i = 0; i < n_queries; i++)
 			out_n[i] = 0;

@@ -33,8 +33,9 @@ infs__ns_cache *infs__ns_cache_lock(infs_store *s, const char *ns, uint64_t gene
 int infs__ns_cache_norms(infs__ns_cache *e, const float *emb, size_t n, size_t dim);
 
 /* Exact search on the store's device copy (its INFS_EXT_DEVICE slot), with
- * the contract of infs__topk: queries checked, finite and, for cosine, of
- * unit length; scores dot(query, row), times 1/||row|| for cosine (0 for a
+ * the contract of infs__topk but for the queries: checked (finite, and not
+ * zero for cosine) and, for cosine, made unit length on the device as
+ * infs_retrieve does on the CPU; scores dot(query, row), times 1/||row|| for cosine (0 for a
  * zero row), reported as infs__hits_rescore computes them; k best per
  * query, best first, ties by increasing id; out_n[q] = min(k, facts).
  * Implemented by the CUDA module; called with the store's read lock held. */
