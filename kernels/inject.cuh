@@ -230,6 +230,109 @@ inject_kernel(const infs_k_inject_params p, uint32_t layers_per_block)
 	}
 }
 
+/* An fp8 e4m3 code as float: exact (docs/store-format.md). */
+__device__ __forceinline__ float e4m3_to_float(uint32_t c)
+{
+	const uint32_t sign = (c & 0x80) << 24, e = (c >> 3) & 15, m = c & 7;
+	if (e == 0) {
+		const float f = (float)m * 0x1p-9f; /* exact */
+		return sign ? -f : f;
+	}
+	return __uint_as_float(e == 15 && m == 7 ? sign | 0x7fc00000u : sign | ((e + 120) << 23) | (m << 20));
+}
+
+/* W codes of a row from x, dequantized with one f32 multiply each, as the
+ * CPU does (libinferscale/inject/inject.c). */
+template <int W> __device__ __forceinline__ void load_e4m3(float *v, const uint8_t *x, float scale)
+{
+	if (W == 8) {
+		const uint2 w = *(const uint2 *)x;
+#pragma unroll
+		for (int e = 0; e < 4; e++) {
+			v[e] = __fmul_rn(e4m3_to_float((w.x >> (8 * e)) & 0xff), scale);
+			v[e + 4] = __fmul_rn(e4m3_to_float((w.y >> (8 * e)) & 0xff), scale);
+		}
+	} else if (W == 4) {
+		const uint32_t w = *(const uint32_t *)x;
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			v[e] = __fmul_rn(e4m3_to_float((w >> (8 * e)) & 0xff), scale);
+	} else {
+#pragma unroll
+		for (int e = 0; e < W; e++)
+			v[e] = __fmul_rn(e4m3_to_float(x[e]), scale);
+	}
+}
+
+/* Injection from an fp8 store: the grid and token setup of inject_kernel;
+ * each thread takes W consecutive dims of one (layer, K|V, head) row: loads
+ * W codes (and for NeoX keys the partner's W), dequantizes them in registers,
+ * rotates keys with the CPU's arithmetic and stores W elements of D. */
+template <typename D, int W>
+__global__ void __launch_bounds__(INFS_K_INJECT_THREADS)
+inject_fp8_kernel(const infs_k_inject_params p, uint32_t layers_per_block)
+{
+	using DB = typename D::bits;
+	__shared__ token_info<uint8_t> ti;
+	uint32_t n_facts = p.n_facts;
+	if (p.dev_counts) {
+		if (blockIdx.x >= p.dev_counts[1])
+			return;
+		n_facts = p.dev_counts[0];
+	}
+	token_setup(ti, p, n_facts, blockIdx.x);
+
+	const uint32_t H = p.n_heads, Dm = p.head_dim, nv = Dm / W;
+	const uint32_t per_kv = H * nv, per_layer = 2 * per_kv;
+	const uint32_t l0 = blockIdx.y * layers_per_block;
+	const uint32_t l1 = min(l0 + layers_per_block, p.n_layers);
+	const size_t T = ti.fact_tokens, codes = (size_t)p.n_layers * T * H * Dm;
+	const uint32_t n_pairs = p.rotary_dim / 2;
+	const bool neox = p.style == 0;
+	const uint32_t n = (l1 - l0) * per_layer;
+	for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+		const uint32_t l = l0 + i / per_layer, r = i % per_layer;
+		const uint32_t kv = r / per_kv, h = (r % per_kv) / nv, d = (r % nv) * W;
+		const uint8_t *src = kv ? ti.src_v : ti.src_k;
+		const size_t row = ((size_t)l * T + ti.tok) * H + h;
+		const float scale = ((const float *)(src + codes))[row];
+		const uint8_t *x = src + row * Dm + d;
+		float v[W], o[W];
+		load_e4m3<W>(v, x, scale);
+		if (!kv && d < p.rotary_dim) {
+			float w[W];
+			if (neox)
+				load_e4m3<W>(w, x + (d < n_pairs ? (int64_t)n_pairs : -(int64_t)n_pairs), scale);
+			else if (W == 1)
+				load_e4m3<1>(w, x + ((int64_t)(d ^ 1) - d), scale);
+#pragma unroll
+			for (int e = 0; e < W; e++) {
+				const uint32_t de = d + e;
+				const bool first = neox ? de < n_pairs : !(de & 1);
+				const uint32_t pi = neox ? (de < n_pairs ? de : de - n_pairs) : de / 2;
+				const float y = neox || W == 1 ? w[e] : v[e ^ 1];
+				const float c = ti.cs[pi], s = ti.sn[pi];
+				o[e] = first ? __fsub_rn(__fmul_rn(v[e], c), __fmul_rn(y, s))
+				             : __fadd_rn(__fmul_rn(v[e], c), __fmul_rn(y, s));
+			}
+		} else {
+#pragma unroll
+			for (int e = 0; e < W; e++)
+				o[e] = v[e];
+		}
+		DB *dst = (DB *)(kv ? p.dst_v : p.dst_k)[l] + ti.dst_off + h * p.stride_head + d * p.stride_dim;
+		if (W > 1) {
+			vec<D, W> out;
+#pragma unroll
+			for (int e = 0; e < W; e++)
+				out.v[e] = from_float(D{}, o[e]);
+			*(vec<D, W> *)dst = out;
+		} else {
+			*dst = from_float(D{}, o[0]);
+		}
+	}
+}
+
 } /* namespace infs */
 
 #endif

@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 /* Element types, numbered as infs_dtype. */
-enum { INFS_K_F32 = 0, INFS_K_F16 = 1, INFS_K_BF16 = 2 };
+enum { INFS_K_F32 = 0, INFS_K_F16 = 1, INFS_K_BF16 = 2, INFS_K_FP8_E4M3 = 3 /* sources only */ };
 
 /* One injection: the tokens of n_facts facts, laid end to end, land at
  * positions start_pos, start_pos + 1, ... of a paged cache.
@@ -26,7 +26,10 @@ enum { INFS_K_F32 = 0, INFS_K_F16 = 1, INFS_K_BF16 = 2 };
  * dst_k[l] + b*stride_block + s*stride_slot + h*stride_head + d*stride_dim
  * elements of dst_dtype. Keys are rotated to p with inv_freq (rotary_dim / 2
  * floats) and attn_scale, NeoX (style 0) or GPT-J (style 1) pairing; dims
- * from rotary_dim on pass through, and values are copied. */
+ * from rotary_dim on pass through, and values are copied. An fp8 e4m3 source
+ * (INFS_K_FP8_E4M3) is the store's blob: the codes in that layout, then an
+ * f32 scale per [n_layers][n][n_heads] row, 4-byte aligned; each element is
+ * e4m3 * scale in f32, as the CPU computes it. */
 typedef struct infs_k_inject_params {
 	const void *const *src_k;
 	const void *const *src_v;

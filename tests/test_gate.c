@@ -9,7 +9,10 @@
  *     the same argmax.
  * Tolerances (relative to the largest magnitude compared): f32 KV 1e-4;
  * f16 KV 4e-3 for (a) (two roundings of a value and its rotation) and 2e-2
- * for (b) (f16 rounding of every cached K and V through every layer).
+ * for (b) (f16 rounding of every cached K and V through every layer). fp8
+ * e4m3 KV in the store (injected into f32 caches): 1/14 for (a), half an
+ * e4m3 step of the top binade (16/448 of the row's amax) at most doubled by
+ * the rotation, and FP8_LOGIT_TOL for (b).
  * argv: a directory, then model names in it, or absolute paths (the real
  * SmolLM2 is $INFS_CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf, named
  * "smollm2"). Models with a tokenizer use the engine's real prompt layout. */
@@ -34,11 +37,33 @@ static float elem(const infs_kv_layout *l, void *const *layers, const int32_t *t
 	              h * l->stride_head + d * l->stride_dim;
 	if (l->dtype == INFS_DTYPE_F32)
 		return ((const float *)layers[layer])[off];
+	if (l->dtype == INFS_DTYPE_BF16) {
+		uint32_t bits = (uint32_t)((const uint16_t *)layers[layer])[off] << 16;
+		float f;
+		memcpy(&f, &bits, 4);
+		return f;
+	}
 	uint16_t x = ((const uint16_t *)layers[layer])[off];
 	/* f16 to f32 (normal and subnormal numbers; KV holds no inf or NaN) */
 	uint32_t e = (x >> 10) & 31, f = x & 1023;
 	float v = e ? ldexpf(1.0f + f / 1024.0f, (int)e - 15) : ldexpf(f / 1024.0f, -14);
 	return x & 0x8000 ? -v : v;
+}
+
+/* fp8 (b): max |logit diff| <= FP8_LOGIT_TOL (1 + max |logit|); measured
+ * up to FP8_LOGIT_SEEN on these models. */
+#define FP8_LOGIT_TOL 0.2f
+
+static const char *dt_name(infs_dtype dt)
+{
+	return dt == INFS_DTYPE_F32 ? "f32" : dt == INFS_DTYPE_F16 ? "f16" : "fp8";
+}
+
+/* The engine's cache for a store of dt: fp8 is dequantized into f32, so that
+ * the gate measures what fp8 costs alone. */
+static infs_dtype cache_dt(infs_dtype dt)
+{
+	return dt == INFS_DTYPE_FP8_E4M3 ? INFS_DTYPE_F32 : dt;
 }
 
 /* Gate (a): fact of n tokens encoded alone, injected at p, against the model
@@ -59,7 +84,7 @@ static void gate_a(const infs_model *m, const char *name, infs_dtype dt, const i
 	infs_engine_options eo = INFS_ENGINE_OPTIONS_INIT;
 	eo.n_ctx = p + n;
 	eo.block_size = 5;
-	eo.kv_dtype = dt;
+	eo.kv_dtype = cache_dt(dt);
 	infs_engine *inj = NULL;
 	CHECK_OK(infs_engine_create(&inj, m, &eo));
 	/* Positions below p are filled by a prefill of other tokens. */
@@ -101,9 +126,9 @@ static void gate_a(const infs_model *m, const char *name, infs_dtype dt, const i
 					v.worst = fmaxf(v.worst, fabsf(a - b));
 					v.big = fmaxf(v.big, fabsf(b));
 				}
-	float tol = dt == INFS_DTYPE_F32 ? 1e-4f : 4e-3f;
+	float tol = dt == INFS_DTYPE_F32 ? 1e-4f : dt == INFS_DTYPE_F16 ? 4e-3f : 1.0f / 14;
 	printf("gate (a) %-24s %s KV, %u tokens at %u: max |K diff| %.3g (of %.3g), |V diff| %.3g (of %.3g)\n",
-	       name, dt == INFS_DTYPE_F32 ? "f32" : "f16", n, p, k.worst, k.big, v.worst, v.big);
+	       name, dt_name(dt), n, p, k.worst, k.big, v.worst, v.big);
 	CHECK(k.worst <= tol * k.big && v.worst <= tol * v.big);
 	CHECK(k.big > 0 && v.big > 0);
 	free(pad);
@@ -148,7 +173,7 @@ static void gate_b(const infs_model *m, const char *name, infs_dtype dt, const i
 	infs_engine_options o = INFS_ENGINE_OPTIONS_INIT;
 	o.n_ctx = nh + nf + nt + nq;
 	o.block_size = 7;
-	o.kv_dtype = dt;
+	o.kv_dtype = cache_dt(dt);
 	infs_engine *e = NULL;
 	CHECK_OK(infs_engine_create(&e, m, &o));
 	CHECK_OK(infs_engine_inject(e, st, "seg", &ids[0], 1));
@@ -182,9 +207,9 @@ static void gate_b(const infs_model *m, const char *name, infs_dtype dt, const i
 		af = full[i] > full[af] ? (int)i : af;
 	}
 	printf("gate (b) %-24s %s KV, %u+%u+%u injected, %u prefilled: max |logit diff| %.3g (of %.3g), argmax %d / %d\n",
-	       name, dt == INFS_DTYPE_F32 ? "f32" : "f16", nh, nf, nt, nq, worst, big, ai, af);
+	       name, dt_name(dt), nh, nf, nt, nq, worst, big, ai, af);
 	CHECK(full != NULL);
-	CHECK(worst <= (dt == INFS_DTYPE_F32 ? 1e-4f : 2e-2f) * (1 + big));
+	CHECK(worst <= (dt == INFS_DTYPE_F32 ? 1e-4f : dt == INFS_DTYPE_F16 ? 2e-2f : FP8_LOGIT_TOL) * (1 + big));
 	CHECK(ai == af);
 	free(inj);
 	free(all);
@@ -225,8 +250,8 @@ static void gate_model(const char *path, const char *name)
 		int32_t *fact = tokens_of(m, fact_text, &nf, 0), *q = NULL;
 		const infs__engine_view *v = infs__engine_view_of(e);
 		CHECK_OK(infs__compose_question(&q, &nq, v->prompt, m, "What is the name of Maya's cat?"));
-		for (int d = 0; d < 2; d++) {
-			infs_dtype dt = d ? INFS_DTYPE_F16 : INFS_DTYPE_F32;
+		for (int d = 0; d < 3; d++) {
+			infs_dtype dt = d == 2 ? INFS_DTYPE_FP8_E4M3 : d ? INFS_DTYPE_F16 : INFS_DTYPE_F32;
 			gate_a(m, name, dt, fact, nf, 37);
 			gate_b(m, name, dt, hdr, nh, fact, nf, v->prompt->footer, v->prompt->n_footer, q, nq);
 		}
@@ -239,8 +264,8 @@ static void gate_model(const char *path, const char *name)
 		int32_t t[NH + NF + NT + NQ];
 		for (int i = 0; i < NH + NF + NT + NQ; i++)
 			t[i] = (int32_t)((i * 53 + 17) % info.n_vocab);
-		for (int d = 0; d < 2; d++) {
-			infs_dtype dt = d ? INFS_DTYPE_F16 : INFS_DTYPE_F32;
+		for (int d = 0; d < 3; d++) {
+			infs_dtype dt = d == 2 ? INFS_DTYPE_FP8_E4M3 : d ? INFS_DTYPE_F16 : INFS_DTYPE_F32;
 			gate_a(m, name, dt, t + NH, NF, 0);
 			gate_a(m, name, dt, t + NH, NF, 23);
 			gate_b(m, name, dt, t, NH, t + NH, NF, t + NH + NF, NT, t + NH + NF + NT, NQ);

@@ -191,8 +191,10 @@ static void bad_inputs(void)
 		l = c.lay, l.device = 0;
 		BAD(INFS_EUNSUPPORTED, "no CUDA", r, 1, 0, bt, 4, &l);
 	}
-	l = c.lay, l.dtype = (infs_dtype)3;
+	l = c.lay, l.dtype = (infs_dtype)4;
 	BAD(INFS_EINVAL, "dtype", r, 1, 0, bt, 4, &l);
+	l = c.lay, l.dtype = INFS_DTYPE_FP8_E4M3;
+	BAD(INFS_EUNSUPPORTED, "store kv_dtype only", r, 1, 0, bt, 4, &l);
 	l = c.lay, l.n_layers = 3;
 	BAD(INFS_EMISMATCH, "layers", r, 1, 0, bt, 4, &l);
 	l = c.lay, l.n_kv_heads = 1;

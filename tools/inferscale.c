@@ -80,7 +80,7 @@ static const struct opt {
 	{ "--questions", "FILE", C_ASK | C_BENCH, "questions, JSONL with \"question\" and \"namespace\"" },
 	{ "--model", "PATH", C_ALL, "GGUF or HF directory (default $INFS_CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)" },
 	{ "--embedder", "DIR", C_ALL, "sentence-transformers directory (default $INFS_CACHE/minilm)" },
-	{ "--kv-dtype", "T", C_ENCODE | C_EVAL, "f16 (default), bf16 or f32: KV in a new store" },
+	{ "--kv-dtype", "T", C_ENCODE | C_EVAL, "f16 (default), bf16, f32 or fp8 (e4m3, scaled; injected into a bf16 cache): KV in a new store" },
 	{ "--threads", "N", C_ALL, "threads of the model and the embedder, 0..1024 (default 0: all cores)" },
 	{ "--device", "N", C_ALL, "run the model, the embedder, retrieval and the engine on CUDA device N\n"
 	                          "(default: the host)" },
@@ -340,8 +340,10 @@ static int parse_args(args *a, int argc, char **argv)
 				a->kv_dtype = INFS_DTYPE_BF16;
 			else if (!strcmp(v, "f32"))
 				a->kv_dtype = INFS_DTYPE_F32;
+			else if (!strcmp(v, "fp8") || !strcmp(v, "fp8_e4m3"))
+				a->kv_dtype = INFS_DTYPE_FP8_E4M3;
 			else
-				return fail("--kv-dtype: \"%s\" is not f16, bf16 or f32", v) + 1;
+				return fail("--kv-dtype: \"%s\" is not f16, bf16, f32 or fp8", v) + 1;
 		} else if (!strcmp(o, "--device")) {
 			TAKE();
 			uint32_t d = 0;
@@ -707,7 +709,8 @@ static int runtime_open(runtime *r, const args *a, int create)
 		            sg.embed_dim, a->embedder, infs_embedder_dim(r->embedder));
 	infs_engine_options en = INFS_ENGINE_OPTIONS_INIT;
 	en.n_ctx = CLI_N_CTX;
-	en.kv_dtype = sg.kv_dtype;
+	/* fp8 is a store dtype only: its facts are dequantized into bf16 */
+	en.kv_dtype = sg.kv_dtype == INFS_DTYPE_FP8_E4M3 ? INFS_DTYPE_BF16 : sg.kv_dtype;
 	en.device = a->device;
 	if (infs_engine_create(&r->engine, r->model, &en))
 		return lib_fail("engine");

@@ -5,15 +5,22 @@ package inferscale
 */
 import "C"
 
-import "fmt"
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+)
 
-// DType is the element type of a KV cache.
+// DType is the element type of a KV cache or of a store's KV.
 type DType int
 
 const (
 	F32  DType = C.INFS_DTYPE_F32
 	F16  DType = C.INFS_DTYPE_F16
 	BF16 DType = C.INFS_DTYPE_BF16
+	// FP8E4M3 is a store's kv_dtype only: e4m3 bytes, then an f32 scale per
+	// (layer, token, KV head); ConvertKV quantizes into it.
+	FP8E4M3 DType = C.INFS_DTYPE_FP8_E4M3
 )
 
 // Size is the size in bytes of one element, or 0 for an unknown dtype.
@@ -29,6 +36,8 @@ func (d DType) String() string {
 		return "f16"
 	case BF16:
 		return "bf16"
+	case FP8E4M3:
+		return "fp8_e4m3"
 	}
 	return fmt.Sprintf("DType(%d)", int(d))
 }
@@ -136,4 +145,35 @@ func (g Geometry) Validate() error {
 func (g Geometry) KVTokenBytes() int {
 	cg := g.toC()
 	return int(C.infs_geometry_kv_token_bytes(&cg))
+}
+
+// ConvertKV converts one fact's K (or V) of nTokens tokens, laid out as
+// the store keeps them with g's shape, from srcType to dstType
+// (infs_kv_convert): quantizing to FP8E4M3 with a scale per row, or
+// dequantizing from it. dst and src must hold exactly their sizes.
+func ConvertKV(dst []byte, dstType DType, src []byte, srcType DType, g Geometry, nTokens int) error {
+	const op = "ConvertKV"
+	if nTokens < 0 || nTokens > FactTokensMax {
+		return newError(ErrRange, fmt.Sprintf("%s: nTokens %d is not in 0..%d", op, nTokens, FactTokensMax))
+	}
+	size := func(t DType) int {
+		h := g
+		h.KVDType = t
+		return nTokens * h.KVTokenBytes()
+	}
+	if len(dst) != size(dstType) || len(src) != size(srcType) {
+		return newError(ErrInvalid, fmt.Sprintf("%s: dst has %d bytes and src %d, want %d and %d", op,
+			len(dst), len(src), size(dstType), size(srcType)))
+	}
+	if nTokens == 0 {
+		return nil
+	}
+	cg := g.toC()
+	err := check(func() C.int {
+		return C.infs_kv_convert(unsafe.Pointer(&dst[0]), C.infs_dtype(dstType), unsafe.Pointer(&src[0]),
+			C.infs_dtype(srcType), &cg, C.uint32_t(nTokens))
+	})
+	runtime.KeepAlive(dst)
+	runtime.KeepAlive(src)
+	return err
 }

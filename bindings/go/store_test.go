@@ -2,6 +2,7 @@ package inferscale
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestVersion(t *testing.T) {
@@ -478,4 +480,53 @@ func TestLostRecordsAndVerify(t *testing.T) {
 	if err := r.Verify(); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Verify after damage = %v, want ErrCorrupt", err)
 	}
+}
+
+// An fp8 store keeps what ConvertKV quantizes, and dequantizing it gives
+// every element within half an e4m3 step (1/16 of itself, or 2^-10 of its
+// row's scale near zero) of the float32 it came from.
+func TestFP8Store(t *testing.T) {
+	g := testGeometry()
+	g.KVDType = FP8E4M3
+	if FP8E4M3.String() != "fp8_e4m3" || FP8E4M3.Size() != 1 || g.KVTokenBytes() != 2*2*(8+4) {
+		t.Fatalf("fp8: %s, size %d, token bytes %d", FP8E4M3, FP8E4M3.Size(), g.KVTokenBytes())
+	}
+	s, _ := createStore(t, g)
+	const n = 3
+	f := g
+	f.KVDType = F32
+	x := make([]float32, n*f.KVTokenBytes()/4)
+	for i := range x {
+		x[i] = float32(math.Sin(float64(i)*0.7)) * float32(1+i%5)
+	}
+	src := unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*len(x))
+	q := make([]byte, n*g.KVTokenBytes())
+	if err := ConvertKV(q, FP8E4M3, src, F32, g, n); err != nil {
+		t.Fatal(err)
+	}
+	id, err := s.Put("a", &Fact{Tokens: []int32{1, 2, 3}, Embedding: []float32{1, 0, 0, 0}, K: q, V: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get("a", id)
+	if err != nil || !bytes.Equal(got.K, q) || !bytes.Equal(got.V, q) {
+		t.Fatalf("Get: %v", err)
+	}
+	back := make([]float32, len(x))
+	if err := ConvertKV(unsafe.Slice((*byte)(unsafe.Pointer(&back[0])), 4*len(back)), F32, got.K, FP8E4M3, g, n); err != nil {
+		t.Fatal(err)
+	}
+	rows := len(x) / int(g.HeadDim)
+	for r := 0; r < rows; r++ {
+		scale := math.Float32frombits(binary.LittleEndian.Uint32(q[len(x)+4*r:]))
+		for i := r * int(g.HeadDim); i < (r+1)*int(g.HeadDim); i++ {
+			bound := math.Max(math.Abs(float64(x[i]))/16, float64(scale)/1024)
+			if d := math.Abs(float64(back[i] - x[i])); d > bound*1.0001 {
+				t.Fatalf("element %d: %g back as %g (scale %g)", i, x[i], back[i], scale)
+			}
+		}
+	}
+	wantCode(t, ConvertKV(q[:5], FP8E4M3, src, F32, g, n), ErrInvalid)
+	x[7] = float32(math.NaN())
+	wantCode(t, ConvertKV(q, FP8E4M3, src, F32, g, n), ErrInvalid)
 }

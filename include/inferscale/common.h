@@ -56,14 +56,19 @@ INFS_API const char *infs_strerror(int code);
 INFS_API unsigned infs_version_number(void);
 INFS_API const char *infs_version_string(void);
 
-/* Element types of KV caches. */
+/* Element types of KV caches and of stored fact KV. */
 typedef enum infs_dtype {
 	INFS_DTYPE_F32 = 0,
 	INFS_DTYPE_F16 = 1,
-	INFS_DTYPE_BF16 = 2
+	INFS_DTYPE_BF16 = 2,
+	/* fp8 e4m3 (the "fn" variant: no infinities, NaN 0x7f/0xff, max 448)
+	 * with an f32 scale per token and KV head: a store's kv_dtype only,
+	 * never a cache's (INFS_EUNSUPPORTED). Layout: infs_kv_convert. */
+	INFS_DTYPE_FP8_E4M3 = 3
 } infs_dtype;
 
-/* Size in bytes of one element of dtype, or 0 for an unknown dtype. */
+/* Size in bytes of one element of dtype, or 0 for an unknown dtype (1 for
+ * fp8 e4m3, whose scales come on top: infs_geometry_kv_token_bytes). */
 INFS_API size_t infs_dtype_size(infs_dtype dtype);
 
 /* Buffers the library allocates for the caller (strings, id lists) are

@@ -61,8 +61,27 @@ INFS_API int infs_geometry_init(infs_geometry *g, unsigned version);
  * offending field. */
 INFS_API int infs_geometry_validate(const infs_geometry *g);
 
-/* Bytes of K (or of V) that one token occupies across all layers. */
+/* Bytes of K (or of V) that one token occupies across all layers: for
+ * INFS_DTYPE_FP8_E4M3, n_layers * n_kv_heads * (head_dim + 4). */
 INFS_API size_t infs_geometry_kv_token_bytes(const infs_geometry *g);
+
+/* Converts one fact's K (or V) of n_tokens tokens between element types:
+ * src in src_dtype to dst in dst_dtype, both laid out as the store keeps
+ * them, with g's shape (its kv_dtype is not used). For f32, f16 and bf16
+ * that is [n_layers][n_tokens][n_kv_heads][head_dim]; for fp8 e4m3 the
+ * e4m3 bytes in that order, then an f32 scale per (layer, token, head):
+ * [n_layers][n_tokens][n_kv_heads], together
+ * n_tokens * infs_geometry_kv_token_bytes bytes. An element's value is its
+ * e4m3 value times its row's scale. Quantizing sets scale = amax / 448 over
+ * the row's head_dim values (0 for a row of zeros, whose bytes are then 0)
+ * and rounds value / scale to the nearest e4m3, ties to even, saturating at
+ * +-448; it never produces NaN. Dequantizing computes e4m3 * scale in f32
+ * and rounds to dst_dtype. Other conversions round through f32 to nearest
+ * even. src and dst must not overlap and be aligned to their elements
+ * (fp8: to 4 bytes); NaN or infinite input is INFS_EINVAL, naming the
+ * element. So a caller with its own KV can fill an fp8 store. */
+INFS_API int infs_kv_convert(void *dst, infs_dtype dst_dtype, const void *src, infs_dtype src_dtype,
+                             const infs_geometry *g, uint32_t n_tokens);
 
 #ifdef __cplusplus
 }

@@ -233,6 +233,8 @@ typedef struct encoder {
 	const plan *p;
 	const infs_encode_options *o;
 	const infs_geometry *g;
+	const infs_geometry *kg;    /* g with the dtype the model writes K/V in: f32 for fp8 stores */
+	void *qk, *qv;              /* fp8 stores: a fact's quantized K and V */
 	float *emb;                 /* EMBED_CHUNK embeddings */
 	size_t slot[EMBED_CHUNK];   /* each fact's of the chunk being stored */
 } encoder;
@@ -253,8 +255,9 @@ static int embed_chunk(encoder *e, size_t c0)
 	return n_texts ? infs_embed(e->emb, e->o->embedder, texts, n_texts, NULL) : INFS_OK;
 }
 
-/* Stores fact i with its K/V (g->kv_dtype, [n_layers][n_tokens][row]),
- * embedding first the chunk it opens; then progress. Facts come in order. */
+/* Stores fact i with its K/V (kg->kv_dtype, [n_layers][n_tokens][row];
+ * quantized first for fp8 stores), embedding first the chunk it opens; then
+ * progress. Facts come in order. */
 static int store_fact(void *user, size_t i, const void *k, const void *v)
 {
 	encoder *e = user;
@@ -262,6 +265,14 @@ static int store_fact(void *user, size_t i, const void *k, const void *v)
 	int rc = i % EMBED_CHUNK ? INFS_OK : embed_chunk(e, i);
 	if (rc)
 		return rc;
+	if (e->qk) {
+		const uint32_t n = e->p->n_tokens[i];
+		if ((rc = infs_kv_convert(e->qk, e->g->kv_dtype, k, e->kg->kv_dtype, e->kg, n)) ||
+		    (rc = infs_kv_convert(e->qv, e->g->kv_dtype, v, e->kg->kv_dtype, e->kg, n)))
+			return infs__error_wrap(rc, "infs_fact_encode: fact %zu", i);
+		k = e->qk;
+		v = e->qv;
+	}
 	infs_fact fact = INFS_FACT_INIT;
 	fact.flags = f->flags;
 	fact.n_tokens = e->p->n_tokens[i];
@@ -292,16 +303,16 @@ static int encode_host(encoder *e, const infs_model *model)
 	uint32_t max_n = 0;
 	for (size_t i = 0; i < p->n; i++)
 		max_n = p->n_tokens[i] > max_n ? p->n_tokens[i] : max_n;
-	size_t kv_bytes = infs_geometry_kv_token_bytes(e->g) * max_n;
+	size_t kv_bytes = infs_geometry_kv_token_bytes(e->kg) * max_n;
 	void *k = malloc(kv_bytes), *v = malloc(kv_bytes);
 	int rc = k && v ? INFS_OK : infs__error(INFS_ENOMEM, "infs_fact_encode: out of memory for %u tokens of KV", max_n);
 	if (!rc)
 		rc = infs__pool_create(&pool, model->n_threads);
 	if (!rc && o->n_context)
-		rc = infs__encode_context(&ctx, model, e->g, o->context, o->n_context, pool);
+		rc = infs__encode_context(&ctx, model, e->kg, o->context, o->n_context, pool);
 	for (size_t i = 0; i < p->n && !rc; i++) {
 		const infs_fact_input *f = &p->facts[i];
-		rc = infs__encode_kv(k, v, model, e->g, o->n_context ? &ctx : NULL, o->n_context, f->context,
+		rc = infs__encode_kv(k, v, model, e->kg, o->n_context ? &ctx : NULL, o->n_context, f->context,
 		                     f->n_context, p->tokens[i], p->n_tokens[i], pool);
 		if (!rc)
 			rc = store_fact(e, i, k, v);
@@ -328,7 +339,7 @@ static int encode_device(encoder *e, const infs_model *model)
 	}
 	const infs__encode_job job = {
 		.context = e->o->context, .n_context = e->o->n_context, .n_facts = p->n, .own = own, .n_own = n_own,
-		.tokens = p->tokens, .n_tokens = p->n_tokens, .kv_dtype = e->g->kv_dtype, .fact = store_fact, .user = e,
+		.tokens = p->tokens, .n_tokens = p->n_tokens, .kv_dtype = e->kg->kv_dtype, .fact = store_fact, .user = e,
 	};
 	if (!rc)
 		rc = infs__cuda->model_encode(model, &job);
@@ -375,13 +386,27 @@ int infs__fact_encode(uint64_t *out_ids, infs_store *store, const char *ns, cons
 		return INFS_OK;
 	}
 
-	encoder e = { out_ids, store, ns, &p, &o, &g, NULL, { 0 } };
-	if (g.embed_dim && !(e.emb = malloc((size_t)EMBED_CHUNK * g.embed_dim * sizeof *e.emb))) {
-		plan_free(&p);
-		return infs__error(INFS_ENOMEM, "infs_fact_encode: out of memory for %u embeddings", EMBED_CHUNK);
+	/* the model runs in f32; fp8 is quantized from it, fact by fact */
+	infs_geometry kg = g;
+	if (g.kv_dtype == INFS_DTYPE_FP8_E4M3)
+		kg.kv_dtype = INFS_DTYPE_F32;
+	encoder e = { out_ids, store, ns, &p, &o, &g, &kg, NULL, NULL, NULL, { 0 } };
+	if (g.kv_dtype == INFS_DTYPE_FP8_E4M3) {
+		uint32_t max_n = 0;
+		for (size_t i = 0; i < p.n; i++)
+			max_n = p.n_tokens[i] > max_n ? p.n_tokens[i] : max_n;
+		e.qk = malloc(infs_geometry_kv_token_bytes(&g) * max_n);
+		e.qv = malloc(infs_geometry_kv_token_bytes(&g) * max_n);
 	}
-	rc = model->dev ? encode_device(&e, model) : encode_host(&e, model);
+	if ((g.embed_dim && !(e.emb = malloc((size_t)EMBED_CHUNK * g.embed_dim * sizeof *e.emb))) ||
+	    (g.kv_dtype == INFS_DTYPE_FP8_E4M3 && (!e.qk || !e.qv)))
+		rc = infs__error(INFS_ENOMEM, "infs_fact_encode: out of memory for %u embeddings and a fact's KV",
+		                 EMBED_CHUNK);
+	else
+		rc = model->dev ? encode_device(&e, model) : encode_host(&e, model);
 	free(e.emb);
+	free(e.qk);
+	free(e.qv);
 	plan_free(&p);
 	return rc;
 }

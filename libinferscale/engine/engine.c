@@ -7,6 +7,7 @@
 #include "inferscale/engine.h"
 #include "engine/compose.h"
 #include "engine/encode.h"
+#include "util/dtype.h"
 #include "util/error.h"
 #include "util/options.h"
 #include "model/forward.h"
@@ -82,6 +83,8 @@ int infs_engine_create(infs_engine **out, const infs_model *model, const infs_en
 		                   o.n_ctx, o.block_size);
 	if (!infs_dtype_size(o.kv_dtype))
 		return infs__error(INFS_EINVAL, "infs_engine_create: unknown kv_dtype %d", (int)o.kv_dtype);
+	if (!infs__dtype_cache_ok(o.kv_dtype))
+		return infs__error(INFS_EUNSUPPORTED, "infs_engine_create: kv_dtype %s", INFS__FP8_CACHE_MSG);
 	if (o.device < -1)
 		return infs__error(INFS_EINVAL, "infs_engine_create: device %d (-1 is the host)", o.device);
 	infs_engine *e = calloc(1, sizeof *e);

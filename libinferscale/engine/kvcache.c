@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/dtype.h"
 #include "util/error.h"
 #include "engine/kvcache.h"
 
@@ -9,7 +10,7 @@ int infs__kvcache_init(infs__kvcache *c, const infs_geometry *g, infs_dtype dtyp
                        uint32_t block_size)
 {
 	memset(c, 0, sizeof *c);
-	size_t es = infs_dtype_size(dtype);
+	size_t es = infs__dtype_cache_ok(dtype) ? infs_dtype_size(dtype) : 0;
 	if (!es || !block_size || !n_tokens)
 		return infs__error(INFS_EINVAL, "KV cache: dtype %d, block_size %u, %u tokens", (int)dtype,
 		                   block_size, n_tokens);

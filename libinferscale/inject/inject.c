@@ -5,6 +5,7 @@
 #include "inject/inject.h"
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,6 +82,8 @@ int infs__inject_take_layout(infs_kv_layout *dst, const infs_kv_layout *in, cons
 		                   l->device);
 	if (infs_dtype_size(l->dtype) == 0)
 		return infs__error(INFS_EINVAL, "%s: layout dtype %d is not a known dtype", fn, (int)l->dtype);
+	if (!infs__dtype_cache_ok(l->dtype))
+		return infs__error(INFS_EUNSUPPORTED, "%s: layout dtype %s", fn, INFS__FP8_CACHE_MSG);
 	if (l->n_layers != g->n_layers)
 		return infs__error(INFS_EMISMATCH, "%s: the cache has %u layers, the store %u", fn, l->n_layers,
 		                   g->n_layers);
@@ -151,11 +154,17 @@ int infs__inject_plan_init(infs__inject_plan *plan, const infs_geometry *g, cons
 	return INFS_OK;
 }
 
-/* Row loops with the dtype dispatch hoisted out: the writer's inner loops. */
-static void load_row(float *x, const char *src, infs_dtype t, uint32_t n)
+/* Row loops with the dtype dispatch hoisted out: the writer's inner loops.
+ * An fp8 row is dequantized with its scale, in f32, as infs_kv_convert and
+ * the device kernel do it. */
+static void load_row(float *x, const char *src, infs_dtype t, float scale, uint32_t n)
 {
 	const uint16_t *h = (const uint16_t *)src;
 	switch (t) {
+	case INFS_DTYPE_FP8_E4M3:
+		for (uint32_t i = 0; i < n; i++)
+			x[i] = infs__e4m3_to_f32((uint8_t)src[i]) * scale;
+		break;
 	case INFS_DTYPE_F16:
 		for (uint32_t i = 0; i < n; i++)
 			x[i] = infs__f16_to_f32(h[i]);
@@ -191,14 +200,15 @@ static void store_row(char *dst, infs_dtype t, int64_t stride, const float *x, u
 	}
 }
 
-/* Copies n elements from src (contiguous, dtype s) to dst (stride elements
- * apart, dtype d): raw bits when the dtypes agree, so V stays bit-exact;
- * otherwise through float, in tmp. */
-static void copy_row(char *dst, infs_dtype d, int64_t stride, const char *src, infs_dtype s, uint32_t n, float *tmp)
+/* Copies n elements from src (contiguous, dtype s, an fp8 row's scale) to
+ * dst (stride elements apart, dtype d): raw bits when the dtypes agree, so V
+ * stays bit-exact; otherwise through float, in tmp. */
+static void copy_row(char *dst, infs_dtype d, int64_t stride, const char *src, infs_dtype s, float scale, uint32_t n,
+                     float *tmp)
 {
 	size_t sz = infs_dtype_size(d);
 	if (d != s) {
-		load_row(tmp, src, s, n);
+		load_row(tmp, src, s, scale, n);
 		store_row(dst, d, stride, tmp, n);
 	} else if (stride == 1) {
 		memcpy(dst, src, n * sz);
@@ -232,6 +242,8 @@ int infs__inject_host(const infs__inject_plan *p)
 	uint64_t pos = p->start_pos;
 	for (size_t ri = 0; ri < p->n_records; ri++) {
 		const infs__record *r = &p->records[ri];
+		const bool fp8 = g->kv_dtype == INFS_DTYPE_FP8_E4M3;
+		const size_t scales = (size_t)g->n_layers * r->n_tokens * H * D; /* fp8: offset of the scales */
 		for (uint32_t t0 = 0; t0 < r->n_tokens; t0 += CHUNK) {
 			uint32_t nt = r->n_tokens - t0 < CHUNK ? r->n_tokens - t0 : CHUNK;
 			int64_t slot_off[CHUNK];
@@ -244,18 +256,26 @@ int infs__inject_host(const infs__inject_plan *p)
 			for (uint32_t li = 0; li < g->n_layers; li++) {
 				size_t row = ((size_t)li * r->n_tokens + t0) * H * D;
 				const char *ks = (const char *)r->k + row * ssz, *vs = (const char *)r->v + row * ssz;
+				/* fp8: the rows' scales follow the fact's e4m3 bytes */
+				const char *kss = fp8 ? (const char *)r->k + scales + row / D * sizeof(float) : NULL;
+				const char *vss = fp8 ? (const char *)r->v + scales + row / D * sizeof(float) : NULL;
 				char *kd = l->k_layers[li], *vd = l->v_layers[li];
 				for (uint32_t t = 0; t < nt; t++) {
 					for (uint32_t h = 0; h < H; h++, ks += D * ssz, vs += D * ssz) {
 						int64_t off = slot_off[t] + (int64_t)h * l->stride_head;
 						char *kh = kd + off * (int64_t)dsz;
-						load_row(x, ks, g->kv_dtype, R);
+						float kscale = 1, vscale = 1;
+						if (fp8) {
+							memcpy(&kscale, kss + ((size_t)t * H + h) * sizeof kscale, sizeof kscale);
+							memcpy(&vscale, vss + ((size_t)t * H + h) * sizeof vscale, sizeof vscale);
+						}
+						load_row(x, ks, g->kv_dtype, kscale, R);
 						infs__rope_apply(&rope, x, cs + 2 * t * np, cs + (2 * t + 1) * np);
 						store_row(kh, l->dtype, l->stride_dim, x, R);
 						/* partial rotary: the rest of the head passes through */
 						copy_row(kh + (int64_t)R * l->stride_dim * (int64_t)dsz, l->dtype, l->stride_dim,
-						         ks + R * ssz, g->kv_dtype, D - R, x);
-						copy_row(vd + off * (int64_t)dsz, l->dtype, l->stride_dim, vs, g->kv_dtype, D, x);
+						         ks + R * ssz, g->kv_dtype, kscale, D - R, x);
+						copy_row(vd + off * (int64_t)dsz, l->dtype, l->stride_dim, vs, g->kv_dtype, vscale, D, x);
 					}
 				}
 			}
@@ -439,6 +459,8 @@ int infs_rope_rotate(void *x, infs_dtype dtype, uint32_t n_tokens, uint32_t n_he
 	size_t esz = infs_dtype_size(dtype);
 	if (esz == 0)
 		return infs__error(INFS_EINVAL, "%s: dtype %d is not a known dtype", fn, (int)dtype);
+	if (!infs__dtype_cache_ok(dtype))
+		return infs__error(INFS_EUNSUPPORTED, "%s: dtype %s", fn, INFS__FP8_CACHE_MSG);
 	if (n_heads == 0)
 		return infs__error(INFS_EINVAL, "%s: n_heads is 0", fn);
 	for (uint32_t t = 0; t < n_tokens; t++)

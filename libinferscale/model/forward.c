@@ -87,6 +87,8 @@ static int check_args(const infs_model *m, const infs__forward_args *a)
 			return infs__error(INFS_ERANGE, "infs_model_forward: position %u is %d", i, a->positions[i]);
 	if ((a->k_out || a->v_out) && infs_dtype_size(a->kv_dtype) == 0)
 		return infs__error(INFS_EINVAL, "infs_model_forward: unknown kv_dtype %d", (int)a->kv_dtype);
+	if ((a->k_out || a->v_out) && !infs__dtype_cache_ok(a->kv_dtype))
+		return infs__error(INFS_EUNSUPPORTED, "infs_model_forward: kv_dtype %s", INFS__FP8_CACHE_MSG);
 	const infs__paged_kv *pk = a->past;
 	if (a->seq && pk && (pk->cache || pk->n_past))
 		return infs__error(INFS_EINVAL, "infs_model_forward: seq_ids (independent sequences) cannot be combined with a cache");
@@ -101,6 +103,8 @@ static int check_args(const infs_model *m, const infs__forward_args *a)
 		                   kl->device);
 	if (infs_dtype_size(kl->dtype) == 0)
 		return infs__error(INFS_EINVAL, "infs_model_forward: cache dtype %d is unknown", (int)kl->dtype);
+	if (!infs__dtype_cache_ok(kl->dtype))
+		return infs__error(INFS_EUNSUPPORTED, "infs_model_forward: cache dtype %s", INFS__FP8_CACHE_MSG);
 	if (kl->n_layers != c->n_layers || kl->n_kv_heads != c->n_kv_heads || kl->head_dim != c->head_dim)
 		return infs__error(INFS_EMISMATCH, "infs_model_forward: cache is %u layers x %u KV heads x %u, the model %u x %u x %u",
 		                   kl->n_layers, kl->n_kv_heads, kl->head_dim, c->n_layers, c->n_kv_heads, c->head_dim);

@@ -21,6 +21,8 @@ static int check_cache(const infs_model *m, const infs_kv_layout *kl)
 		                   m->device);
 	if (infs_dtype_size(kl->dtype) == 0)
 		return infs__error(INFS_EINVAL, "%s: cache dtype %d is unknown", fn, (int)kl->dtype);
+	if (!infs__dtype_cache_ok(kl->dtype))
+		return infs__error(INFS_EUNSUPPORTED, "%s: cache dtype %s", fn, INFS__FP8_CACHE_MSG);
 	if (kl->n_layers != c->n_layers || kl->n_kv_heads != c->n_kv_heads || kl->head_dim != c->head_dim)
 		return infs__error(INFS_EMISMATCH, "%s: cache is %u layers x %u KV heads x %u, the model %u x %u x %u", fn,
 		                   kl->n_layers, kl->n_kv_heads, kl->head_dim, c->n_layers, c->n_kv_heads, c->head_dim);

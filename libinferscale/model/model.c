@@ -551,7 +551,7 @@ int infs_model_geometry(infs_geometry *out, const infs_model *m, infs_dtype kv_d
 
 static const char *dtype_name(infs_dtype dt)
 {
-	return dt == INFS_DTYPE_F32 ? "f32" : dt == INFS_DTYPE_F16 ? "f16" : "bf16";
+	return dt == INFS_DTYPE_F32 ? "f32" : dt == INFS_DTYPE_F16 ? "f16" : dt == INFS_DTYPE_BF16 ? "bf16" : "fp8_e4m3";
 }
 
 int infs_model_identity(char **out, const infs_model *m, infs_dtype kv_dtype)

@@ -89,6 +89,31 @@ static size_t first_nonfinite(const void *p, size_t n, infs_dtype dtype)
 	return n;
 }
 
+/* Every element finite; for fp8 e4m3 no NaN code (0x7f, 0xff) and every
+ * scale finite and not negative (it is amax / 448). */
+static int check_kv(const void *kv, const char *name, uint32_t n_tokens, const infs_geometry *g)
+{
+	size_t rows = (size_t)n_tokens * g->n_layers * g->n_kv_heads, n = rows * g->head_dim;
+	if (g->kv_dtype != INFS_DTYPE_FP8_E4M3) {
+		size_t bad = first_nonfinite(kv, n, g->kv_dtype);
+		return bad < n ? infs__error(INFS_EINVAL, "fact: %s element %zu is NaN or infinite", name, bad) : INFS_OK;
+	}
+	const unsigned char *b = kv;
+	for (size_t i = 0; i < n; i++)
+		if ((b[i] & 0x7f) == 0x7f)
+			return infs__error(INFS_EINVAL, "fact: %s element %zu is an fp8 NaN (0x%02x)", name, i, b[i]);
+	size_t bad = first_nonfinite(b + n, rows, INFS_DTYPE_F32);
+	if (bad < rows)
+		return infs__error(INFS_EINVAL, "fact: %s scale %zu is NaN or infinite", name, bad);
+	for (size_t r = 0; r < rows; r++) {
+		float scale;
+		memcpy(&scale, b + n + r * sizeof scale, sizeof scale);
+		if (scale < 0)
+			return infs__error(INFS_EINVAL, "fact: %s scale %zu is negative (%g)", name, r, (double)scale);
+	}
+	return INFS_OK;
+}
+
 static int check_text(const char *s, size_t max, const char *what, size_t *len)
 {
 	*len = 0;
@@ -137,12 +162,8 @@ int infs__check_fact(infs_fact *dst, const infs_fact *in, const infs_geometry *g
 		if (bad < g->embed_dim)
 			return infs__error(INFS_EINVAL, "fact: embedding[%zu] is NaN or infinite", bad);
 	}
-	size_t n = (size_t)f->n_tokens * g->n_layers * g->n_kv_heads * g->head_dim;
-	size_t bad = first_nonfinite(f->k, n, g->kv_dtype);
-	if (bad < n)
-		return infs__error(INFS_EINVAL, "fact: k element %zu is NaN or infinite", bad);
-	if ((bad = first_nonfinite(f->v, n, g->kv_dtype)) < n)
-		return infs__error(INFS_EINVAL, "fact: v element %zu is NaN or infinite", bad);
+	if ((rc = check_kv(f->k, "k", f->n_tokens, g)) || (rc = check_kv(f->v, "v", f->n_tokens, g)))
+		return rc;
 	rc = check_text(f->text, INFS_TEXT_MAX, "fact: text", text_len);
 	if (!rc)
 		rc = check_text(f->metadata, INFS_METADATA_MAX, "fact: metadata", meta_len);

@@ -287,7 +287,7 @@ static const struct {
 
 static void field_str(char *buf, size_t n, const infs_geometry *g, const char *name)
 {
-	static const char *const dtypes[] = { "f32", "f16", "bf16" };
+	static const char *const dtypes[] = { "f32", "f16", "bf16", "fp8_e4m3" };
 	static const char *const styles[] = { "neox", "gptj" };
 	static const char *const scalings[] = { "none", "linear", "llama3", "yarn" };
 	for (size_t i = 0; i < sizeof geom_fields / sizeof *geom_fields; i++) {
@@ -308,7 +308,7 @@ static void field_str(char *buf, size_t n, const infs_geometry *g, const char *n
 			return;
 		default:
 			memcpy(&e, p, sizeof e);
-			if (!strcmp(name, "kv_dtype") && e >= 0 && e < 3)
+			if (!strcmp(name, "kv_dtype") && e >= 0 && e < 4)
 				snprintf(buf, n, "%s", dtypes[e]);
 			else if (!strcmp(name, "rope_style") && e >= 0 && e < 2)
 				snprintf(buf, n, "%s", styles[e]);

@@ -2,6 +2,7 @@
 #ifndef INFS_DTYPE_H
 #define INFS_DTYPE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -79,7 +80,58 @@ static inline uint16_t infs__f32_to_bf16(float f)
 	return (uint16_t)(x >> 16);
 }
 
-/* Element i of a buffer of dtype, as float. */
+/* fp8 e4m3fn: sign, 4 exponent bits (bias 7), 3 mantissa bits; exponent
+ * 0 is subnormal (m * 2^-9); 0x7f and 0xff are NaN; no infinities. */
+static inline float infs__e4m3_to_f32(uint8_t c)
+{
+	uint32_t sign = (uint32_t)(c & 0x80) << 24, e = (c >> 3) & 15, m = c & 7, bits;
+	if (e == 0) {
+		float f = (float)m * 0x1p-9f; /* exact */
+		return sign ? -f : f;
+	}
+	bits = e == 15 && m == 7 ? sign | 0x7fc00000u : sign | ((e + 127 - 7) << 23) | (m << 20);
+	float f;
+	memcpy(&f, &bits, 4);
+	return f;
+}
+
+/* Round to nearest even, saturating at +-448 (0x7e): a finite f never
+ * becomes NaN. Callers refuse NaN and infinities before. */
+static inline uint8_t infs__f32_to_e4m3(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	uint8_t sign = (uint8_t)((x >> 24) & 0x80);
+	uint32_t a = x & 0x7fffffffu, code;
+	if (a >= 0x43e00000u) /* 448 and above */
+		return sign | 0x7e;
+	if (a >= 0x3c800000u) { /* from 2^-6: normal; a carry into the exponent is correct rounding */
+		code = (((a >> 23) - 127 + 7) << 3) | ((a >> 20) & 7);
+		uint32_t rem = a & 0xfffff;
+		code += (rem > 0x80000) | ((rem == 0x80000) & (code & 1));
+		return (uint8_t)(sign | code);
+	}
+	if (a <= 0x3a800000u) /* up to 2^-10, half the smallest subnormal: ties to 0 */
+		return sign;
+	/* subnormal: steps of 2^-9; 8 steps round up to the smallest normal */
+	uint32_t e = a >> 23, mf = (a & 0x7fffff) | 0x800000, shift = 127 + 23 - 9 - e; /* 21..24 */
+	uint32_t rem = mf & ((1u << shift) - 1), mid = 1u << (shift - 1);
+	code = mf >> shift;
+	code += (rem > mid) | ((rem == mid) & (code & 1));
+	return (uint8_t)(sign | code);
+}
+
+/* The largest magnitude of e4m3. */
+#define INFS__E4M3_MAX 448.0f
+
+/* Whether a cache (or model output) may hold dtype: fp8 is storage only. */
+#define INFS__FP8_CACHE_MSG "fp8_e4m3 is a store kv_dtype only (caches and model outputs are f32, f16 or bf16)"
+static inline int infs__dtype_cache_ok(infs_dtype dtype)
+{
+	return dtype == INFS_DTYPE_F32 || dtype == INFS_DTYPE_F16 || dtype == INFS_DTYPE_BF16;
+}
+
+/* Element i of a buffer of dtype (not fp8), as float. */
 static inline float infs__load(const void *p, infs_dtype dtype, size_t i)
 {
 	switch (dtype) {

@@ -13,6 +13,7 @@ size_t infs_dtype_size(infs_dtype dtype)
 	case INFS_DTYPE_F32: return 4;
 	case INFS_DTYPE_F16: return 2;
 	case INFS_DTYPE_BF16: return 2;
+	case INFS_DTYPE_FP8_E4M3: return 1;
 	default: return 0;
 	}
 }
@@ -80,6 +81,10 @@ int infs_geometry_validate(const infs_geometry *in)
 	}
 	if (infs_dtype_size(g->kv_dtype) == 0)
 		return infs__error(INFS_EINVAL, "geometry: unknown kv_dtype %d", (int)g->kv_dtype);
+	/* the f32 scales follow the e4m3 bytes: aligned when every row is */
+	if (g->kv_dtype == INFS_DTYPE_FP8_E4M3 && g->head_dim % 4)
+		return infs__error(INFS_EINVAL, "geometry: kv_dtype fp8_e4m3 needs a head_dim divisible by 4, not %u",
+		                   g->head_dim);
 	if (g->embed_dim > 65536)
 		return infs__error(INFS_EINVAL, "geometry: embed_dim %u is above 65536", g->embed_dim);
 	return INFS_OK;
@@ -89,7 +94,10 @@ size_t infs_geometry_kv_token_bytes(const infs_geometry *g)
 {
 	if (!g)
 		return 0;
-	return (size_t)g->n_layers * g->n_kv_heads * g->head_dim * infs_dtype_size(g->kv_dtype);
+	size_t rows = (size_t)g->n_layers * g->n_kv_heads;
+	if (g->kv_dtype == INFS_DTYPE_FP8_E4M3) /* e4m3 bytes and an f32 scale per row */
+		return rows * (g->head_dim + sizeof(float));
+	return rows * g->head_dim * infs_dtype_size(g->kv_dtype);
 }
 
 const char *infs__geometry_diff(const infs_geometry *a, const infs_geometry *b)

@@ -32,7 +32,8 @@ const char *infs_version_string(void);
 typedef enum infs_dtype {
 	INFS_DTYPE_F32 = 0,
 	INFS_DTYPE_F16 = 1,
-	INFS_DTYPE_BF16 = 2
+	INFS_DTYPE_BF16 = 2,
+	INFS_DTYPE_FP8_E4M3 = 3
 } infs_dtype;
 
 size_t infs_dtype_size(infs_dtype dtype);
@@ -81,6 +82,8 @@ typedef struct infs_geometry {
 int infs_geometry_init(infs_geometry *g, unsigned version);
 int infs_geometry_validate(const infs_geometry *g);
 size_t infs_geometry_kv_token_bytes(const infs_geometry *g);
+int infs_kv_convert(void *dst, infs_dtype dst_dtype, const void *src, infs_dtype src_dtype,
+                    const infs_geometry *g, uint32_t n_tokens);
 
 /* store.h */
 typedef struct infs_store infs_store;

@@ -114,11 +114,38 @@ def as_float32_vectors(x: Any, dim: int, what: str = "vector") -> np.ndarray:
     return a
 
 
+def _fp8_convert(dst: Any, dst_dtype: DType, src: Any, src_dtype: DType, shape: Sequence[int]) -> None:
+    """infs_kv_convert of one K or V of shape (n_layers, n_tokens, n_kv_heads,
+    head_dim) between float32 and fp8 e4m3 with its scales."""
+    from ._ffi import check, lib
+    g = ffi.new("infs_geometry *")
+    check(lib.infs_geometry_init(g, lib.INFS_GEOMETRY_VERSION))
+    g.n_layers, g.n_kv_heads, g.head_dim = shape[0], shape[2], shape[3]
+    g.rotary_dim = shape[3]
+    check(lib.infs_kv_convert(ffi.cast("void *", ffi.from_buffer(dst)), int(dst_dtype),
+                              ffi.cast("const void *", ffi.from_buffer(src)), int(src_dtype), g, shape[1]))
+
+
+def fp8_bytes(shape: Sequence[int]) -> int:
+    """Bytes of one fp8 K or V: the e4m3 bytes and an f32 scale per row."""
+    return int(np.prod(shape)) + 4 * int(np.prod(shape[:3]))
+
+
 def host_kv(x: Any, dtype: DType, shape: Sequence[int], what: str) -> Tuple[Any, Any]:
     """(void* pointer, keepalive) to host memory holding x as a C-contiguous
     array of dtype and shape. A torch CPU tensor or numpy array that already
-    fits is passed by pointer; anything else is converted into a copy."""
+    fits is passed by pointer; anything else is converted into a copy. For
+    FP8_E4M3, x holds floats and is quantized into a new buffer."""
     shape = tuple(int(s) for s in shape)
+    if dtype == DType.FP8_E4M3:
+        f = x.detach().cpu().float().numpy() if is_torch(x) else np.asarray(x)
+        if f.shape != shape:
+            raise ValueError(f"{what}: expected shape {shape}, got {f.shape}")
+        if f.dtype.name == "bfloat16" or f.dtype == np.uint16:
+            f = bf16_to_float32(f.view(np.uint16))
+        q = np.empty(fp8_bytes(shape), dtype=np.uint8)
+        _fp8_convert(q, DType.FP8_E4M3, np.ascontiguousarray(f, dtype=np.float32), DType.F32, shape)
+        return ffi.cast("void *", ffi.from_buffer(q)), q
     if is_torch(x):
         t = x.detach()
         if tuple(t.shape) != shape:
@@ -140,8 +167,13 @@ def host_kv(x: Any, dtype: DType, shape: Sequence[int], what: str) -> Tuple[Any,
 
 def kv_from_c(ptr, dtype: DType, shape: Sequence[int]) -> np.ndarray:
     """A numpy copy of C memory holding a C-contiguous dtype array of shape;
-    bfloat16 comes back as float32 (exact)."""
+    bfloat16 comes back as float32 (exact), fp8 e4m3 dequantized to float32."""
     n = int(np.prod(shape))
+    if dtype == DType.FP8_E4M3:
+        q = np.frombuffer(ffi.buffer(ffi.cast("char *", ptr), fp8_bytes(shape)), dtype=np.uint8)
+        out = np.empty(shape, dtype=np.float32)
+        _fp8_convert(out, DType.F32, q, DType.FP8_E4M3, shape)
+        return out
     np_dtype = _NP_DTYPES[dtype]
     a = np.frombuffer(ffi.buffer(ffi.cast("char *", ptr), n * np_dtype.itemsize), dtype=np_dtype)
     a = a.reshape(shape)

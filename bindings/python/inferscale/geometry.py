@@ -14,7 +14,8 @@ __all__ = ["DType", "RopeStyle", "RopeScaling", "Metric", "Backend", "SyncMode",
 
 
 _ALIASES = {
-    "DType": {"FLOAT32": "F32", "FLOAT": "F32", "FLOAT16": "F16", "HALF": "F16", "BFLOAT16": "BF16"},
+    "DType": {"FLOAT32": "F32", "FLOAT": "F32", "FLOAT16": "F16", "HALF": "F16", "BFLOAT16": "BF16",
+              "FP8": "FP8_E4M3", "FLOAT8_E4M3FN": "FP8_E4M3"},
     "RopeScaling": {"DEFAULT": "NONE"},
     "Metric": {"INNER_PRODUCT": "IP", "DOT": "IP"},
 }
@@ -41,10 +42,13 @@ class _NamedEnum(enum.IntEnum):
 
 
 class DType(_NamedEnum):
-    """Element type of stored and injected KV (``infs_dtype``)."""
+    """Element type of stored and injected KV (``infs_dtype``). FP8_E4M3
+    (``"fp8"``) is a store kv_dtype only: e4m3 with an f32 scale per token and
+    KV head, quantized by Store.put and dequantized to float32 by Store.get."""
     F32 = 0
     F16 = 1
     BF16 = 2
+    FP8_E4M3 = 3
 
     @property
     def itemsize(self) -> int:

@@ -17,7 +17,7 @@ from ._ffi import as_int, check, cpath, cstr, ffi, lib, pystr
 from .arrays import as_float32_vectors, as_int_array, host_kv, kv_from_c
 from .embedders import Embedder
 from .errors import InvalidArgumentError
-from .geometry import Backend, Geometry, Metric, SyncMode
+from .geometry import Backend, DType, Geometry, Metric, SyncMode
 from .layout import KVLayout
 from .model import Model
 
@@ -276,7 +276,9 @@ class Store:
         KV is not stored: context-window encoding) and stores it; returns the id.
         model is an inferscale.Model or a transformers Llama/Mistral/Qwen model."""
         if hasattr(model, "capture"):
-            k, v = model.capture(tokens, context, kv_dtype=self._geometry.kv_dtype)
+            kv_dtype = self._geometry.kv_dtype
+            # fp8 is quantized by put from the model's float32
+            k, v = model.capture(tokens, context, kv_dtype=DType.F32 if kv_dtype == DType.FP8_E4M3 else kv_dtype)
         else:
             from . import hf
             k, v = hf.capture_kv(model, tokens, context)

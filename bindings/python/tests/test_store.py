@@ -130,6 +130,25 @@ def test_kv_dtypes_and_torch_inputs(tmp_path):
                 np.testing.assert_array_equal(f.k, infs.arrays.bf16_to_float32(infs.arrays.float32_to_bf16(k)))
 
 
+def test_fp8_store_quantizes_on_put(tmp_path):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    rng = np.random.default_rng(24)
+    g = infs.Geometry(n_layers=2, n_kv_heads=3, head_dim=8, kv_dtype="fp8", embed_dim=4)
+    assert g.kv_dtype == infs.DType.FP8_E4M3 == 3 and infs.DType.coerce("fp8_e4m3") is infs.DType.FP8_E4M3
+    assert g.kv_token_bytes == 2 * 3 * (8 + 4)
+    with infs.Store.create(tmp_path / "fp8.infs", g, "m", sync="off") as s:
+        k, v = random_kv(g, 5, rng)
+        fid = s.put("a", [1, 2, 3, 4, 5], k, v, np.ones(4))
+    with infs.Store.open(tmp_path / "fp8.infs") as s:
+        assert s.geometry.kv_dtype == infs.DType.FP8_E4M3
+        f = s.get("a", fid)
+    # per (layer, token, head) row: scale = amax / 448, value = e4m3(x / scale) * scale
+    for x, got in ((k, f.k), (v, f.v)):
+        scale = (np.abs(x).max(axis=-1, keepdims=True) / np.float32(448)).astype(np.float32)
+        want = (x / scale).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale
+        np.testing.assert_array_equal(got, want)
+
+
 def test_close_is_idempotent_and_gc_closes(tmp_path, geometry):
     path = tmp_path / "c.infs"
     s = infs.Store.create(path, geometry, "m")
