@@ -10,13 +10,13 @@
 #include <cublas_v2.h>
 #include <stdlib.h>
 
+#include "cuda/carve.h"
 #include "cuda/device_copy.h"
 #include "cuda/device_embed.h"
 #include "embed/bert.h"
 #include "embed_kernels.h"
 #include "util/error.h"
 
-#define ALIGN 256u
 #define BLAS_WORKSPACE (32u << 20) /* what cuBLAS asks for on Hopper */
 
 typedef struct dev_layer {
@@ -52,50 +52,37 @@ _Static_assert((int)INFS__POOL_MEAN == INFS_K_POOL_MEAN && (int)INFS__POOL_CLS =
                        (int)INFS__POOL_MEAN_SQRT_LEN == INFS_K_POOL_MEAN_SQRT_LEN,
                "pooling modes are passed to the kernels as they are");
 
-/* Hands out aligned ranges of the arena; with base NULL it only counts. */
-typedef struct carve {
-	char *base;
-	uint64_t used;
-} carve;
-
-static void *take(carve *c, uint64_t bytes)
-{
-	uint64_t at = (c->used + ALIGN - 1) / ALIGN * ALIGN;
-	c->used = at + bytes;
-	return c->base && bytes ? c->base + at : NULL;
-}
-
-static void layout(struct infs__bert_dev *d, carve *c)
+static void layout(struct infs__bert_dev *d, infs__carve *c)
 {
 	const infs__bert_config *g = &d->cfg;
 	const uint64_t D = g->dim, F = g->n_ffn, T = d->max_tokens;
 	for (uint32_t l = 0; l < g->n_layers; l++) {
 		dev_layer *L = &d->layers[l];
-		L->wqkv = take(c, 3 * D * D * 4);
-		L->bqkv = take(c, 3 * D * 4);
-		L->wo = take(c, D * D * 4);
-		L->bo = take(c, D * 4);
-		L->ln1_w = take(c, D * 4);
-		L->ln1_b = take(c, D * 4);
-		L->w_up = take(c, F * D * 4);
-		L->b_up = take(c, F * 4);
-		L->w_down = take(c, D * F * 4);
-		L->b_down = take(c, D * 4);
-		L->ln2_w = take(c, D * 4);
-		L->ln2_b = take(c, D * 4);
+		L->wqkv = infs__carve_take(c, 3 * D * D * 4);
+		L->bqkv = infs__carve_take(c, 3 * D * 4);
+		L->wo = infs__carve_take(c, D * D * 4);
+		L->bo = infs__carve_take(c, D * 4);
+		L->ln1_w = infs__carve_take(c, D * 4);
+		L->ln1_b = infs__carve_take(c, D * 4);
+		L->w_up = infs__carve_take(c, F * D * 4);
+		L->b_up = infs__carve_take(c, F * 4);
+		L->w_down = infs__carve_take(c, D * F * 4);
+		L->b_down = infs__carve_take(c, D * 4);
+		L->ln2_w = infs__carve_take(c, D * 4);
+		L->ln2_b = infs__carve_take(c, D * 4);
 	}
-	d->word = take(c, (uint64_t)g->n_vocab * D * 4);
-	d->pos = take(c, (uint64_t)g->n_pos * D * 4);
-	d->type = take(c, D * 4); /* every token has type 0 */
-	d->ln_w = take(c, D * 4);
-	d->ln_b = take(c, D * 4);
-	d->h = take(c, T * D * 4);
-	d->qkv = take(c, T * 3 * D * 4);
-	d->ctx = take(c, T * D * 4);
-	d->up = take(c, T * F * 4);
-	d->offsets = take(c, (T + 1) * 4);
-	d->ids = take(c, T * 4);
-	d->blas_ws = take(c, BLAS_WORKSPACE);
+	d->word = infs__carve_take(c, (uint64_t)g->n_vocab * D * 4);
+	d->pos = infs__carve_take(c, (uint64_t)g->n_pos * D * 4);
+	d->type = infs__carve_take(c, D * 4); /* every token has type 0 */
+	d->ln_w = infs__carve_take(c, D * 4);
+	d->ln_b = infs__carve_take(c, D * 4);
+	d->h = infs__carve_take(c, T * D * 4);
+	d->qkv = infs__carve_take(c, T * 3 * D * 4);
+	d->ctx = infs__carve_take(c, T * D * 4);
+	d->up = infs__carve_take(c, T * F * 4);
+	d->offsets = infs__carve_take(c, (T + 1) * 4);
+	d->ids = infs__carve_take(c, T * 4);
+	d->blas_ws = infs__carve_take(c, BLAS_WORKSPACE);
 }
 
 static int upload(void *dst, const float *src, uint64_t n)
@@ -162,7 +149,7 @@ void infs__device_bert_release(struct infs__bert_dev *d)
 /* Lays out, allocates and fills the device copy; d->device and d->cfg set. */
 static int create(struct infs__bert_dev *d, const infs__bert_weights *w)
 {
-	carve count = { NULL, 0 };
+	infs__carve count = { NULL, 0 };
 	layout(d, &count);
 	d->bytes = count.used;
 	size_t free_b = 0, total_b = 0;
@@ -177,7 +164,7 @@ static int create(struct infs__bert_dev *d, const infs__bert_weights *w)
 		                   (unsigned long long)free_b);
 	if ((err = cudaMalloc((void **)&d->arena, d->bytes)) != cudaSuccess)
 		return infs__cuda_error(err, load_fn, "allocating the embedder's device memory");
-	carve c = { d->arena, 0 };
+	infs__carve c = { d->arena, 0 };
 	layout(d, &c);
 	int rc = upload_all(d, w);
 	if (rc)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/carve.h"
 #include "cuda/device.h"
 #include "cuda/device_copy.h"
 #include "model/forward.h"
@@ -18,7 +19,6 @@
 #include "util/dtype.h"
 #include "util/error.h"
 
-#define ALIGN 256u
 #define BLAS_WORKSPACE (32u << 20) /* what cuBLAS asks for on Hopper */
 #define STAGE_ELEMS (4u << 20)     /* f32 -> bf16 conversion, 8 MiB at a time */
 #define MAX_SPLITS 32u             /* key ranges one attention row may be split into */
@@ -45,55 +45,42 @@ struct infs__model_dev {
 	void *blas_ws;
 };
 
-/* Hands out aligned ranges of the arena; with base NULL it only counts. */
-typedef struct carve {
-	char *base;
-	uint64_t used;
-} carve;
-
-static void *take(carve *c, uint64_t bytes)
-{
-	uint64_t at = (c->used + ALIGN - 1) / ALIGN * ALIGN;
-	c->used = at + bytes;
-	return c->base && bytes ? c->base + at : NULL;
-}
-
 /* Lays every buffer out in c (counting only when c->base is NULL). */
-static void layout(struct infs__model_dev *d, const infs_model *m, carve *c, uint32_t T)
+static void layout(struct infs__model_dev *d, const infs_model *m, infs__carve *c, uint32_t T)
 {
 	const infs__model_config *g = &m->cfg;
 	const uint64_t D = g->n_embd, hd = g->head_dim, qd = g->n_heads * hd, kvd = g->n_kv_heads * hd;
 	const uint64_t qkv = qd + 2 * kvd, ff = g->n_ff, V = g->n_vocab;
 	for (uint32_t l = 0; l < g->n_layers; l++) {
 		dev_layer *L = &d->layers[l];
-		L->attn_norm = take(c, D * 4);
-		L->ffn_norm = take(c, D * 4);
-		L->bqkv = g->bias_qkv ? take(c, qkv * 4) : NULL;
-		L->bo = g->bias_o ? take(c, D * 4) : NULL;
-		L->q_norm = g->qk_norm ? take(c, hd * 4) : NULL;
-		L->k_norm = g->qk_norm ? take(c, hd * 4) : NULL;
-		L->wqkv = take(c, qkv * D * 2);
-		L->wo = take(c, D * qd * 2);
-		L->wgu = take(c, 2 * ff * D * 2);
-		L->wdown = take(c, D * ff * 2);
+		L->attn_norm = infs__carve_take(c, D * 4);
+		L->ffn_norm = infs__carve_take(c, D * 4);
+		L->bqkv = g->bias_qkv ? infs__carve_take(c, qkv * 4) : NULL;
+		L->bo = g->bias_o ? infs__carve_take(c, D * 4) : NULL;
+		L->q_norm = g->qk_norm ? infs__carve_take(c, hd * 4) : NULL;
+		L->k_norm = g->qk_norm ? infs__carve_take(c, hd * 4) : NULL;
+		L->wqkv = infs__carve_take(c, qkv * D * 2);
+		L->wo = infs__carve_take(c, D * qd * 2);
+		L->wgu = infs__carve_take(c, 2 * ff * D * 2);
+		L->wdown = infs__carve_take(c, D * ff * 2);
 	}
-	d->emb = take(c, V * D * 2);
-	d->output = g->tied ? d->emb : take(c, V * D * 2);
-	d->out_norm = take(c, D * 4);
-	d->inv_freq = take(c, INFS_ROPE_MAX_PAIRS * 4);
-	d->x = take(c, T * D * 4);
-	d->xb = take(c, T * D * 2);
-	d->qkv = take(c, T * qkv * 4);
-	d->q = take(c, T * qd * 4);
-	d->k = take(c, T * kvd * 2);
-	d->v = take(c, T * kvd * 2);
-	d->att = take(c, T * qd * 2);
-	d->gu = take(c, T * 2 * ff * 4);
-	d->act = take(c, T * ff * 2);
+	d->emb = infs__carve_take(c, V * D * 2);
+	d->output = g->tied ? d->emb : infs__carve_take(c, V * D * 2);
+	d->out_norm = infs__carve_take(c, D * 4);
+	d->inv_freq = infs__carve_take(c, INFS_ROPE_MAX_PAIRS * 4);
+	d->x = infs__carve_take(c, T * D * 4);
+	d->xb = infs__carve_take(c, T * D * 2);
+	d->qkv = infs__carve_take(c, T * qkv * 4);
+	d->q = infs__carve_take(c, T * qd * 4);
+	d->k = infs__carve_take(c, T * kvd * 2);
+	d->v = infs__carve_take(c, T * kvd * 2);
+	d->att = infs__carve_take(c, T * qd * 2);
+	d->gu = infs__carve_take(c, T * 2 * ff * 4);
+	d->act = infs__carve_take(c, T * ff * 2);
 	d->part_tokens = MAX_SPLITS * (T < 128 ? T : 128);
-	d->part_o = take(c, (uint64_t)d->part_tokens * qd * 4);
-	d->part_ml = take(c, (uint64_t)d->part_tokens * g->n_heads * 2 * 4);
-	d->blas_ws = take(c, BLAS_WORKSPACE);
+	d->part_o = infs__carve_take(c, (uint64_t)d->part_tokens * qd * 4);
+	d->part_ml = infs__carve_take(c, (uint64_t)d->part_tokens * g->n_heads * 2 * 4);
+	d->blas_ws = infs__carve_take(c, BLAS_WORKSPACE);
 }
 
 static const char load_fn[] = "infs_model_load";
@@ -254,7 +241,7 @@ static int create(infs_model *m, int device, uint64_t budget, uint32_t max_token
 	}
 	d->device = device;
 	d->layers = layers;
-	carve count = { NULL, 0 };
+	infs__carve count = { NULL, 0 };
 	layout(d, m, &count, max_tokens);
 	d->bytes = count.used;
 	int prev, rc = infs__device_enter(&prev, device, load_fn);
@@ -283,7 +270,7 @@ static int create(infs_model *m, int device, uint64_t budget, uint32_t max_token
 	if (!rc && (err = cudaMalloc((void **)&d->arena, d->bytes)) != cudaSuccess)
 		rc = infs__cuda_error(err, load_fn, "allocating the model's device memory");
 	if (!rc) {
-		carve c = { d->arena, 0 };
+		infs__carve c = { d->arena, 0 };
 		layout(d, m, &c, max_tokens);
 		rc = random ? randomize(d, m, *random) : upload_all(d, m);
 	}
