@@ -1,7 +1,8 @@
 #!/bin/sh
 # The inferscale tool end to end on the real models: encode part of the
-# example memory, ask with injection and with full recompute, bench with
-# JSON output, and errors that are one line and a non-zero exit.
+# example memory (also into an fp8 store), ask with injection and with full
+# recompute, bench with JSON output, and errors that are one line and a
+# non-zero exit.
 # usage: test_cli.sh INFERSCALE REPO-ROOT
 set -eu
 cli=$1
@@ -33,6 +34,17 @@ grep -q "^injection: TTFT .* = embed .* + retrieve .* + inject .* + prefill" "$t
 "$cli" ask --store "$tmp/s.infs" --namespace maya -k 4 --max-tokens 24 --full-recompute "$q" > "$tmp/full"
 grep -q Biscuit "$tmp/full" || fail "ask --full-recompute: no Biscuit"
 grep -q "^full recompute: TTFT" "$tmp/full" || fail "ask --full-recompute: no TTFT"
+
+# An fp8 store (e4m3 codes and a scale per token and KV head): its KV about
+# half the f16 store's, sound, and its facts answer.
+"$cli" encode --store "$tmp/s8.infs" --kv-dtype fp8 --quiet "$tmp/facts.jsonl" > "$tmp/out" 2> /dev/null
+grep -q "encoded 12 facts into 1 namespace" "$tmp/out" || fail "encode --kv-dtype fp8: $(cat "$tmp/out")"
+"$cli" verify "$tmp/s8.infs" | grep -q ": sound: 12 facts" || fail "verify: an fp8 store"
+[ $(( $(wc -c < "$tmp/s8.infs") * 10 )) -lt $(( $(wc -c < "$tmp/s.infs") * 7 )) ] ||
+	fail "fp8 store $(wc -c < "$tmp/s8.infs") bytes, f16 $(wc -c < "$tmp/s.infs")"
+"$cli" ask --store "$tmp/s8.infs" --namespace maya -k 4 --max-tokens 24 "$q" > "$tmp/inj8"
+grep -q Biscuit "$tmp/inj8" || fail "ask on an fp8 store: no Biscuit: $(cat "$tmp/inj8")"
+[ "$(grep -c '^ *[0-9]*\. [0-9.]*  - ' "$tmp/inj8")" = 4 ] || fail "ask on an fp8 store: not 4 facts listed"
 
 printf '{"namespace": "maya", "question": "%s"}\n{"namespace": "maya", "question": "Where does Maya live?"}\n' "$q" > "$tmp/q.jsonl"
 # ask --json: every answer with its facts and timings; "-" keeps stdout to the JSON

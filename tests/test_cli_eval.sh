@@ -81,6 +81,9 @@ check_err 2 "bench: --sweep does not apply" bench --store "$tmp/s.infs" --sweep 
 check_err 2 "--sweep sets --recompute itself" eval "$tiny" --sweep --recovery deviation --recompute 0.2
 check_err 2 "--sweep varies --recompute: --recovery prefix has none" eval "$tiny" --sweep --recovery prefix
 check_err 2 "eval: --plot draws a sweep: give --sweep" eval "$tiny" --plot "$tmp/x.png"
+check_err 2 "--reference-kv-dtype: \"fp4\" is not f16, bf16, f32 or fp8" eval "$tiny" --reference-kv-dtype fp4
+check_err 2 "--reference-kv-dtype compares one run: not with --sweep" eval "$tiny" --sweep --reference-kv-dtype bf16
+check_err 2 "ask: --reference-kv-dtype does not apply" ask --store "$tmp/s.infs" --namespace n --reference-kv-dtype bf16 q
 check_err 1 "$tmp/no/x.png" eval "$tiny" --sweep --plot "$tmp/no/x.png"
 [ -z "$(ls "$tmp/t")" ] || fail "a refusal left $(ls "$tmp/t")"
 
@@ -100,6 +103,13 @@ grep -q "3 of 3 questions (categories 1-4), 6 facts, k 50, recovery none" "$tmp/
 "$cli" eval "$tiny" --k 50 --quiet --limit 2 --seed 1 > "$tmp/l1.json" 2> /dev/null
 "$cli" eval "$tiny" --k 50 --quiet --limit 2 --seed 1 --recovery none > "$tmp/l2.json" 2> /dev/null
 "$cli" eval "$tiny" --k 50 --quiet --limit 5 --seed 1 > "$tmp/l5.json" 2> /dev/null
+# A reference store: of the main store's dtype, the same answers; fp8
+# against f32, close but not the same.
+"$cli" eval "$tiny" --k 50 --quiet --reference-kv-dtype f16 > "$tmp/ref16.json" 2> "$tmp/ref16.txt"
+"$cli" eval "$tiny" --k 50 --quiet --kv-dtype fp8 --reference-kv-dtype f32 > "$tmp/ref8.json" 2> "$tmp/ref8.txt"
+cat "$tmp/ref8.txt"
+grep -q "^  f16 KV against f16: first token 100.0%, answer 100.0%; first-token KL 0 nats" "$tmp/ref16.txt" ||
+	fail "reference summary: $(cat "$tmp/ref16.txt")"
 # Recovery: everything recomputed is full recompute exactly; half of it,
 # half of the fact tokens.
 "$cli" eval "$tiny" --k 50 --quiet --recovery deviation --recompute 1 > "$tmp/r1.json" 2> /dev/null
@@ -116,11 +126,11 @@ python3 - "$tmp" <<'PY'
 import json, sys
 t = sys.argv[1]
 d = json.load(open(t + "/all.json"))
-keys = {"mode", "recompute_ratio", "check_layer", "prefix_tokens", "query_weight", "k", "n_questions", "recompute_fraction", "first_token_agreement", "answer_agreement",
+keys = {"mode", "recompute_ratio", "check_layer", "prefix_tokens", "query_weight", "k", "kv_dtype", "n_questions", "recompute_fraction", "first_token_agreement", "answer_agreement",
         "kl_first_token_mean", "f1_inject", "f1_full", "evidence_recall", "ttft_inject_ms", "ttft_full_ms",
         "questions"}
 assert set(d) == keys, set(d) ^ keys
-assert d["mode"] == "none" and d["k"] == 50 and d["n_questions"] == 3, d
+assert d["mode"] == "none" and d["k"] == 50 and d["kv_dtype"] == "f16" and d["n_questions"] == 3, d
 assert d["recompute_ratio"] == 0 and d["prefix_tokens"] == 0 and d["query_weight"] == 0, d
 assert d["recompute_fraction"] == 0 and d["evidence_recall"] == 1.0, d
 for k in ("first_token_agreement", "answer_agreement", "f1_inject", "f1_full"):
@@ -150,6 +160,31 @@ assert l1["n_questions"] == 2 and len(set(s1)) == 2 and set(s1) <= {0, 2, 3}, l1
 assert [x["qa"] for x in l2["questions"]] == s1, (l1, l2)
 # A limit above the count takes them all.
 assert l5["n_questions"] == 3 and [x["qa"] for x in l5["questions"]] == [0, 2, 3], l5
+ref_keys = {"reference_kv_dtype", "first_token_agreement_vs_reference", "answer_agreement_vs_reference",
+            "kl_first_token_vs_reference_mean"}
+q_ref_keys = {"first_token_agree_vs_reference", "answer_agree_vs_reference", "kl_first_token_vs_reference"}
+r16, r8 = (json.load(open("%s/%s.json" % (t, n))) for n in ("ref16", "ref8"))
+for r, dt, rdt in ((r16, "f16", "f16"), (r8, "fp8", "f32")):
+    assert set(r) == keys | ref_keys, set(r) ^ (keys | ref_keys)
+    assert (r["kv_dtype"], r["reference_kv_dtype"]) == (dt, rdt), r
+    rq = r["questions"]
+    assert [x["qa"] for x in rq] == [0, 2, 3] and all(set(x) == set(q[0]) | q_ref_keys for x in rq), rq
+    for m, k in (("first_token_agreement_vs_reference", "first_token_agree_vs_reference"),
+                 ("answer_agreement_vs_reference", "answer_agree_vs_reference"),
+                 ("kl_first_token_vs_reference_mean", "kl_first_token_vs_reference")):
+        assert near(r[m], sum(x[k] for x in rq) / len(rq)), (m, r)
+# The same dtype: the same KV injected, exactly the same distribution.
+assert r16["first_token_agreement_vs_reference"] == 1 and r16["answer_agreement_vs_reference"] == 1, r16
+assert r16["kl_first_token_vs_reference_mean"] == 0, r16
+assert all(x["kl_first_token_vs_reference"] == 0 for x in r16["questions"]), r16
+# The reference leaves the main answers as they are without it.
+same_keys = ("first_token_agreement", "answer_agreement", "kl_first_token_mean", "f1_inject", "f1_full")
+assert all(r16[k] == d[k] for k in same_keys), (r16, d)
+# fp8 against f32: a small KL, not none (the reference is another store),
+# far below injection's against full recompute.
+kl8 = r8["kl_first_token_vs_reference_mean"]
+assert 0 < kl8 < 0.05 and kl8 < r8["kl_first_token_mean"] / 10, r8
+assert all(0 < x["kl_first_token_vs_reference"] for x in r8["questions"]), r8
 r1, r5 = (json.load(open("%s/%s.json" % (t, n))) for n in ("r1", "r5"))
 assert r1["mode"] == "deviation" and r1["first_token_agreement"] == 1 and r1["answer_agreement"] == 1, r1
 assert r1["kl_first_token_mean"] == 0 and r1["f1_inject"] == r1["f1_full"] and r1["recompute_fraction"] == 1, r1

@@ -81,6 +81,8 @@ static const struct opt {
 	{ "--model", "PATH", C_ALL, "GGUF or HF directory (default $INFS_CACHE/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)" },
 	{ "--embedder", "DIR", C_ALL, "sentence-transformers directory (default $INFS_CACHE/minilm)" },
 	{ "--kv-dtype", "T", C_ENCODE | C_EVAL, "f16 (default), bf16, f32 or fp8 (e4m3, scaled; injected into a bf16 cache): KV in a new store" },
+	{ "--reference-kv-dtype", "T", C_EVAL, "also encode the facts in dtype T (f16, bf16, f32, fp8) and compare injection\n"
+	                                       "from them with injection from --kv-dtype's: the same facts, the same cache" },
 	{ "--threads", "N", C_ALL, "threads of the model and the embedder, 0..1024 (default 0: all cores)" },
 	{ "--device", "N", C_ALL, "run the model, the embedder, retrieval and the engine on CUDA device N\n"
 	                          "(default: the host)" },
@@ -135,11 +137,11 @@ static void command_help(const struct command *c)
 			continue;
 		char head[40];
 		snprintf(head, sizeof head, "%s%s%s", o->name, o->value ? " " : "", o->value ? o->value : "");
-		printf("  %-20s ", head);
+		printf("  %-22s ", head);
 		for (const char *h = o->help; *h; h++) {
 			putchar(*h);
 			if (*h == '\n')
-				printf("  %-20s ", "");
+				printf("  %-22s ", "");
 		}
 		putchar('\n');
 	}
@@ -147,7 +149,8 @@ static void command_help(const struct command *c)
 
 typedef struct args {
 	const char *cmd, *positional, *store, *ns, *model, *embedder, *questions, *json, *recovery, *plot;
-	infs_dtype kv_dtype;
+	infs_dtype kv_dtype, ref_dtype;
+	int ref;                             /* --reference-kv-dtype given */
 	uint32_t threads, k, max_tokens, limit, check_layer, prefix;
 	float recompute, query_weight;
 	int select, prefix_mode, query_mode; /* parts of --recovery; select: deviation or query */
@@ -229,6 +232,31 @@ static int parse_float(float *out, const char *s, const char *opt)
 		return fail("%s: \"%s\" is not a number", opt, s);
 	*out = (float)v;
 	return 0;
+}
+
+/* The names of the KV dtypes the tool takes; fp8 is e4m3. */
+static const struct {
+	const char *name;
+	infs_dtype dtype;
+} kv_dtypes[] = { { "f16", INFS_DTYPE_F16 }, { "bf16", INFS_DTYPE_BF16 }, { "f32", INFS_DTYPE_F32 },
+	          { "fp8", INFS_DTYPE_FP8_E4M3 }, { "fp8_e4m3", INFS_DTYPE_FP8_E4M3 } };
+
+static int parse_dtype(infs_dtype *out, const char *s, const char *opt)
+{
+	for (size_t i = 0; i < sizeof kv_dtypes / sizeof kv_dtypes[0]; i++)
+		if (!strcmp(s, kv_dtypes[i].name)) {
+			*out = kv_dtypes[i].dtype;
+			return 0;
+		}
+	return fail("%s: \"%s\" is not f16, bf16, f32 or fp8", opt, s);
+}
+
+static const char *dtype_name(infs_dtype t)
+{
+	for (size_t i = 0; i < sizeof kv_dtypes / sizeof kv_dtypes[0]; i++)
+		if (kv_dtypes[i].dtype == t)
+			return kv_dtypes[i].name;
+	return "?";
 }
 
 /* --recovery: none, or parts prefix, deviation, query joined by +, each
@@ -334,16 +362,11 @@ static int parse_args(args *a, int argc, char **argv)
 			a->plot = v;
 		} else if (!strcmp(o, "--kv-dtype")) {
 			TAKE();
-			if (!strcmp(v, "f16"))
-				a->kv_dtype = INFS_DTYPE_F16;
-			else if (!strcmp(v, "bf16"))
-				a->kv_dtype = INFS_DTYPE_BF16;
-			else if (!strcmp(v, "f32"))
-				a->kv_dtype = INFS_DTYPE_F32;
-			else if (!strcmp(v, "fp8") || !strcmp(v, "fp8_e4m3"))
-				a->kv_dtype = INFS_DTYPE_FP8_E4M3;
-			else
-				return fail("--kv-dtype: \"%s\" is not f16, bf16, f32 or fp8", v) + 1;
+			rc = parse_dtype(&a->kv_dtype, v, o);
+		} else if (!strcmp(o, "--reference-kv-dtype")) {
+			TAKE();
+			rc = parse_dtype(&a->ref_dtype, v, o);
+			a->ref = 1;
 		} else if (!strcmp(o, "--device")) {
 			TAKE();
 			uint32_t d = 0;
@@ -434,6 +457,8 @@ static int parse_args(args *a, int argc, char **argv)
 		return fail("--prefix needs --recovery prefix") + 1;
 	if (a->query_weight_set && !a->query_mode)
 		return fail("--query-weight needs --recovery query") + 1;
+	if (a->sweep && a->ref)
+		return fail("--reference-kv-dtype compares one run: not with --sweep") + 1;
 	if (a->sweep && a->recompute_set)
 		return fail("--sweep sets --recompute itself") + 1;
 	if (a->sweep && a->recovery && !a->select)
@@ -657,6 +682,26 @@ static void runtime_free(runtime *r)
 	infs_model_free(r->model);
 }
 
+/* A new store at path for the facts of model and embedder, their KV in
+ * kv_dtype. */
+static int store_create(infs_store **out, const char *path, const runtime *r, infs_dtype kv_dtype, int device)
+{
+	infs_geometry g;
+	char *identity = NULL;
+	if (infs_model_geometry(&g, r->model, kv_dtype) || infs_model_identity(&identity, r->model, kv_dtype))
+		return lib_fail("model");
+	g.embed_dim = infs_embedder_dim(r->embedder);
+	infs_store_options so = INFS_STORE_OPTIONS_INIT;
+	so.device = device;
+	so.flags = INFS_OPEN_CREATE;
+	so.geometry = &g;
+	so.identity = identity;
+	so.sync = INFS_SYNC_NORMAL;
+	int rc = infs_store_open(out, path, &so);
+	infs_free(identity);
+	return rc ? lib_fail(path) : 0;
+}
+
 static int runtime_open(runtime *r, const args *a, int create)
 {
 	memset(r, 0, sizeof *r);
@@ -680,27 +725,15 @@ static int runtime_open(runtime *r, const args *a, int create)
 	eo.device = a->device;
 	if (infs_embedder_load(&r->embedder, a->embedder, &eo))
 		return lib_fail(a->embedder);
-	infs_geometry g;
-	char *identity = NULL;
 	struct stat st;
-	int rc = INFS_OK;
 	if (create && stat(a->store, &st) != 0) {
-		if (infs_model_geometry(&g, r->model, a->kv_dtype) ||
-		    infs_model_identity(&identity, r->model, a->kv_dtype))
-			return lib_fail(a->model);
-		g.embed_dim = infs_embedder_dim(r->embedder);
-		so.flags = INFS_OPEN_CREATE;
-		so.geometry = &g;
-		so.identity = identity;
-		so.sync = INFS_SYNC_NORMAL;
+		if (store_create(&r->store, a->store, r, a->kv_dtype, a->device))
+			return 1;
 	} else if (create) {
 		so.sync = INFS_SYNC_NORMAL;
+		if (infs_store_open(&r->store, a->store, &so))
+			return lib_fail(a->store);
 	}
-	if (create)
-		rc = infs_store_open(&r->store, a->store, &so);
-	infs_free(identity);
-	if (rc)
-		return lib_fail(a->store);
 	infs_geometry sg;
 	if (infs_store_geometry(&sg, r->store))
 		return lib_fail(a->store);
@@ -1303,12 +1336,13 @@ static int cmd_bench(const args *a)
 
 /* One observation fact: its text, its metadata (speaker, date and evidence
  * turns, as scripts/locomo-jsonl.py writes them), its evidence turns
- * joined by ';', its rendering and its id in the store. */
+ * joined by ';', its rendering and its ids in the store and in the
+ * reference store (--reference-kv-dtype). */
 typedef struct conv_fact {
 	const char *text;
 	str meta, evidence;
 	char *rendered;
-	uint64_t id;
+	uint64_t id, ref_id;
 } conv_fact;
 
 typedef struct conv {
@@ -1526,9 +1560,9 @@ static void eval_cleanup(void)
 	eval_dir[0] = '\0';
 }
 
-/* Encodes the conversation's facts into r's store, after the engine's
- * header, keeping their ids. */
-static int eval_encode(conv *c, const runtime *r, const args *a)
+/* Encodes the conversation's facts into store (r's or the reference
+ * store), after the engine's header, keeping their ids (id or ref_id). */
+static int eval_encode(conv *c, const runtime *r, infs_store *store, int ref, const args *a)
 {
 	const int32_t *hdr;
 	uint32_t nh;
@@ -1551,12 +1585,12 @@ static int eval_encode(conv *c, const runtime *r, const args *a)
 	eo.embedder = r->embedder;
 	eo.progress = show_progress;
 	eo.progress_user = &pg;
-	if (!rc && infs_fact_encode(ids, r->store, EVAL_NS, r->model, in, c->n_facts, &eo))
-		rc = fail("%s: encoding the facts: %s", a->positional, infs_error_last());
+	if (!rc && infs_fact_encode(ids, store, EVAL_NS, r->model, in, c->n_facts, &eo))
+		rc = fail("%s: encoding the facts%s: %s", a->positional, ref ? " (reference)" : "", infs_error_last());
 	if (pg.show == 1)
 		fputc('\n', stderr);
 	for (size_t i = 0; !rc && i < c->n_facts; i++)
-		c->facts[i].id = ids[i];
+		*(ref ? &c->facts[i].ref_id : &c->facts[i].id) = ids[i];
 	free(in);
 	free(ids);
 	return rc;
@@ -1570,6 +1604,8 @@ typedef struct eval_point {
 	uint32_t check, prefix;
 	size_t top1, same, ev_found, ev_total;
 	double kl, f1_inject, f1_full, ttft_inject, ttft_full, recomputed;
+	size_t ref_top1, ref_same; /* against injection from the reference store */
+	double ref_kl;
 	str detail;
 } eval_point;
 
@@ -1600,9 +1636,10 @@ static void point_make(eval_point *p, const args *a, const char *mode, float rat
 }
 
 /* Adds answer x (TTFT ttft_x, recomputed share frac) of question q against
- * full recompute y (TTFT ttft_y) to p's sums. */
+ * full recompute y (TTFT ttft_y), and against ref (the same facts injected
+ * from the reference store; NULL without one), to p's sums. */
 static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer *x, double ttft_x, double frac,
-                      const infs_answer *y, double ttft_y)
+                      const infs_answer *y, double ttft_y, const infs_answer *ref)
 {
 	const jsonl_value *q = c->qs[qi];
 	const jsonl_value *ans = jsonl_get(q, "answer"), *ev = jsonl_get(q, "evidence");
@@ -1648,10 +1685,23 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 		snprintf(buf, sizeof buf,
 		         "%s\n  {\"qa\": %zu, \"facts\": %zu, \"first_token_agree\": %s, \"answer_agree\": %s, "
 		         "\"kl_first_token\": %.6g, \"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_found\": %zu, "
-		         "\"evidence_total\": %zu, \"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f}",
+		         "\"evidence_total\": %zu, \"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f",
 		         p->detail.n ? "," : "", c->qa_index[qi], x->n_facts, top1 ? "true" : "false",
 		         same ? "true" : "false", kl, f1i, f1f, found, total, ttft_x, ttft_y);
 		str_puts(&p->detail, buf);
+		if (ref) {
+			/* KL(reference || x), as KL(full || x) above. */
+			int rtop1 = argmax(ref->first_logits, ref->n_vocab) == argmax(x->first_logits, x->n_vocab);
+			int rsame = !strcmp(x->text, ref->text);
+			double rkl = kl_logits(ref->first_logits, x->first_logits, x->n_vocab);
+			p->ref_top1 += (size_t)rtop1;
+			p->ref_same += (size_t)rsame;
+			p->ref_kl += rkl;
+			snprintf(buf, sizeof buf, ", \"first_token_agree_vs_reference\": %s, \"answer_agree_vs_reference\": %s, "
+			         "\"kl_first_token_vs_reference\": %.6g", rtop1 ? "true" : "false", rsame ? "true" : "false", rkl);
+			str_puts(&p->detail, buf);
+		}
+		str_puts(&p->detail, "}");
 	}
 	free(golds);
 	free(have);
@@ -1662,13 +1712,20 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
  * recompute of the same facts, added to the points' sums. In a sweep, equal
  * answers are answered once: ratio 0 with the same prefix (plain injection
  * or prefix recompute alone; the check layer and query weight then do
- * nothing), and ratio 1, which is full recompute exactly. */
-static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, runtime *r, const args *a)
+ * nothing), and ratio 1, which is full recompute exactly. With ref_store
+ * (one point, not a sweep) the facts injection used are also injected from
+ * there, by the same engine: the prompts differ only in the store's dtype. */
+static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, runtime *r, infs_store *ref_store,
+                         const args *a)
 {
 	const char *question = jsonl_get(c->qs[qi], "question")->str;
-	infs_answer **got = calloc(np, sizeof *got), *first = NULL, *full = NULL;
+	infs_answer **got = calloc(np, sizeof *got), *first = NULL, *full = NULL, *ref = NULL;
 	uint8_t *own = calloc(np, 1);
+	uint64_t *ref_ids = NULL;
 	int rc = !got || !own ? fail("out of memory") : 0;
+	/* The engine answers from the store it was last prepared on. */
+	if (!rc && ref_store && infs_engine_prepare(r->engine, r->store))
+		rc = lib_fail("eval");
 	for (size_t i = 0; !rc && i < np; i++) {
 		if (a->sweep && pts[i].ratio >= 1.0f)
 			continue; /* full recompute's answer, below */
@@ -1693,17 +1750,34 @@ static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, r
 	}
 	if (!rc && infs_engine_ask(&full, r->engine, r->store, r->embedder, EVAL_NS, question, &o))
 		rc = lib_fail("eval");
+	if (!rc && ref_store) {
+		/* The same facts by their ids in the reference store. */
+		if (!(ref_ids = calloc(first->n_facts ? first->n_facts : 1, sizeof *ref_ids)))
+			rc = fail("out of memory");
+		for (size_t i = 0; !rc && i < first->n_facts; i++)
+			for (size_t j = 0; j < c->n_facts; j++)
+				if (c->facts[j].id == first->fact_ids[i])
+					ref_ids[i] = c->facts[j].ref_id;
+		point_options(&o, a, &pts[0]);
+		o.fact_ids = ref_ids;
+		o.n_fact_ids = first->n_facts;
+		if (!rc && (infs_engine_prepare(r->engine, ref_store) ||
+		            infs_engine_ask(&ref, r->engine, ref_store, NULL, EVAL_NS, question, &o)))
+			rc = lib_fail("eval: the reference");
+	}
 	/* Full recompute's TTFT counts the same embedding and retrieval. */
 	double ttft_full = rc ? 0 : first->embed_ms + first->retrieve_ms + full->inject_ms + full->prefill_ms;
 	for (size_t i = 0; !rc && i < np; i++) {
 		const infs_answer *x = got[i] ? got[i] : full;
 		double frac = !got[i] ? 1 : x->n_recomputable ? (double)x->n_recomputed / x->n_recomputable : 0;
-		rc = eval_score(&pts[i], c, qi, x, got[i] ? x->ttft_ms : ttft_full, frac, full, ttft_full);
+		rc = eval_score(&pts[i], c, qi, x, got[i] ? x->ttft_ms : ttft_full, frac, full, ttft_full, ref);
 	}
 	for (size_t i = 0; got && i < np; i++)
 		if (own[i])
 			infs_answer_free(got[i]);
 	infs_answer_free(full);
+	infs_answer_free(ref);
+	free(ref_ids);
 	free(got);
 	free(own);
 	return rc;
@@ -1720,13 +1794,19 @@ static void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c,
 	         p->ev_total ? (double)p->ev_found / (double)p->ev_total : 0.0);
 	snprintf(recall_h, sizeof recall_h, "%zu of %zu turns", p->ev_found, p->ev_total);
 	fprintf(jf, "{\"mode\": \"%s\", \"recompute_ratio\": %g, \"check_layer\": %u, \"prefix_tokens\": %u, "
-	            "\"query_weight\": %g, \"k\": %u, \"n_questions\": %zu, \"recompute_fraction\": %.6f, "
+	            "\"query_weight\": %g, \"k\": %u, \"kv_dtype\": \"%s\", \"n_questions\": %zu, "
+	            "\"recompute_fraction\": %.6f, "
 	            "\"first_token_agreement\": %.6f, \"answer_agreement\": %.6f, \"kl_first_token_mean\": %.6g, "
 	            "\"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_recall\": %s, "
-	            "\"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, \"questions\": [%s\n]}",
-	        p->mode, (double)p->ratio, p->check, p->prefix, (double)p->weight, a->k, nq, p->recomputed / n,
-	        (double)p->top1 / n, (double)p->same / n, p->kl / n, p->f1_inject / n, p->f1_full / n, recall,
-	        p->ttft_inject / n, p->ttft_full / n, p->detail.p ? p->detail.p : "");
+	            "\"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, ",
+	        p->mode, (double)p->ratio, p->check, p->prefix, (double)p->weight, a->k, dtype_name(a->kv_dtype), nq,
+	        p->recomputed / n, (double)p->top1 / n, (double)p->same / n, p->kl / n, p->f1_inject / n,
+	        p->f1_full / n, recall, p->ttft_inject / n, p->ttft_full / n);
+	if (a->ref)
+		fprintf(jf, "\"reference_kv_dtype\": \"%s\", \"first_token_agreement_vs_reference\": %.6f, "
+		            "\"answer_agreement_vs_reference\": %.6f, \"kl_first_token_vs_reference_mean\": %.6g, ",
+		        dtype_name(a->ref_dtype), (double)p->ref_top1 / n, (double)p->ref_same / n, p->ref_kl / n);
+	fprintf(jf, "\"questions\": [%s\n]}", p->detail.p ? p->detail.p : "");
 	if (a->sweep) {
 		fprintf(stderr, "%-16s r %.2f: recomputed %.3f, first token %5.1f%%, answer %5.1f%%, KL %.4f, "
 		                "F1 %.3f / %.3f, TTFT %.1f / %.1f ms\n",
@@ -1743,6 +1823,10 @@ static void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c,
 	        a->positional, nq, c->n_qs, c->n_facts, a->k, p->mode, 100.0 * (double)p->top1 / n,
 	        100.0 * (double)p->same / n, p->kl / n, p->f1_inject / n, p->f1_full / n, recall_h,
 	        p->ttft_inject / n, p->ttft_full / n);
+	if (a->ref)
+		fprintf(stderr, "  %s KV against %s: first token %.1f%%, answer %.1f%%; first-token KL %.4g nats\n",
+		        dtype_name(a->kv_dtype), dtype_name(a->ref_dtype), 100.0 * (double)p->ref_top1 / n,
+		        100.0 * (double)p->ref_same / n, p->ref_kl / n);
 }
 
 /* The sweep's chart (tools/charts.h) of points pts[0..np), means over nq
@@ -1818,12 +1902,23 @@ static int cmd_eval(const args *a)
 	if (!rc)
 		rc = runtime_open(&r, &b, 1);
 	if (!rc)
-		rc = eval_encode(&c, &r, a);
+		rc = eval_encode(&c, &r, r.store, 0, a);
+	/* The reference store, beside the other: its facts, header and footer
+	 * in --reference-kv-dtype, injected into the same engine's cache. */
+	char ref_path[sizeof eval_dir + 16];
+	snprintf(ref_path, sizeof ref_path, "%s/reference.infs", eval_dir);
+	infs_store *ref = NULL;
+	if (!rc && a->ref)
+		rc = store_create(&ref, ref_path, &r, a->ref_dtype, a->device);
+	if (!rc && a->ref && infs_engine_prepare(r.engine, ref))
+		rc = lib_fail(ref_path);
+	if (!rc && a->ref)
+		rc = eval_encode(&c, &r, ref, 1, a);
 	int show = !a->quiet && isatty(2);
 	for (size_t i = 0; !rc && i < n; i++) {
 		if (show)
 			fprintf(stderr, "\ranswering %zu/%zu", i + 1, n);
-		rc = eval_question(pts, np, &c, pick[i], &r, a);
+		rc = eval_question(pts, np, &c, pick[i], &r, ref, a);
 	}
 	if (show && n)
 		fputc('\n', stderr);
@@ -1844,6 +1939,7 @@ static int cmd_eval(const args *a)
 		free(pts[i].detail.p);
 	free(pts);
 	free(pick);
+	infs_store_close(ref);
 	runtime_free(&r);
 	eval_cleanup();
 	conv_free(&c);

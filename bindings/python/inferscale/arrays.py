@@ -131,6 +131,18 @@ def fp8_bytes(shape: Sequence[int]) -> int:
     return int(np.prod(shape)) + 4 * int(np.prod(shape[:3]))
 
 
+def fp8_quantized(x: np.ndarray) -> np.ndarray:
+    """float32 KV of shape (n_layers, n_tokens, n_kv_heads, head_dim) as an
+    fp8 store keeps it: quantized to e4m3 with an f32 scale per row, then
+    dequantized (infs_kv_convert both ways)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    q = np.empty(fp8_bytes(x.shape), dtype=np.uint8)
+    out = np.empty_like(x)
+    _fp8_convert(q, DType.FP8_E4M3, x, DType.F32, x.shape)
+    _fp8_convert(out, DType.F32, q, DType.FP8_E4M3, x.shape)
+    return out
+
+
 def host_kv(x: Any, dtype: DType, shape: Sequence[int], what: str) -> Tuple[Any, Any]:
     """(void* pointer, keepalive) to host memory holding x as a C-contiguous
     array of dtype and shape. A torch CPU tensor or numpy array that already

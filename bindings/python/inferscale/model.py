@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, Optional, Union
 import numpy as np
 
 from ._ffi import as_int, check, cpath, device_index, ffi, lib, pystr
-from .arrays import as_int_array
+from .arrays import as_int_array, fp8_bytes, fp8_quantized
 from .errors import InvalidArgumentError
 from .geometry import DType, Geometry
 from .layout import KVLayout
@@ -175,7 +175,10 @@ class Model:
         k_p = v_p = ffi.NULL
         if kv:
             shape = (info.n_layers, n, info.n_kv_heads, info.head_dim)
-            k, v = np.zeros(shape, _NP[dt]), np.zeros(shape, _NP[dt])
+            if dt == DType.FP8_E4M3:  # refused by the library, with its reason
+                k, v = np.zeros(fp8_bytes(shape), np.uint8), np.zeros(fp8_bytes(shape), np.uint8)
+            else:
+                k, v = np.zeros(shape, _NP[dt]), np.zeros(shape, _NP[dt])
             k_p, v_p = ffi.from_buffer(k), ffi.from_buffer(v)
         tok_p = ffi.cast("const int32_t *", ffi.from_buffer(tok)) if n else ffi.NULL
         check(lib.infs_model_forward(ffi.cast("float *", ffi.from_buffer(logits)), k_p, v_p, self._p,
@@ -184,8 +187,14 @@ class Model:
 
     def capture(self, tokens: Any, context: Any = None, kv_dtype: Union[DType, str] = DType.F32):
         """The pre-RoPE (k, v) of tokens run after context (whose KV is not
-        returned), ready for Store.put."""
+        returned), ready for Store.put. kv_dtype "fp8" gives float32 arrays
+        holding what an fp8 store keeps of the float32 KV (Store.get's
+        values): quantized to e4m3 with a scale per token and KV head
+        (infs_kv_convert), then dequantized."""
         tok = as_int_array(tokens, "tokens", "int32")
         ctx = as_int_array([] if context is None else context, "context", "int32")
-        r = self.forward(np.concatenate([ctx, tok]), kv=True, kv_dtype=kv_dtype)
-        return (np.ascontiguousarray(r.k[:, ctx.shape[0]:]), np.ascontiguousarray(r.v[:, ctx.shape[0]:]))
+        dt = DType.coerce(kv_dtype)
+        fp8 = dt == DType.FP8_E4M3
+        r = self.forward(np.concatenate([ctx, tok]), kv=True, kv_dtype=DType.F32 if fp8 else dt)
+        k, v = np.ascontiguousarray(r.k[:, ctx.shape[0]:]), np.ascontiguousarray(r.v[:, ctx.shape[0]:])
+        return (fp8_quantized(k), fp8_quantized(v)) if fp8 else (k, v)

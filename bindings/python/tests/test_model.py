@@ -78,11 +78,35 @@ def test_answer_from_injected_memory_equals_full_recompute(model, tmp_path):
     assert answer.strip() == "Maya"
 
 
+def test_capture_fp8_is_what_an_fp8_store_keeps(model, tmp_path):
+    tok = model.tokenizer
+    header = tok.encode(HEADER, parse_special=True)
+    fact = tok.encode("Maya is allergic to peanuts.\n")
+    k32, v32 = model.capture(fact, context=header)
+    k8, v8 = model.capture(fact, context=header, kv_dtype="fp8")
+    assert k8.dtype == v8.dtype == np.float32 and k8.shape == v8.shape == k32.shape
+    geo = model.geometry("fp8", embed_dim=4)
+    with infs.Store.create(tmp_path / "fp8.infs", geo, model.identity("fp8"), sync="off") as store:
+        f = store.get("maya", store.encode("maya", model, fact, np.ones(4), context=header))
+    np.testing.assert_array_equal(f.k, k8)
+    np.testing.assert_array_equal(f.v, v8)
+    for x, got in ((k32, k8), (v32, v8)):
+        assert not np.array_equal(got, x)
+        # off by at most half an e4m3 step, which is at most 1/28 of the row's largest value
+        assert (np.abs(got - x) <= np.abs(x).max(axis=-1, keepdims=True) / 16).all()
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    for x, got in ((k32, k8), (v32, v8)):  # per (layer, token, head): e4m3(x / scale) * scale
+        scale = (np.abs(x).max(axis=-1, keepdims=True) / np.float32(448)).astype(np.float32)
+        np.testing.assert_array_equal(got, (x / scale).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale)
+
+
 def test_errors(model):
     with pytest.raises(infs.InferscaleError):
         model.forward([model.info.n_vocab])
     with pytest.raises(ValueError, match="positions"):
         model.forward([1, 2], [0])
+    with pytest.raises(infs.UnsupportedError, match="store kv_dtype only"):
+        model.forward([1, 2], kv=True, kv_dtype="fp8")
     with pytest.raises(infs.NotFoundError):
         infs.Model(os.path.join(CACHE, "no-such-model.gguf"))
     m = infs.Model(SMOLLM2)
