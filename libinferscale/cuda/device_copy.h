@@ -207,6 +207,11 @@ void infs__tier_drop(infs__device *d, infs__dev_rec *e);
  * keep's) and giving back empty pool chunks; INFS_EBUDGET with no message
  * when even that is not enough. */
 int infs__tier_rows_room(infs__device *d, uint64_t more);
+/* Whether a move of k (down: to pinned memory only) may find room for any
+ * of its records off their tier: no room on the device for a record of
+ * k's mean size beside the rows, and no pinned tier, say no. Under the
+ * read lock. */
+int infs__tier_can_rise(const infs__device *d, const infs__kv_ns *k, int down);
 /* Queues a tier move of namespace name (any lock, or none). */
 void infs__tier_queue(infs__device *d, const char *name, int down);
 /* The store's thread: started last by attach, stopped first by destroy. */

@@ -141,8 +141,8 @@ int infs__inject_device(const infs__inject_plan *plan)
 		}
 		if (err != cudaSuccess)
 			rc = infs__cuda_error(err, fn, "uploading a record without a device copy");
-		if (e && e->kns != queued)
-			infs__tier_queue(d, (queued = e->kns)->name, 0);
+		if (e && e->kns != queued && infs__tier_can_rise(d, queued = e->kns, 0))
+			infs__tier_queue(d, e->kns->name, 0);
 		up += 2 * half;
 	}
 	if (st)

@@ -138,7 +138,7 @@ int infs__inject_on_device(infs_injector *inj, const char *ns, const void *ids, 
 	infs__kv_ns *k = infs__kns_find(d, ns);
 	if (k) {
 		infs__kns_touch(d, k);
-		if (k->n_dev < k->n)
+		if (infs__tier_can_rise(d, k, 0))
 			infs__tier_queue(d, ns, 0);
 	}
 	infs_k_resolve_params rp = {

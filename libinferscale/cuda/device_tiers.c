@@ -429,12 +429,29 @@ static int move_copy(infs__device *d, const char *name, move_item *m, const char
 	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "copying fact KV between tiers");
 }
 
+int infs__tier_can_rise(const infs__device *d, const infs__kv_ns *k, int down)
+{
+	if (!k || !k->n)
+		return 0;
+	const uint64_t mean = k->bytes / k->n;
+	const int dev = !down && k->n_dev < k->n && (!d->budget || d->budget > d->rows + mean);
+	const int host = d->hpool.budget && k->n_up < k->n;
+	return dev || host;
+}
+
 /* A tier move of namespace name (docs/cuda.md, "Tiers"). */
 static void move(infs__device *d, const char *name, int down)
 {
 	static const char fn[] = "infs_prefetch";
 	infs_store *s = d->store;
 	move_item *it = NULL;
+	/* most moves asked for after injections have nothing to do: the
+	 * write lock is taken only for those that may */
+	infs__store_read_lock(s);
+	const int can = infs__tier_can_rise(d, infs__kns_find(d, name), down);
+	infs__store_read_unlock(s);
+	if (!can)
+		return;
 	infs__store_write_lock(s);
 	const size_t n = move_reserve(d, name, down, &it, fn);
 	infs__store_write_unlock(s);
