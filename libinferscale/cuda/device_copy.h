@@ -203,9 +203,9 @@ int infs__tier_add(infs__device *d, const infs__record *r, const char *ns, infs_
 /* Releases record e's copies and takes it out of its kv namespace (the
  * caller then removes it from the map). */
 void infs__tier_drop(infs__device *d, infs__dev_rec *e);
-/* Makes room for more bytes of rows within the budget, evicting KV (even
- * keep's) and giving back empty pool chunks; INFS_EBUDGET with no message
- * when even that is not enough. */
+/* Makes room for more bytes of rows within the budget, evicting any
+ * namespace's KV, least recently used first, and giving back empty pool
+ * chunks; INFS_EBUDGET with no message when even that is not enough. */
 int infs__tier_rows_room(infs__device *d, uint64_t more);
 /* Whether a move of k (down: to pinned memory only) may find room for any
  * of its records off their tier: no room on the device for a record of
