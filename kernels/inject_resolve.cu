@@ -22,16 +22,20 @@ __global__ void __launch_bounds__(THREADS) resolve_kernel(const infs_k_resolve_p
 	const bool too_many = n > p.max_ids;
 	const uint32_t m = too_many ? 0 : n; /* the ids looked up */
 
-	/* Each id's row in the sorted ids. */
-	int missing = 0;
+	/* Each id's row in the sorted ids. A row's K pointer is NULL while its
+	 * KV is only in the store file (a tier move rewrites it in place). */
+	int missing = 0, unresident = 0;
 	for (uint32_t i = tid; i < m; i += THREADS) {
 		const uint64_t id = *(const uint64_t *)((const char *)p.ids + (size_t)i * p.id_stride);
 		const uint32_t lo = infs::row_of(p.row_ids, p.n_rows, id);
-		if (lo == p.n_rows || (p.dead[lo / 32] >> (lo % 32) & 1)) {
+		const char *k = NULL;
+		if (lo == p.n_rows || (p.dead[lo / 32] >> (lo % 32) & 1))
 			missing = 1;
+		else if (!(k = *(const char *volatile *)&p.row_kv[lo]))
+			unresident = 1;
+		if (!k) {
 			ntok[i] = 0;
 		} else {
-			const char *k = p.row_kv[lo];
 			const uint32_t t = p.row_ntok[lo];
 			ntok[i] = t;
 			p.src_k[i] = k;
@@ -39,6 +43,7 @@ __global__ void __launch_bounds__(THREADS) resolve_kernel(const infs_k_resolve_p
 		}
 	}
 	missing = __syncthreads_or(missing);
+	unresident = __syncthreads_or(unresident);
 
 	/* Prefix sum of the tokens: each thread sums a run of ids, thread 0
 	 * the runs, then each thread writes its run's offsets. */
@@ -75,6 +80,8 @@ __global__ void __launch_bounds__(THREADS) resolve_kernel(const infs_k_resolve_p
 		status = p.err_range;
 	else if (missing)
 		status = p.err_notfound;
+	else if (unresident)
+		status = p.err_notresident;
 	else if (total && (last_blk = (p.start_pos + total - 1) / p.block_size) >= p.block_table_len)
 		status = p.err_range;
 	int bad_block = 0;

@@ -74,7 +74,8 @@ cudaError_t infs_k_inject(const infs_k_inject_params *p, cudaStream_t stream);
  * is err_range when *n_ids > max_ids, the tokens exceed max_tokens, a
  * position from start_pos lies past block_table_len entries or uses a block
  * id outside [0, n_blocks); else err_notfound when an id is not found;
- * else 0. counts receives (n_facts, n_tokens), both 0 unless the status is
+ * else err_notresident when a row's K pointer is NULL (its KV is in no
+ * memory the device reads: the store file's tier); else 0. counts receives (n_facts, n_tokens), both 0 unless the status is
  * 0; *status (may be NULL) the status; *next_pos (may be NULL) start_pos
  * plus the tokens counted. start_pos + max_tokens must fit 32 bits. */
 #define INFS_K_RESOLVE_MAX_IDS 4096u
@@ -101,10 +102,17 @@ typedef struct infs_k_resolve_params {
 	uint32_t *counts;           /* 2 */
 	uint32_t *next_pos;
 	int32_t *status;
-	int32_t err_notfound, err_range;
+	int32_t err_notfound, err_range, err_notresident;
 } infs_k_resolve_params;
 
 cudaError_t infs_k_inject_resolve(const infs_k_resolve_params *p, cudaStream_t stream);
+
+/* A tier move of the store's device copy (kernels/tier.cu): kv[rows[i]] =
+ * vals[i] for i < n, each pointer written with one 8-byte store, so that a
+ * resolve kernel running meanwhile reads the old pointer or the new one,
+ * never a mix. rows and vals in device memory. */
+cudaError_t infs_k_set_rows(const char **kv, const uint32_t *rows, const char *const *vals, uint32_t n,
+                            cudaStream_t stream);
 
 /* Top-k by score. scores is [n_queries][ld] floats, one column per row of
  * the matrix they were computed from; row i's score is multiplied by

@@ -3,7 +3,8 @@
 # suites (the gpu suite included), compute-sanitizer memcheck and racecheck
 # over the gpu suite, and the benchmarks. Logs and JSON go to $OUT (default
 # ./gpu-out): gpu-check.log, testlog.txt, sanitizer.log, inject.json,
-# retrieve.json, serving-api.json, benchmarks.json, benchmarks.md, and those of
+# retrieve.json, serving-api.json, tiers.json, benchmarks.json, benchmarks.md,
+# tiers-h200.json (tiers.json with the engine's pinned-tier TTFT), and those of
 # scripts/gpu-bench-model.sh (gpu-runtime-h200.json, ...) and
 # scripts/gpu-bench-engine.sh (gpu-engine-h200.json, ...), and demo.log: the
 # demo's questions answered on the GPU (SmolLM2 and the embedder from
@@ -57,7 +58,7 @@ if [[ $skip != *sanitizer* ]]; then
 		# and retrieve tests run the same kernels (and cuBLAS) and take many
 		# minutes under it.
 		tools="memcheck racecheck"
-		[[ $t == *store* || $t == *retrieve* ]] && tools=memcheck
+		[[ $t == *store* || $t == *retrieve* || $t == *tiers* ]] && tools=memcheck
 		for tool in $tools; do
 			echo "-- $tool $t" | tee -a "$OUT/sanitizer.log"
 			start=$SECONDS
@@ -106,12 +107,24 @@ if [[ $skip != *bench* ]]; then
 	"$BUILD/benchmarks/bench_inject" "$OUT/inject.json" || fail=1
 	"$BUILD/benchmarks/bench_retrieve" "$OUT/retrieve.json" || fail=1
 	"$BUILD/benchmarks/bench_serving" "$OUT/serving-api.json" || fail=1
+	"$BUILD/benchmarks/bench_tiers" "$OUT/tiers.json" || fail=1
 	PYTHONUNBUFFERED=1 python3 benchmarks/torch_compare.py "$OUT/inject.json" "$OUT/retrieve.json" \
 		"$OUT/benchmarks.json" "$OUT/benchmarks.md" || fail=1
 	# the model runtime at 8B geometry beside the torch engine and transformers
 	OUT=$OUT BUILD=$BUILD scripts/gpu-bench-model.sh || fail=1
 	# the engine end to end at 8B geometry, beside the same peers
 	OUT=$OUT BUILD=$BUILD scripts/gpu-bench-engine.sh || fail=1
+	# the tiers' rows with TTFT from the pinned tier vs full recompute
+	python3 - "$OUT/tiers.json" "$OUT/engine_gpu.json" "$OUT/tiers-h200.json" <<'PY' || fail=1
+import json, sys
+tiers = json.load(open(sys.argv[1]))
+try:
+    tiers["ttft"] = json.load(open(sys.argv[2]))["host_tier"]
+except (OSError, KeyError, ValueError) as e:
+    tiers["ttft"] = None
+    print(f"no pinned-tier TTFT from the engine benchmark: {e}")
+json.dump(tiers, open(sys.argv[3], "w"), indent=1)
+PY
 fi
 
 echo "== gpu-check: $([ $fail = 0 ] && echo passed || echo FAILED)"

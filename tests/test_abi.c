@@ -155,7 +155,8 @@ static void errors(void)
 	/* Codes keep their numbers; each has its own description. */
 	static const int codes[] = { INFS_OK, INFS_EINVAL, INFS_ENOMEM, INFS_EIO, INFS_ENOTFOUND, INFS_EMISMATCH,
 		                     INFS_ECORRUPT, INFS_EBUSY, INFS_ERANGE, INFS_EUNSUPPORTED, INFS_EDEVICE,
-		                     INFS_EEXISTS, INFS_EFORMAT, INFS_EBUDGET, INFS_ECANCELED, INFS_EREADONLY };
+		                     INFS_EEXISTS, INFS_EFORMAT, INFS_EBUDGET, INFS_ECANCELED, INFS_EREADONLY,
+		                     INFS_ENOTRESIDENT };
 	const char *unknown = infs_strerror(-1000);
 	CHECK(unknown != NULL);
 	for (int i = 0; i < (int)(sizeof codes / sizeof codes[0]); i++) {

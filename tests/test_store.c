@@ -425,7 +425,7 @@ static void mismatch(void)
 	CHECK_OK(infs_store_open(&s, path, NULL));
 	infs_store_close(s);
 	CHECK_ERR(infs_store_options_init(NULL, INFS_STORE_OPTIONS_VERSION), INFS_EINVAL);
-	CHECK_ERR(infs_store_options_init(&o, 2), INFS_EINVAL);
+	CHECK_ERR(infs_store_options_init(&o, INFS_STORE_OPTIONS_VERSION + 1), INFS_EINVAL);
 	CHECK_OK(infs_store_options_init(&o, INFS_STORE_OPTIONS_VERSION));
 	CHECK(o.device == -1 && o.sync == INFS_SYNC_FULL && o.faiss_min_facts == 100000);
 	infs_store_close(NULL);
@@ -713,6 +713,80 @@ static void no_embeddings(void)
 	gen_fact_free(&f);
 }
 
+/* Without a device copy (any store on this build, or device -1) the file is
+ * the only tier: prefetch and wait do nothing, every namespace is
+ * INFS_TIER_FILE, the tier counters are 0, and a version 1 options struct
+ * (before host_budget_bytes) still opens. */
+static void tiers_without_device(void)
+{
+	char path[600];
+	scratch_path(path, sizeof path, "tiers.infs");
+	infs_geometry g = small_geometry(INFS_DTYPE_F16);
+	infs_store *s;
+	CHECK_OK(open_store(&s, path, &g, INFS_OPEN_CREATE, INFS_SYNC_OFF));
+	gen_fact f;
+	gen_fact_make(&f, &g, 3, 0);
+	uint64_t id;
+	CHECK_OK(infs_fact_put(&id, s, "maya", &f.fact));
+	infs_tier t = INFS_TIER_DEVICE;
+	CHECK_OK(infs_prefetch(s, "maya"));
+	CHECK_OK(infs_prefetch(s, "nobody"));
+	CHECK_OK(infs_tier_wait(s));
+	CHECK_OK(infs_namespace_tier(&t, s, "maya"));
+	CHECK(t == INFS_TIER_FILE);
+	t = INFS_TIER_DEVICE;
+	CHECK_OK(infs_namespace_tier(&t, s, "nobody"));
+	CHECK(t == INFS_TIER_FILE);
+	CHECK_ERR(infs_prefetch(NULL, "maya"), INFS_EINVAL);
+	CHECK(strstr(infs_error_last(), "infs_prefetch: store is NULL"));
+	CHECK_ERR(infs_prefetch(s, ""), INFS_EINVAL);
+	CHECK(strstr(infs_error_last(), "infs_prefetch"));
+	CHECK_ERR(infs_prefetch(s, NULL), INFS_EINVAL);
+	CHECK_ERR(infs_namespace_tier(NULL, s, "maya"), INFS_EINVAL);
+	CHECK(strstr(infs_error_last(), "infs_namespace_tier: out is NULL"));
+	CHECK_ERR(infs_namespace_tier(&t, NULL, "maya"), INFS_EINVAL);
+	CHECK_ERR(infs_namespace_tier(&t, s, "bad\x01name"), INFS_EINVAL);
+	CHECK_ERR(infs_tier_wait(NULL), INFS_EINVAL);
+
+	/* version 3 of the stats: the tier counters, 0 here; version 2 is
+	 * not written past lost_records */
+	infs_store_stats st;
+	memset(&st, 0xab, sizeof st);
+	st.version = INFS_STORE_STATS_VERSION;
+	CHECK_OK(infs_store_stats_get(&st, s));
+	CHECK(st.n_facts == 1 && st.host_bytes == 0 && st.kv_device_bytes == 0 && st.kv_host_bytes == 0);
+	CHECK(st.device_evictions == 0 && st.host_evictions == 0 && st.promotions == 0);
+	memset(&st, 0xab, sizeof st);
+	st.version = 2;
+	CHECK_OK(infs_store_stats_get(&st, s));
+	CHECK(st.n_facts == 1 && st.lost_records == 0 && st.host_bytes == 0xababababababababull);
+	infs_store_close(s);
+
+	infs_store_options o;
+	CHECK_OK(infs_store_options_init(&o, INFS_STORE_OPTIONS_VERSION));
+	CHECK(o.host_budget_bytes == 0 && o.device_budget_bytes == 0);
+	/* a host budget without a device copy has nothing to hold */
+	o.host_budget_bytes = 1 << 20;
+	CHECK_OK(infs_store_open(&s, path, &o));
+	CHECK_OK(infs_namespace_tier(&t, s, "maya"));
+	CHECK(t == INFS_TIER_FILE);
+	infs_store_close(s);
+	struct {
+		infs_store_options o;
+		uint64_t guard;
+	} v1;
+	memset(&v1, 0xab, sizeof v1); /* host_budget_bytes of version 2 is garbage: not read */
+	CHECK_OK(infs_store_options_init(&v1.o, 1));
+	CHECK(v1.o.version == 1 && v1.o.device == -1 && v1.o.faiss_min_facts == 100000);
+	CHECK(v1.o.host_budget_bytes == 0xababababababababull);
+	CHECK_OK(infs_store_open(&s, path, &v1.o));
+	uint64_t n;
+	CHECK_OK(infs_fact_count(&n, s, "maya"));
+	CHECK(n == 1);
+	infs_store_close(s);
+	gen_fact_free(&f);
+}
+
 int main(void)
 {
 	scratch_init("store");
@@ -728,6 +802,7 @@ int main(void)
 	failed_writes();
 	bad_inputs();
 	no_embeddings();
+	tiers_without_device();
 	scratch_cleanup();
 	CHECK_DONE();
 }

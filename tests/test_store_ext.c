@@ -2,7 +2,8 @@
  * slots, so that what the device copy relies on is checked without CUDA: a
  * put refused by on_put writes nothing and uses no id; a put whose write
  * fails, or that a later slot refuses, is taken back with on_delete; deletes
- * and drops call on_delete once per id; stats sum bytes; close destroys. */
+ * and drops call on_delete once per id; stats sum bytes; the tier entry
+ * points reach the slot with tier hooks; close destroys. */
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -21,6 +22,8 @@ typedef struct fake {
 	const void *last_k, *last_embedding;
 	uint64_t bytes;
 	int destroyed;
+	char prefetched[64];  /* the tier hooks: what they saw */
+	int waits;
 } fake;
 
 static int fake_put(void *data, const char *ns, const infs__record *r)
@@ -51,9 +54,36 @@ static void fake_destroy(void *data)
 	((fake *)data)->destroyed++;
 }
 
+static int fake_prefetch(void *data, const char *ns)
+{
+	fake *f = data;
+	snprintf(f->prefetched, sizeof f->prefetched, "%s", ns);
+	return strcmp(ns, "refused") ? INFS_OK : infs__error(INFS_EDEVICE, "fake extension: refused");
+}
+
+static int fake_tier(void *data, const char *ns)
+{
+	(void)data;
+	return strcmp(ns, "hot") ? INFS_TIER_HOST : INFS_TIER_DEVICE;
+}
+
+static int fake_wait(void *data)
+{
+	((fake *)data)->waits++;
+	return INFS_OK;
+}
+
+static void fake_stats(void *data, infs_store_stats *st)
+{
+	st->kv_host_bytes += ((fake *)data)->bytes;
+	st->promotions += 3;
+}
+
 static void install(infs_store *s, infs__ext_slot slot, fake *f)
 {
-	*infs__store_ext(s, slot) = (struct infs__store_ext){ f, fake_destroy, fake_put, fake_delete, fake_bytes };
+	*infs__store_ext(s, slot) = (struct infs__store_ext){
+		.data = f, .destroy = fake_destroy, .on_put = fake_put, .on_delete = fake_delete, .bytes = fake_bytes
+	};
 }
 
 static uint64_t file_size(const char *path)
@@ -135,6 +165,29 @@ int main(void)
 	CHECK(device_bytes(s) == 1007);
 	infs__store_ext(s, INFS_EXT_FAISS)->bytes = NULL;
 	CHECK(device_bytes(s) == 7);
+
+	/* The tier entry points reach the slot that has tier hooks; without
+	 * one the file is the only tier. */
+	infs_tier t = INFS_TIER_DEVICE;
+	CHECK_OK(infs_namespace_tier(&t, s, "hot"));
+	CHECK(t == INFS_TIER_FILE);
+	CHECK_OK(infs_prefetch(s, "hot"));
+	CHECK(b.prefetched[0] == 0);
+	struct infs__store_ext *x = infs__store_ext(s, INFS_EXT_DEVICE);
+	x->prefetch = fake_prefetch, x->tier = fake_tier, x->wait = fake_wait, x->stats = fake_stats;
+	CHECK_OK(infs_prefetch(s, "hot"));
+	CHECK(!strcmp(b.prefetched, "hot"));
+	CHECK_ERR(infs_prefetch(s, "refused"), INFS_EDEVICE);
+	CHECK(strstr(infs_error_last(), "fake extension: refused"));
+	CHECK_OK(infs_namespace_tier(&t, s, "hot"));
+	CHECK(t == INFS_TIER_DEVICE);
+	CHECK_OK(infs_namespace_tier(&t, s, "cold"));
+	CHECK(t == INFS_TIER_HOST);
+	CHECK_OK(infs_tier_wait(s));
+	CHECK(b.waits == 1);
+	infs_store_stats st = { .version = INFS_STORE_STATS_VERSION };
+	CHECK_OK(infs_store_stats_get(&st, s));
+	CHECK(st.kv_host_bytes == 7 && st.promotions == 3 && st.device_bytes == 7);
 	infs_store_close(s);
 	CHECK(a.destroyed == 1 && b.destroyed == 1);
 

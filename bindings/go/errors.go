@@ -33,6 +33,7 @@ const (
 	ErrBudget      Code = C.INFS_EBUDGET      // a configured memory budget would be exceeded
 	ErrCanceled    Code = C.INFS_ECANCELED    // a callback asked to stop
 	ErrReadOnly    Code = C.INFS_EREADONLY    // the store was opened read-only
+	ErrNotResident Code = C.INFS_ENOTRESIDENT // a fact's KV is in no memory the call can read (Store.Prefetch)
 )
 
 // Error is the library's static description of the code.

@@ -39,10 +39,13 @@ type Options struct {
 	Sync SyncMode
 
 	// UseDevice keeps a copy of the store on CUDA device Device, using at
-	// most DeviceBudget bytes of its memory (0: no limit).
+	// most DeviceBudget bytes of its memory (0: no limit), and up to
+	// HostBudget bytes of pinned host memory (0: none) for fact KV evicted
+	// from the device (docs/cuda.md, "Tiers"; Store.Prefetch).
 	UseDevice    bool
 	Device       int
 	DeviceBudget uint64
+	HostBudget   uint64
 
 	// FaissIndex is a FAISS index factory string ("Flat", "HNSW32", ...);
 	// namespaces of at least FaissMinFacts facts (0: the library's default)
@@ -115,6 +118,7 @@ func Open(path string, opts *Options) (*Store, error) {
 	if opts.UseDevice {
 		co.device = C.int(opts.Device)
 		co.device_budget_bytes = C.uint64_t(opts.DeviceBudget)
+		co.host_budget_bytes = C.uint64_t(opts.HostBudget)
 	}
 	if opts.FaissMinFacts != 0 {
 		co.faiss_min_facts = C.uint64_t(opts.FaissMinFacts)
@@ -278,6 +282,64 @@ func (s *Store) NamespaceGeneration(ns string) (uint64, error) {
 		return 0, err
 	}
 	return uint64(g), nil
+}
+
+// Tier is where a namespace's fact KV lies, fastest first.
+type Tier int
+
+const (
+	TierDevice Tier = C.INFS_TIER_DEVICE // all of it on the device
+	TierHost   Tier = C.INFS_TIER_HOST   // all on the device or in pinned host memory, not all on the device
+	TierFile   Tier = C.INFS_TIER_FILE   // some of it only in the store file
+)
+
+// Prefetch starts moving namespace ns's fact KV up to the device (as far as
+// the budgets hold it) and returns at once; nothing to do on a store
+// without a device copy.
+func (s *Store) Prefetch(ns string) error {
+	const op = "Store.Prefetch"
+	cns, err := cstring(op, "namespace", ns)
+	if err != nil {
+		return err
+	}
+	c, err := s.acquire(op)
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	return check(func() C.int { return C.infs_prefetch(c, charp(cns)) })
+}
+
+// NamespaceTier is the slowest tier holding some of namespace ns's fact KV:
+// TierFile on a store without a device copy; the fastest tier for an empty
+// namespace.
+func (s *Store) NamespaceTier(ns string) (Tier, error) {
+	const op = "Store.NamespaceTier"
+	cns, err := cstring(op, "namespace", ns)
+	if err != nil {
+		return TierFile, err
+	}
+	c, err := s.acquire(op)
+	if err != nil {
+		return TierFile, err
+	}
+	defer s.release()
+	var t C.infs_tier
+	if err := check(func() C.int { return C.infs_namespace_tier(&t, c, charp(cns)) }); err != nil {
+		return TierFile, err
+	}
+	return Tier(t), nil
+}
+
+// TierWait waits until the tier moves queued so far (prefetches, promotions
+// after injections, evicted KV going down to pinned memory) are done.
+func (s *Store) TierWait() error {
+	c, err := s.acquire("Store.TierWait")
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	return check(func() C.int { return C.infs_tier_wait(c) })
 }
 
 // Geometry is the geometry the store is bound to (still valid after Close;
@@ -563,6 +625,13 @@ type Stats struct {
 	DroppedTailBytes uint64 // torn or corrupt tail dropped when opening
 	DeviceBytes      uint64 // device memory held for this store
 	LostRecords      uint64 // acknowledged records found missing when opening
+	// The tiers of fact KV (0 without a device copy).
+	HostBytes       uint64 // pinned host memory held for this store
+	KVDeviceBytes   uint64 // fact KV held on the device
+	KVHostBytes     uint64 // fact KV held in pinned host memory
+	DeviceEvictions uint64 // namespaces whose KV left the device for lack of room
+	HostEvictions   uint64 // namespaces whose KV left pinned host memory for lack of room
+	Promotions      uint64 // namespaces whose KV was moved up (prefetch, injection)
 }
 
 // Stats reports the store's counts and sizes.
@@ -585,6 +654,12 @@ func (s *Store) Stats() (Stats, error) {
 		DroppedTailBytes: uint64(cs.dropped_tail_bytes),
 		DeviceBytes:      uint64(cs.device_bytes),
 		LostRecords:      uint64(cs.lost_records),
+		HostBytes:        uint64(cs.host_bytes),
+		KVDeviceBytes:    uint64(cs.kv_device_bytes),
+		KVHostBytes:      uint64(cs.kv_host_bytes),
+		DeviceEvictions:  uint64(cs.device_evictions),
+		HostEvictions:    uint64(cs.host_evictions),
+		Promotions:       uint64(cs.promotions),
 	}, nil
 }
 

@@ -43,7 +43,7 @@ func TestVersion(t *testing.T) {
 // The codes are ABI: they must never change.
 func TestCodesMatchABI(t *testing.T) {
 	codes := []Code{OK, ErrInvalid, ErrNoMem, ErrIO, ErrNotFound, ErrMismatch, ErrCorrupt, ErrBusy, ErrRange,
-		ErrUnsupported, ErrDevice, ErrExists, ErrFormat, ErrBudget, ErrCanceled, ErrReadOnly}
+		ErrUnsupported, ErrDevice, ErrExists, ErrFormat, ErrBudget, ErrCanceled, ErrReadOnly, ErrNotResident}
 	for i, c := range codes {
 		if int(c) != -i {
 			t.Errorf("code %d is %d, want %d", i, int(c), -i)
@@ -529,4 +529,47 @@ func TestFP8Store(t *testing.T) {
 	wantCode(t, ConvertKV(q[:5], FP8E4M3, src, F32, g, n), ErrInvalid)
 	x[7] = float32(math.NaN())
 	wantCode(t, ConvertKV(q, FP8E4M3, src, F32, g, n), ErrInvalid)
+}
+
+// Without a device copy the file is the only tier: Prefetch and TierWait do
+// nothing, every namespace is TierFile, the tier counters are 0.
+func TestTiersWithoutDevice(t *testing.T) {
+	g := testGeometry()
+	s, _ := createStore(t, g)
+	rng := rand.New(rand.NewSource(9))
+	if _, err := s.Put("alice", randomFact(rng, g, 3)); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"alice", "nobody"} {
+		if err := s.Prefetch(ns); err != nil {
+			t.Fatal(err)
+		}
+		if tier, err := s.NamespaceTier(ns); err != nil || tier != TierFile {
+			t.Fatalf("NamespaceTier(%q) = %d, %v; want TierFile", ns, tier, err)
+		}
+	}
+	if err := s.TierWait(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Facts != 1 || st.HostBytes != 0 || st.KVDeviceBytes != 0 || st.KVHostBytes != 0 ||
+		st.DeviceEvictions != 0 || st.HostEvictions != 0 || st.Promotions != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if err := s.Prefetch(""); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "infs_prefetch") {
+		t.Fatalf("Prefetch(\"\") = %v", err)
+	}
+	if _, err := s.NamespaceTier("a\x00b"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("NamespaceTier with a NUL = %v", err)
+	}
+	if TierDevice != 0 || TierHost != 1 || TierFile != 2 {
+		t.Fatal("tier values changed")
+	}
+	s.Close()
+	if err := s.TierWait(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("TierWait after Close = %v", err)
+	}
 }

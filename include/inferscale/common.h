@@ -39,7 +39,8 @@ typedef enum infs_status {
 	INFS_EFORMAT = -12,    /* a model or data file is not in the expected format */
 	INFS_EBUDGET = -13,    /* a configured memory budget would be exceeded */
 	INFS_ECANCELED = -14,  /* a callback asked to stop */
-	INFS_EREADONLY = -15   /* the store was opened read-only */
+	INFS_EREADONLY = -15,  /* the store was opened read-only */
+	INFS_ENOTRESIDENT = -16 /* a fact's KV is in no memory the call can read (infs_prefetch) */
 } infs_status;
 
 /* The message of the last error raised on the calling thread. Never NULL;

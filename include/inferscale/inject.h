@@ -101,14 +101,18 @@ INFS_API void infs_injector_free(infs_injector *injector);
  * (device int32_t, may be NULL) receives INFS_OK, or the code of a call
  * that wrote nothing: INFS_ENOTFOUND (an id that is not a live fact of
  * ns), INFS_ERANGE (more than max_ids ids or max_tokens tokens, a position
- * past the block table, a block id outside the layout's n_blocks).
+ * past the block table, a block id outside the layout's n_blocks),
+ * INFS_ENOTRESIDENT (a fact whose KV only the store file holds: the call
+ * queues its namespace's move up, as infs_prefetch does; facts in pinned
+ * host memory are read there).
  * *next_pos (device uint32_t, may be NULL) receives the first position
  * after the injected tokens (start_pos when nothing was written). The
  * same bytes in the cache as infs_inject_into_blocks. Returns once the
  * work is queued: no allocation, no wait, so the call can be captured in
  * a CUDA graph. The namespace is read when the call is made: a graph that
  * captured it stays valid until infs_namespace_generation() of that
- * namespace changes. */
+ * namespace changes (tier moves do not change it: each fact is read from
+ * where it is when the graph runs). */
 INFS_API int infs_inject_device(infs_injector *injector, const char *ns, const void *ids, size_t id_stride,
                                 const uint32_t *n_ids, uint32_t start_pos, const int32_t *block_table,
                                 size_t block_table_len, uint32_t *next_pos, int32_t *status, void *stream);

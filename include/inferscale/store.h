@@ -39,7 +39,7 @@ typedef enum infs_sync_mode {
 	INFS_SYNC_OFF = 2    /* never fsync */
 } infs_sync_mode;
 
-#define INFS_STORE_OPTIONS_VERSION 1
+#define INFS_STORE_OPTIONS_VERSION 2
 
 typedef struct infs_store_options {
 	unsigned version;
@@ -48,13 +48,15 @@ typedef struct infs_store_options {
 	const char *identity;          /* model, tokenizer, template...: required to create; checked when set */
 	infs_sync_mode sync;
 	int device;                    /* -1: host only; >= 0: keep a copy on this CUDA device */
-	uint64_t device_budget_bytes;  /* device memory the store may use; 0 = no limit */
+	uint64_t device_budget_bytes;  /* device memory the store may use; 0 = no limit (infs_prefetch) */
 	const char *faiss_index;       /* FAISS index factory string ("Flat", "HNSW32", ...); NULL = none */
 	uint64_t faiss_min_facts;      /* namespaces at least this large use FAISS under INFS_BACKEND_AUTO */
+	/* version 2 */
+	uint64_t host_budget_bytes;    /* pinned host memory for fact KV off the device; 0 = none (infs_prefetch) */
 } infs_store_options;
 
 #define INFS_STORE_OPTIONS_INIT \
-	{ INFS_STORE_OPTIONS_VERSION, 0, NULL, NULL, INFS_SYNC_FULL, -1, 0, NULL, 100000 }
+	{ INFS_STORE_OPTIONS_VERSION, 0, NULL, NULL, INFS_SYNC_FULL, -1, 0, NULL, 100000, 0 }
 
 INFS_API int infs_store_options_init(infs_store_options *opts, unsigned version);
 
@@ -81,7 +83,7 @@ INFS_API int infs_store_sync(infs_store *store);
  * point leaves either the old file or the new one, each complete. */
 INFS_API int infs_store_compact(infs_store *store);
 
-#define INFS_STORE_STATS_VERSION 2
+#define INFS_STORE_STATS_VERSION 3
 
 typedef struct infs_store_stats {
 	unsigned version;             /* set by the caller */
@@ -94,9 +96,16 @@ typedef struct infs_store_stats {
 	uint64_t device_bytes;        /* device memory held for this store */
 	/* version 2 */
 	uint64_t lost_records;        /* acknowledged records missing when opening */
+	/* version 3: the tiers of fact KV (infs_prefetch); 0 without a device copy */
+	uint64_t host_bytes;          /* pinned host memory held for this store */
+	uint64_t kv_device_bytes;     /* fact KV (K and V) held on the device */
+	uint64_t kv_host_bytes;       /* fact KV held in pinned host memory */
+	uint64_t device_evictions;    /* namespaces whose KV left the device for lack of room */
+	uint64_t host_evictions;      /* namespaces whose KV left pinned host memory for lack of room */
+	uint64_t promotions;          /* namespaces whose KV was moved up (prefetch, injection) */
 } infs_store_stats;
 
-/* out->version may be 1 or 2: fields past it are not written. */
+/* out->version may be 1 to 3: fields past it are not written. */
 INFS_API int infs_store_stats_get(infs_store_stats *out, infs_store *store);
 
 /* Re-reads the header and every record of the open store's log from the
@@ -178,6 +187,37 @@ INFS_API int infs_namespace_drop(infs_store *store, const char *ns);
  * that captured infs_retrieve_device or infs_inject_device on ns must be
  * captured again once it changes. */
 INFS_API int infs_namespace_generation(uint64_t *out, infs_store *store, const char *ns);
+
+/* Where a namespace's fact KV lies, fastest first. A store with a device
+ * copy keeps every namespace's retrieval rows on the device and its KV in
+ * the fastest tier with room: the device (device_budget_bytes), pinned
+ * host memory that the device reads over the bus (host_budget_bytes), the
+ * store file (always all of it). Budgets are filled per namespace and
+ * evicted least recently used (injection, prefetch and puts use a
+ * namespace); an injection reads each fact from the tier that holds it and
+ * then moves its namespace up in the background. docs/cuda.md, "Tiers". */
+typedef enum infs_tier {
+	INFS_TIER_DEVICE = 0, /* all of its KV on the device */
+	INFS_TIER_HOST = 1,   /* all on the device or in pinned host memory, not all on the device */
+	INFS_TIER_FILE = 2    /* some of it only in the store file */
+} infs_tier;
+
+/* Starts moving namespace ns's fact KV up to the device (as far as the
+ * budgets hold it, evicting least recently used namespaces) and returns at
+ * once; the move runs on the store's own thread. INFS_OK with nothing to
+ * do for an empty namespace or a store without a device copy (a build
+ * without CUDA: every namespace stays INFS_TIER_FILE). */
+INFS_API int infs_prefetch(infs_store *store, const char *ns);
+
+/* The slowest tier that holds some of namespace ns's fact KV (infs_tier):
+ * INFS_TIER_FILE for every namespace of a store without a device copy;
+ * the fastest tier the store has for an empty namespace. */
+INFS_API int infs_namespace_tier(infs_tier *out, infs_store *store, const char *ns);
+
+/* Waits until the tier moves queued before the call (prefetches,
+ * promotions after injections, evicted KV going down to pinned memory)
+ * are done. INFS_OK at once for a store without a device copy. */
+INFS_API int infs_tier_wait(infs_store *store);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
-/* The store's device copy: every record's pre-RoPE K and V in large pooled
- * chunks of device memory (no allocation per fact) and each namespace's
- * embeddings as one f16 matrix, built at open and kept in step by the
+/* The store's device copy: each namespace's embeddings as one f16 matrix
+ * (and its f32 rows, ids and K pointers), and the records' pre-RoPE K and V
+ * in the tiers of device_tiers.c, built at open and kept in step by the
  * hooks it installs in the store's INFS_EXT_DEVICE slot, which run under
  * the store's write lock. Also the CUDA backend's table (device.h). */
 #include "cuda/device_copy.h"
@@ -17,8 +17,12 @@
 #include "inject/inject.h"
 #include "retrieve/retrieve.h"
 
+/* The pools' chunks: the device's, unless a budget makes them smaller
+ * (an eighth of it, so that eviction and empty chunks given back leave
+ * room for rows), and the pinned pool's. */
 #define KV_CHUNK (256ull << 20)
-#define KV_ALIGN 256u
+#define HOST_CHUNK (64ull << 20)
+#define MIN_CHUNK (64ull << 10)
 
 int infs__cuda_error(cudaError_t err, const char *fn, const char *what)
 {
@@ -51,6 +55,11 @@ static size_t slot_of(uint64_t id, size_t cap)
 	return (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & (cap - 1);
 }
 
+infs__dev_rec *infs__device_rec_mut(infs__device *d, uint64_t id)
+{
+	return (infs__dev_rec *)infs__device_rec(d, id);
+}
+
 const infs__dev_rec *infs__device_rec(const infs__device *d, uint64_t id)
 {
 	if (!d->recs_cap)
@@ -63,7 +72,7 @@ const infs__dev_rec *infs__device_rec(const infs__device *d, uint64_t id)
 	}
 }
 
-static int rec_reserve(infs__device *d)
+int infs__device_rec_reserve(infs__device *d)
 {
 	if ((d->recs_n + 1) * 2 <= d->recs_cap)
 		return INFS_OK;
@@ -107,81 +116,18 @@ static int over_budget(const infs__device *d, uint64_t more, const char *fn, con
 {
 	return infs__error(INFS_EBUDGET,
 	                   "%s: the store's device budget of %llu bytes is exceeded: %s needs %llu more bytes, "
-	                   "%llu are in use",
+	                   "%llu are in use by retrieval rows (fact KV was evicted to make room)",
 	                   fn, (unsigned long long)d->budget, what, (unsigned long long)more,
-	                   (unsigned long long)d->used);
+	                   (unsigned long long)d->rows);
 }
 
-/* Room for bytes of KV: after the last chunk's end, else a freed range
- * (once the device has finished with what was freed), else a new chunk. */
-static int kv_alloc(infs__device *d, uint64_t bytes, uint32_t *chunk, char **ptr, const char *fn)
+void infs__device_rec_insert(infs__device *d, const infs__dev_rec *e)
 {
-	bytes = (bytes + KV_ALIGN - 1) / KV_ALIGN * KV_ALIGN;
-	if (d->n_chunks) {
-		infs__dev_chunk *c = &d->chunks[d->n_chunks - 1];
-		if (c->size - c->used >= bytes) {
-			*chunk = (uint32_t)(d->n_chunks - 1);
-			*ptr = c->base + c->used;
-			c->used += bytes;
-			return INFS_OK;
-		}
-	}
-	for (size_t i = 0; i < d->n_free; i++) {
-		infs__dev_free *f = &d->free[i];
-		if (f->size < bytes)
-			continue;
-		if (d->free_pending) {
-			/* an injection queued before the delete may still read it */
-			cudaError_t err = cudaDeviceSynchronize();
-			if (err != cudaSuccess)
-				return infs__cuda_error(err, fn, "waiting for the device before reusing memory");
-			d->free_pending = 0;
-		}
-		*chunk = f->chunk;
-		*ptr = d->chunks[f->chunk].base + f->off;
-		f->off += bytes;
-		f->size -= bytes;
-		if (!f->size)
-			d->free[i] = d->free[--d->n_free];
-		return INFS_OK;
-	}
-	uint64_t size = bytes > KV_CHUNK ? bytes : KV_CHUNK;
-	if (d->budget) {
-		uint64_t avail = d->budget > d->used ? d->budget - d->used : 0;
-		if (avail < bytes)
-			return over_budget(d, bytes, fn, "a record's KV");
-		if (size > avail)
-			size = avail / KV_ALIGN * KV_ALIGN;
-	}
-	infs__dev_chunk *t = realloc(d->chunks, (d->n_chunks + 1) * sizeof *t);
-	if (!t)
-		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
-	d->chunks = t;
-	char *base;
-	cudaError_t err = cudaMalloc((void **)&base, size);
-	if (err != cudaSuccess)
-		return infs__cuda_error(err, fn, "allocating a chunk of the KV pool");
-	d->chunks[d->n_chunks] = (infs__dev_chunk){ base, size, bytes };
-	*chunk = (uint32_t)d->n_chunks++;
-	*ptr = base;
-	d->used += size;
-	return INFS_OK;
-}
-
-static int kv_release(infs__device *d, const infs__dev_rec *e)
-{
-	if (d->n_free == d->cap_free) {
-		size_t cap = d->cap_free ? 2 * d->cap_free : 64;
-		infs__dev_free *t = realloc(d->free, cap * sizeof *t);
-		if (!t)
-			return INFS_ENOMEM; /* the range is lost to reuse, nothing else */
-		d->free = t;
-		d->cap_free = cap;
-	}
-	uint64_t bytes = (e->bytes + KV_ALIGN - 1) / KV_ALIGN * KV_ALIGN;
-	d->free[d->n_free++] = (infs__dev_free){ e->chunk, (uint64_t)(e->kv - d->chunks[e->chunk].base), bytes };
-	d->free_pending = 1;
-	return INFS_OK;
+	size_t i = slot_of(e->id, d->recs_cap);
+	while (d->recs[i].id)
+		i = (i + 1) & (d->recs_cap - 1);
+	d->recs[i] = *e;
+	d->recs_n++;
 }
 
 infs__dev_ns *infs__device_ns(const infs__device *d, const char *ns)
@@ -222,7 +168,7 @@ static uint64_t ns_carve(const infs__device *d, uint32_t cap, char *mem, infs__d
 static void ns_free(infs__device *d, infs__dev_ns *p)
 {
 	cudaFree(p->mem);
-	d->used -= ns_carve(d, p->cap, NULL, p, NULL, NULL);
+	d->rows -= ns_carve(d, p->cap, NULL, p, NULL, NULL);
 	free(p->host_ids);
 	free(p->host_dead);
 	free(p->name);
@@ -237,7 +183,8 @@ static int ns_rebuild(infs__device *d, infs__dev_ns *p, uint32_t cap, uint32_t n
                       const char *fn)
 {
 	const uint64_t bytes = ns_carve(d, cap, NULL, p, NULL, NULL), old_bytes = ns_carve(d, p->cap, NULL, p, NULL, NULL);
-	if (d->budget && bytes > old_bytes && d->used + (bytes - old_bytes) > d->budget)
+	/* fact KV makes way for rows: only rows that do not fit are refused */
+	if (d->budget && bytes > old_bytes && infs__tier_rows_room(d, bytes - old_bytes))
 		return over_budget(d, bytes - old_bytes, fn, "a namespace's embeddings");
 	void *old_f[NS_FIELDS], *new_f[NS_FIELDS];
 	size_t rb[NS_FIELDS];
@@ -262,7 +209,7 @@ static int ns_rebuild(infs__device *d, infs__dev_ns *p, uint32_t cap, uint32_t n
 		return infs__cuda_error(err, fn, "rebuilding a namespace's embeddings");
 	}
 	cudaFree(p->mem);
-	d->used = d->used - old_bytes + bytes;
+	d->rows = d->rows - old_bytes + bytes;
 	fresh.mem = mem;
 	fresh.cap = cap;
 	*p = fresh;
@@ -280,8 +227,8 @@ static int ns_reserve(infs__device *d, infs__dev_ns *p, uint32_t rows, const cha
 	if (cap > UINT32_MAX - 31)
 		return infs__error(INFS_ERANGE, "%s: namespace '%s' would hold more than 2^32 rows", fn, p->name);
 	uint64_t more = ns_carve(d, (uint32_t)cap, NULL, p, NULL, NULL) - ns_carve(d, p->cap, NULL, p, NULL, NULL);
-	if (d->budget && d->used + more > d->budget)
-		cap = want; /* no slack when the budget is tight */
+	if (d->budget && d->rows + more > d->budget / 2)
+		cap = want; /* no slack once rows would take half the budget: KV would make way for it */
 	uint64_t *hid = realloc(p->host_ids, cap * sizeof *hid);
 	if (hid)
 		p->host_ids = hid;
@@ -380,36 +327,6 @@ static void ns_unlink(infs__device *d, infs__dev_ns *p)
 	ns_free(d, p);
 }
 
-/* Copies record r's K and V to the pool, at *out, and maps its id; row is
- * its embedding's row in ns (UINT32_MAX: none). */
-static int add_kv(infs__device *d, const infs__record *r, infs__dev_ns *ns, uint32_t row, const char **out,
-                  const char *fn)
-{
-	int rc = rec_reserve(d);
-	if (rc)
-		return rc;
-	uint64_t half = (uint64_t)r->n_tokens * d->token_bytes;
-	uint32_t chunk = 0;
-	char *kv = NULL;
-	if ((rc = kv_alloc(d, 2 * half, &chunk, &kv, fn)))
-		return rc;
-	cudaError_t err = cudaMemcpy(kv, r->k, half, cudaMemcpyHostToDevice);
-	if (err == cudaSuccess)
-		err = cudaMemcpy(kv + half, r->v, half, cudaMemcpyHostToDevice);
-	infs__dev_rec e = { r->id, kv, 2 * half, chunk, row, ns };
-	if (err != cudaSuccess) {
-		kv_release(d, &e);
-		return infs__cuda_error(err, fn, "copying a record's KV to the device");
-	}
-	size_t i = slot_of(r->id, d->recs_cap);
-	while (d->recs[i].id)
-		i = (i + 1) & (d->recs_cap - 1);
-	d->recs[i] = e;
-	d->recs_n++;
-	*out = kv;
-	return INFS_OK;
-}
-
 /* Rebuilds p without its dead rows, renumbering the records' rows: the
  * device memory of deleted facts comes back without reopening the store. */
 static int ns_compact(infs__device *d, infs__dev_ns *p, const char *fn)
@@ -451,7 +368,7 @@ static int ns_compact(infs__device *d, infs__dev_ns *p, const char *fn)
 
 static void drop_rec(infs__device *d, infs__dev_rec *e)
 {
-	kv_release(d, e);
+	infs__tier_drop(d, e);
 	infs__dev_ns *p = e->ns;
 	uint32_t row = e->row;
 	rec_remove(d, e);
@@ -479,24 +396,56 @@ static void device_destroy(void *data)
 		return;
 	int prev;
 	if (infs__device_enter(&prev, d->device, "infs_store_close") == INFS_OK) {
-		cudaDeviceSynchronize(); /* queued injections may still read the pool */
+		infs__tier_stop(d);
+		cudaDeviceSynchronize(); /* queued injections may still read the pools */
 		while (d->ns)
 			ns_unlink(d, d->ns);
-		for (size_t i = 0; i < d->n_chunks; i++)
-			cudaFree(d->chunks[i].base);
+		infs__kvpool_destroy(&d->dpool);
+		infs__kvpool_destroy(&d->hpool);
 		infs__device_pool_free(d);
+		cudaFree(d->set_buf);
+		if (d->set_stream)
+			cudaStreamDestroy(d->set_stream);
 		infs__device_restore(prev);
 	}
+	while (d->kns) {
+		infs__kv_ns *k = d->kns;
+		d->kns = k->next;
+		free(k->ids);
+		free(k->name);
+		free(k);
+	}
 	pthread_mutex_destroy(&d->pool_lock);
-	free(d->chunks);
-	free(d->free);
+	pthread_mutex_destroy(&d->stage_lock);
+	pthread_mutex_destroy(&d->q_lock);
+	pthread_cond_destroy(&d->q_cond);
+	pthread_cond_destroy(&d->q_idle);
 	free(d->recs);
 	free(d);
 }
 
-/* Copies namespace ns: every record's KV, then the facts' embeddings at
- * once. Under the store's read lock. */
-static int attach_ns(infs__device *d, infs_store *s, const char *ns, const char *fn)
+/* Copies namespace ns's embeddings. Under the store's read lock. */
+static int attach_rows(infs__device *d, infs_store *s, const char *ns, const char *fn)
+{
+	const float *emb = NULL;
+	const uint64_t *fact_ids = NULL;
+	size_t n_facts = 0;
+	uint64_t gen;
+	infs__dev_ns *p = NULL;
+	int rc = infs__store_ns_matrix(&emb, &fact_ids, &n_facts, &gen, s, ns);
+	if (rc || !n_facts || !d->embed_dim)
+		return rc;
+	if (n_facts > UINT32_MAX - 32)
+		return infs__error(INFS_ERANGE, "%s: namespace '%s' has too many facts for the device copy", fn, ns);
+	if (!(p = ns_get(d, ns, fn)))
+		return INFS_ENOMEM;
+	return ns_append(d, p, emb, fact_ids, (uint32_t)n_facts, fn);
+}
+
+/* Maps namespace ns's records and copies their KV to the device while it
+ * has room (no eviction: namespaces fill the budget in the order they come,
+ * the rest stays in the file's tier until used). Under the read lock. */
+static int attach_kv(infs__device *d, infs_store *s, const char *ns, const char *fn)
 {
 	uint64_t *ids;
 	size_t n;
@@ -504,44 +453,32 @@ static int attach_ns(infs__device *d, infs_store *s, const char *ns, const char 
 	if (rc)
 		return rc;
 	infs__store_read_lock(s);
-	const float *emb = NULL;
-	const uint64_t *fact_ids = NULL;
-	size_t n_facts = 0;
-	uint64_t gen;
-	infs__dev_ns *p = NULL;
-	rc = infs__store_ns_matrix(&emb, &fact_ids, &n_facts, &gen, s, ns);
-	if (rc == INFS_OK && n_facts && d->embed_dim) {
-		if (n_facts > UINT32_MAX - 32)
-			rc = infs__error(INFS_ERANGE, "%s: namespace '%s' has too many facts for the device copy", fn, ns);
-		else if (!(p = ns_get(d, ns, fn)))
-			rc = INFS_ENOMEM;
-		else
-			rc = ns_append(d, p, emb, fact_ids, (uint32_t)n_facts, fn);
-	}
-	const char **kv = p ? malloc(n_facts * sizeof *kv) : NULL;
-	uint32_t *ntok = p ? malloc(n_facts * sizeof *ntok) : NULL;
+	infs__dev_ns *p = infs__device_ns(d, ns);
+	const uint32_t n_rows = p ? p->n_rows : 0;
+	const char **kv = p ? calloc(n_rows, sizeof *kv) : NULL;
+	uint32_t *ntok = p ? calloc(n_rows, sizeof *ntok) : NULL;
 	if (p && (!kv || !ntok))
 		rc = infs__error(INFS_ENOMEM, "%s: out of memory", fn);
-	size_t next_fact = 0;
+	uint32_t next_fact = 0;
 	for (size_t i = 0; i < n && rc == INFS_OK; i++) {
 		infs__record r;
 		if ((rc = infs__store_find(&r, s, ns, ids[i])))
 			break;
 		uint32_t row = UINT32_MAX;
 		if (p && !(r.flags & INFS_FACT_SEGMENT)) {
-			while (next_fact < n_facts && fact_ids[next_fact] < r.id)
+			while (next_fact < n_rows && p->host_ids[next_fact] < r.id)
 				next_fact++;
-			row = (uint32_t)next_fact;
+			row = next_fact;
 		}
 		const char *at;
-		rc = add_kv(d, &r, row == UINT32_MAX ? NULL : p, row, &at, fn);
+		rc = infs__tier_add(d, &r, ns, row == UINT32_MAX ? NULL : p, row, 0, &at, fn);
 		if (rc == INFS_OK && row != UINT32_MAX) {
 			kv[row] = at;
 			ntok[row] = r.n_tokens;
 		}
 	}
 	if (rc == INFS_OK && p)
-		rc = ns_set_kv(p, 0, kv, ntok, (uint32_t)n_facts, fn);
+		rc = ns_set_kv(p, 0, kv, ntok, n_rows, fn);
 	infs__store_read_unlock(s);
 	free(kv), free(ntok);
 	free(ids);
@@ -567,10 +504,10 @@ static int device_on_put(void *data, const char *ns, const infs__record *r)
 			row = p->n_rows - 1;
 	}
 	const char *kv = NULL;
-	if (rc == INFS_OK && (rc = add_kv(d, r, p, row, &kv, fn)) == INFS_OK && row != UINT32_MAX &&
+	if (rc == INFS_OK && (rc = infs__tier_add(d, r, ns, p, row, 1, &kv, fn)) == INFS_OK && row != UINT32_MAX &&
 	    (rc = ns_set_kv(p, row, &kv, &r->n_tokens, 1, fn))) {
-		infs__dev_rec *e = (infs__dev_rec *)infs__device_rec(d, r->id);
-		kv_release(d, e);
+		infs__dev_rec *e = infs__device_rec_mut(d, r->id);
+		infs__tier_drop(d, e);
 		rec_remove(d, e);
 	}
 	if (rc && row != UINT32_MAX)
@@ -596,7 +533,8 @@ static void device_on_delete(void *data, uint64_t id)
 
 static uint64_t device_bytes(void *data)
 {
-	return ((const infs__device *)data)->used;
+	const infs__device *d = data;
+	return d->rows + d->dpool.held;
 }
 
 static int device_attach(infs_store *s)
@@ -615,30 +553,57 @@ static int device_attach(infs_store *s)
 	if (!d)
 		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
 	d->device = o->device;
+	d->store = s;
 	d->budget = o->device_budget_bytes;
 	d->token_bytes = infs_geometry_kv_token_bytes(g);
 	d->embed_dim = g->embed_dim;
+	d->dpool.budget = d->budget;
+	d->dpool.chunk_bytes = KV_CHUNK;
+	if (d->budget && d->dpool.chunk_bytes > d->budget / 8)
+		d->dpool.chunk_bytes = d->budget / 8 > MIN_CHUNK ? d->budget / 8 : MIN_CHUNK;
+	d->hpool.host = 1;
+	d->hpool.budget = o->host_budget_bytes;
+	d->hpool.chunk_bytes = HOST_CHUNK;
+	if (d->hpool.budget && d->hpool.chunk_bytes > d->hpool.budget / 8)
+		d->hpool.chunk_bytes = d->hpool.budget / 8 > MIN_CHUNK ? d->hpool.budget / 8 : MIN_CHUNK;
 	pthread_mutex_init(&d->pool_lock, NULL);
+	pthread_mutex_init(&d->stage_lock, NULL);
+	pthread_mutex_init(&d->q_lock, NULL);
+	pthread_cond_init(&d->q_cond, NULL);
+	pthread_cond_init(&d->q_idle, NULL);
 	int prev, rc = infs__device_enter(&prev, d->device, fn);
 	if (rc) {
-		pthread_mutex_destroy(&d->pool_lock);
-		free(d);
+		device_destroy(d);
 		return rc;
 	}
+	err = cudaStreamCreateWithFlags(&d->set_stream, cudaStreamNonBlocking);
+	if (err != cudaSuccess)
+		rc = infs__cuda_error(err, fn, "creating a stream");
 	char **names = NULL;
 	size_t n_names = 0;
 	if (rc == INFS_OK)
 		rc = infs_namespace_list(&names, &n_names, s);
+	/* every namespace's rows first: only they must fit */
+	for (size_t i = 0; i < n_names && rc == INFS_OK; i++) {
+		infs__store_read_lock(s);
+		rc = attach_rows(d, s, names[i], fn);
+		infs__store_read_unlock(s);
+	}
 	for (size_t i = 0; i < n_names && rc == INFS_OK; i++)
-		rc = attach_ns(d, s, names[i], fn);
+		rc = attach_kv(d, s, names[i], fn);
 	infs_free(names);
+	if (rc == INFS_OK)
+		rc = infs__tier_start(d, fn);
 	infs__device_restore(prev);
 	if (rc) {
 		device_destroy(d);
 		return rc;
 	}
-	*infs__store_ext(s, INFS_EXT_DEVICE) = (struct infs__store_ext){ d, device_destroy, device_on_put,
-		                                                        device_on_delete, device_bytes };
+	*infs__store_ext(s, INFS_EXT_DEVICE) = (struct infs__store_ext){
+		.data = d, .destroy = device_destroy, .on_put = device_on_put, .on_delete = device_on_delete,
+		.bytes = device_bytes, .prefetch = infs__tier_prefetch, .tier = infs__tier_of, .wait = infs__tier_wait,
+		.stats = infs__tier_stats,
+	};
 	return INFS_OK;
 }
 

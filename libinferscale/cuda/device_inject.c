@@ -1,8 +1,11 @@
 /* Injection into a paged KV cache in device memory: resolves each record's
  * K and V on the device (the store's device copy, or a stream-ordered
- * upload of the host copy), sends the call's small tables through a ring
- * of pinned buffers, and queues the one fused kernel on the caller's
- * stream. Everything was checked by inject.c before this runs. */
+ * upload from the tier that holds it: pinned memory by the copy engine,
+ * the store file through pinned staging buffers), sends the call's small
+ * tables through a ring of pinned buffers, and queues the one fused kernel
+ * on the caller's stream; then records the use of the facts' namespaces
+ * and queues the move up of those it read from a lower tier. Everything
+ * was checked by inject.c before this runs. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,22 +87,68 @@ int infs__inject_device(const infs__inject_plan *plan)
 		d = NULL;
 	const size_t half_token = infs_geometry_kv_token_bytes(g);
 
+	const void **src = malloc(2 * nf * sizeof *src);
+	if (!src)
+		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
 	int prev, rc = infs__device_enter(&prev, l->device, fn);
-	if (rc)
+	if (rc) {
+		free(src);
 		return rc;
+	}
 	cudaError_t err = cudaSuccess;
-	/* Records without a device copy are uploaded, in stream order. */
+	/* Records off the device are uploaded, in stream order. */
 	size_t upload = 0;
-	for (size_t f = 0; f < nf; f++)
-		if (!d || !infs__device_rec(d, plan->records[f].id))
+	for (size_t f = 0; f < nf; f++) {
+		const infs__dev_rec *e = d ? infs__device_rec(d, plan->records[f].id) : NULL;
+		if (!e || !e->kv)
 			upload += 2 * (size_t)plan->records[f].n_tokens * half_token;
+	}
 	char *scratch = NULL;
 	if (upload)
 		err = cudaMallocAsync((void **)&scratch, upload, stream);
 	if (err != cudaSuccess) {
+		free(src);
 		infs__device_restore(prev);
 		return infs__cuda_error(err, fn, "allocating room to upload records without a device copy");
 	}
+	infs__stager *st = NULL;
+	infs__kv_ns *touched = NULL, *queued = NULL;
+	size_t up = 0;
+	for (size_t f = 0; f < nf && rc == INFS_OK; f++) {
+		const infs__record *rec = &plan->records[f];
+		const infs__dev_rec *e = d ? infs__device_rec(d, rec->id) : NULL;
+		const size_t half = (size_t)rec->n_tokens * half_token;
+		if (e && e->kns != touched)
+			infs__kns_touch(d, touched = e->kns);
+		if (e && e->kv) {
+			src[f] = e->kv;
+			src[nf + f] = e->kv + half;
+			continue;
+		}
+		src[f] = scratch + up;
+		src[nf + f] = scratch + up + half;
+		if (e && e->host) {
+			err = cudaMemcpyAsync(scratch + up, e->host, 2 * half, cudaMemcpyHostToDevice, stream);
+		} else if (d) {
+			if (!st && !(st = infs__tier_stager_take(d, fn)))
+				rc = infs_error_last_code();
+			else if (!(rc = infs__stage_upload(st, scratch + up, rec->k, half, stream, fn)))
+				rc = infs__stage_upload(st, scratch + up + half, rec->v, half, stream, fn);
+		} else {
+			err = cudaMemcpyAsync(scratch + up, rec->k, half, cudaMemcpyHostToDevice, stream);
+			if (err == cudaSuccess)
+				err = cudaMemcpyAsync(scratch + up + half, rec->v, half, cudaMemcpyHostToDevice, stream);
+		}
+		if (err != cudaSuccess)
+			rc = infs__cuda_error(err, fn, "uploading a record without a device copy");
+		if (e && e->kns != queued && infs__tier_can_rise(d, queued = e->kns, 0))
+			infs__tier_queue(d, e->kns->name, 0);
+		up += 2 * half;
+	}
+	if (st)
+		infs__tier_stager_give(d, st);
+	if (rc)
+		goto out_unlocked;
 
 	pthread_mutex_lock(&ring_lock);
 	ring_slot *r = NULL;
@@ -111,28 +160,10 @@ int infs__inject_device(const infs__inject_plan *plan)
 	uint32_t *first = (uint32_t *)(h + ptr_bytes), *blocks = first + nf + 1;
 	float *freq = (float *)(blocks + nblk);
 	uintptr_t bits = 0;
-	size_t up = 0;
+	memcpy(src_k, src, 2 * nf * sizeof *src);
 	first[0] = 0;
 	for (size_t f = 0; f < nf; f++) {
-		const infs__record *rec = &plan->records[f];
-		const infs__dev_rec *e = d ? infs__device_rec(d, rec->id) : NULL;
-		size_t half = (size_t)rec->n_tokens * half_token;
-		if (e) {
-			src_k[f] = e->kv;
-			src_v[f] = e->kv + half;
-		} else {
-			src_k[f] = scratch + up;
-			src_v[f] = scratch + up + half;
-			err = cudaMemcpyAsync(scratch + up, rec->k, half, cudaMemcpyHostToDevice, stream);
-			if (err == cudaSuccess)
-				err = cudaMemcpyAsync(scratch + up + half, rec->v, half, cudaMemcpyHostToDevice, stream);
-			if (err != cudaSuccess) {
-				rc = infs__cuda_error(err, fn, "uploading a record without a device copy");
-				goto out;
-			}
-			up += 2 * half;
-		}
-		first[f + 1] = first[f] + rec->n_tokens;
+		first[f + 1] = first[f] + plan->records[f].n_tokens;
 		bits |= (uintptr_t)src_k[f] | (uintptr_t)src_v[f];
 	}
 	for (size_t i = 0; i < L; i++) {
@@ -178,6 +209,8 @@ int infs__inject_device(const infs__inject_plan *plan)
 		rc = infs__cuda_error(err, fn, "queueing the injection");
 out:
 	pthread_mutex_unlock(&ring_lock);
+out_unlocked:
+	free(src);
 	if (scratch) {
 		err = cudaFreeAsync(scratch, stream);
 		if (err != cudaSuccess && rc == INFS_OK)

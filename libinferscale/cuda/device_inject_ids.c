@@ -7,7 +7,11 @@
  * which reads the counts the resolve kernel wrote (zero after an error):
  * no allocation, no copy from the host, no wait, so a call can be captured
  * in a CUDA graph. It runs under the store's read lock, as retrieval does:
- * memory the device copy frees is freed only after a device sync. */
+ * memory the device copy frees is freed only after a device sync. Facts in
+ * pinned memory are read there by the kernel, through the mapping; a fact
+ * only in the store file makes the call write nothing (status
+ * INFS_ENOTRESIDENT), and every call that finds its namespace not all on
+ * the device queues its move up. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,7 +127,7 @@ int infs__inject_on_device(infs_injector *inj, const char *ns, const void *ids, 
 		                   start_pos, inj->max_tokens, UINT32_MAX);
 	const infs_kv_layout *l = &inj->layout;
 	const infs_geometry *g = infs__store_geom(inj->store);
-	const infs__device *d = infs__device_of(inj->store);
+	infs__device *d = infs__device_of(inj->store);
 	const size_t b0 = start_pos / l->block_size;
 	int prev, rc = infs__device_enter(&prev, inj->device, fn);
 	if (rc)
@@ -131,6 +135,12 @@ int infs__inject_on_device(infs_injector *inj, const char *ns, const void *ids, 
 	infs__store_read_lock(inj->store);
 	/* no namespace on the device: no rows, every id not found */
 	const infs__dev_ns *p = infs__device_ns(d, ns);
+	infs__kv_ns *k = infs__kns_find(d, ns);
+	if (k) {
+		infs__kns_touch(d, k);
+		if (infs__tier_can_rise(d, k, 0))
+			infs__tier_queue(d, ns, 0);
+	}
 	infs_k_resolve_params rp = {
 		.ids = ids, .id_stride = id_stride, .n_ids = n_ids,
 		.row_ids = p ? p->ids : NULL, .row_kv = p ? p->kv : NULL, .row_ntok = p ? p->ntok : NULL,
@@ -140,6 +150,7 @@ int infs__inject_on_device(infs_injector *inj, const char *ns, const void *ids, 
 		.block_table = block_table, .block_table_len = block_table_len, .n_blocks = l->n_blocks,
 		.src_k = inj->src_k, .src_v = inj->src_v, .fact_first = inj->first, .counts = inj->counts,
 		.next_pos = next_pos, .status = status, .err_notfound = INFS_ENOTFOUND, .err_range = INFS_ERANGE,
+		.err_notresident = INFS_ENOTRESIDENT,
 	};
 	infs_k_inject_params kp = {
 		.src_k = (const void *const *)inj->src_k,

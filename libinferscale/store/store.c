@@ -19,6 +19,16 @@ void infs__store_read_unlock(infs_store *s)
 	pthread_rwlock_unlock(&s->lock);
 }
 
+void infs__store_write_lock(infs_store *s)
+{
+	pthread_rwlock_wrlock(&s->lock);
+}
+
+void infs__store_write_unlock(infs_store *s)
+{
+	pthread_rwlock_unlock(&s->lock);
+}
+
 const infs_geometry *infs__store_geom(const infs_store *s)
 {
 	return &s->geom;
@@ -308,6 +318,48 @@ int infs_namespace_generation(uint64_t *out, infs_store *s, const char *ns)
 	return INFS_OK;
 }
 
+/* The slot that keeps tiers of fact KV, or NULL (a store without a device
+ * copy has one tier: its file). */
+static const struct infs__store_ext *tiers_of(infs_store *s)
+{
+	for (int i = 0; i < INFS_EXT_COUNT; i++)
+		if (s->ext[i].data && s->ext[i].tier)
+			return &s->ext[i];
+	return NULL;
+}
+
+int infs_prefetch(infs_store *s, const char *ns)
+{
+	CHECK_STORE("infs_prefetch", s);
+	CHECK_NS("infs_prefetch", ns);
+	const struct infs__store_ext *x = tiers_of(s);
+	return x ? x->prefetch(x->data, ns) : INFS_OK;
+}
+
+int infs_namespace_tier(infs_tier *out, infs_store *s, const char *ns)
+{
+	if (!out)
+		return infs__error(INFS_EINVAL, "infs_namespace_tier: out is NULL");
+	CHECK_STORE("infs_namespace_tier", s);
+	CHECK_NS("infs_namespace_tier", ns);
+	const struct infs__store_ext *x = tiers_of(s);
+	if (!x) {
+		*out = INFS_TIER_FILE;
+		return INFS_OK;
+	}
+	pthread_rwlock_rdlock(&s->lock);
+	*out = (infs_tier)x->tier(x->data, ns);
+	pthread_rwlock_unlock(&s->lock);
+	return INFS_OK;
+}
+
+int infs_tier_wait(infs_store *s)
+{
+	CHECK_STORE("infs_tier_wait", s);
+	const struct infs__store_ext *x = tiers_of(s);
+	return x ? x->wait(x->data) : INFS_OK;
+}
+
 int infs_fact_list(uint64_t **out_ids, size_t *out_n, infs_store *s, const char *ns)
 {
 	if (!out_ids || !out_n)
@@ -407,6 +459,9 @@ int infs_store_stats_get(infs_store_stats *out, infs_store *s)
 		if (s->ext[i].data && s->ext[i].bytes)
 			st.device_bytes += s->ext[i].bytes(s->ext[i].data);
 	st.lost_records = s->lost;
+	for (int i = 0; i < INFS_EXT_COUNT; i++)
+		if (s->ext[i].data && s->ext[i].stats)
+			s->ext[i].stats(s->ext[i].data, &st);
 	pthread_rwlock_unlock(&s->lock);
 	memcpy(out, &st, size);
 	return INFS_OK;

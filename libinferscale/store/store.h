@@ -72,6 +72,12 @@ int infs__store_ns_matrix(const float **emb, const uint64_t **ids, size_t *n, ui
  *
  * bytes, under the read lock, is the device memory held for the store
  * (infs_store_stats.device_bytes sums it over the slots).
+ *
+ * The tiers of fact KV, which only the device copy has: prefetch
+ * (infs_prefetch) and wait (infs_tier_wait) run without the store's lock
+ * (the moves they start or wait for take it); tier (an infs_tier for
+ * infs_namespace_tier) and stats (adds the tier counters, version 3 of
+ * infs_store_stats) under the read lock.
  * (The struct has no typedef: its name is taken by the accessor.) */
 struct infs__store_ext {
 	void *data;
@@ -79,7 +85,17 @@ struct infs__store_ext {
 	int (*on_put)(void *data, const char *ns, const infs__record *r);
 	void (*on_delete)(void *data, uint64_t id);
 	uint64_t (*bytes)(void *data);
+	int (*prefetch)(void *data, const char *ns);
+	int (*tier)(void *data, const char *ns);
+	int (*wait)(void *data);
+	void (*stats)(void *data, infs_store_stats *st);
 };
+
+/* The write lock, for the device copy's tier moves, which build a new
+ * copy of a namespace's KV outside any lock and publish it under this one.
+ * Not from a hook (they already run under it). */
+void infs__store_write_lock(infs_store *s);
+void infs__store_write_unlock(infs_store *s);
 
 typedef enum infs__ext_slot { INFS_EXT_FAISS = 0, INFS_EXT_DEVICE = 1, INFS_EXT_COUNT } infs__ext_slot;
 

@@ -62,6 +62,7 @@ const char *infs_strerror(int code)
 	case INFS_EBUDGET: return "memory budget exceeded";
 	case INFS_ECANCELED: return "canceled";
 	case INFS_EREADONLY: return "store is read-only";
+	case INFS_ENOTRESIDENT: return "fact KV not resident";
 	default: return "unknown status code";
 	}
 }

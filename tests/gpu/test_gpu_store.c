@@ -3,9 +3,10 @@
  * both metrics, single queries and batches, ties included, after deletes,
  * a namespace drop and a reopen; injection into a device cache equals the
  * CPU's into a host cache (V bit for bit, K within one ulp), from the
- * device copy and from a store without one; the device budget refuses a put
- * with INFS_EBUDGET and leaves the store as it was; and threads retrieve and
- * inject while another puts and deletes. */
+ * device copy and from a store without one; the device budget keeps the KV
+ * that does not fit in the file's tier and refuses with INFS_EBUDGET only
+ * a put whose rows do not fit, leaving the store as it was; and threads
+ * retrieve and inject while another puts and deletes. */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -370,40 +371,53 @@ int main(void)
 	CHECK_ERR(infs_retrieve(h1, &n1, st, "alice", sh.q, 1, 1, &ro), INFS_EUNSUPPORTED);
 	infs_store_close(st);
 
-	/* The budget: 200 KiB holds about ten 8-token facts (16 KiB of KV
-	 * each) besides the embeddings; the next put is refused and withdrawn. */
-	st = open_store(path2, 0, 200 << 10, 1, INFS_OK);
+	/* The budget: 200 KiB holds the rows of 40 facts and the KV of about
+	 * ten 8-token facts (16 KiB each): every put is taken, the KV that does
+	 * not fit stays in the file's tier (one namespace: nothing to evict).
+	 * Only rows that do not fit are refused: at 8 KiB a put is, and it is
+	 * withdrawn. */
+	const uint64_t budgets[2] = { 200 << 10, 8 << 10 };
 	int accepted = 0;
 	uint64_t count = 0;
-	for (int i = 0; i < 40; i++) {
-		uint64_t id = 0;
-		size_t n = (size_t)LAYERS * 8 * HEADS * DIM;
-		uint16_t *kv = calloc(n, 2);
-		int32_t tok[8] = {0};
-		float emb[EMB] = {1.0f};
-		infs_fact f = INFS_FACT_INIT;
-		f.n_tokens = 8, f.tokens = tok, f.embedding = emb, f.k = kv, f.v = kv;
-		int rc = infs_fact_put(&id, st, "x", &f);
-		free(kv);
-		if (rc == INFS_OK) {
-			accepted++;
-			continue;
+	for (int b = 0; b < 2; b++) {
+		snprintf(path2, sizeof path2, "%s/budget%d.infs", scratch_dir, b);
+		st = open_store(path2, 0, budgets[b], 1, INFS_OK);
+		accepted = 0;
+		for (int i = 0; i < 40; i++) {
+			uint64_t id = 0;
+			size_t n = (size_t)LAYERS * 8 * HEADS * DIM;
+			uint16_t *kv = calloc(n, 2);
+			int32_t tok[8] = {0};
+			float emb[EMB] = {1.0f};
+			infs_fact f = INFS_FACT_INIT;
+			f.n_tokens = 8, f.tokens = tok, f.embedding = emb, f.k = kv, f.v = kv;
+			int rc = infs_fact_put(&id, st, "x", &f);
+			free(kv);
+			if (rc == INFS_OK) {
+				accepted++;
+				continue;
+			}
+			CHECK(b == 1 && rc == INFS_EBUDGET);
+			CHECK(strstr(infs_error_last(), "budget") != NULL);
+			break;
 		}
-		CHECK(rc == INFS_EBUDGET);
-		CHECK(strstr(infs_error_last(), "budget") != NULL);
-		break;
+		CHECK(b == 0 ? accepted == 40 : accepted >= 5 && accepted < 40);
+		CHECK_OK(infs_fact_count(&count, st, "x"));
+		CHECK(count == (uint64_t)accepted);
+		stats.version = INFS_STORE_STATS_VERSION;
+		CHECK_OK(infs_store_stats_get(&stats, st));
+		CHECK(stats.device_bytes <= budgets[b] && stats.kv_device_bytes <= stats.device_bytes);
+		CHECK(b == 1 || (stats.kv_device_bytes >= 5 * 16384 && stats.kv_device_bytes < 40 * 16384));
+		infs_tier tier;
+		CHECK_OK(infs_namespace_tier(&tier, st, "x"));
+		CHECK(tier == INFS_TIER_FILE);
+		infs_store_close(st);
+		st = open_store(path2, 0, budgets[b], 0, INFS_OK); /* a withdrawn put stays withdrawn */
+		CHECK_OK(infs_fact_count(&count, st, "x"));
+		CHECK(count == (uint64_t)accepted);
+		infs_store_close(st);
 	}
-	CHECK(accepted >= 5 && accepted < 40);
-	CHECK_OK(infs_fact_count(&count, st, "x"));
-	CHECK(count == (uint64_t)accepted);
-	CHECK_OK(infs_store_stats_get(&stats, st));
-	CHECK(stats.device_bytes <= 200 << 10);
-	infs_store_close(st);
-	st = open_store(path2, 0, 200 << 10, 0, INFS_OK); /* the withdrawn put stays withdrawn */
-	CHECK_OK(infs_fact_count(&count, st, "x"));
-	CHECK(count == (uint64_t)accepted);
-	infs_store_close(st);
-	open_store(path2, 0, 64 << 10, 0, INFS_EBUDGET); /* too small for what is stored */
+	open_store(path2, 0, 2 << 10, 0, INFS_EBUDGET); /* too small for the rows */
 
 	printf("%zu hits equal to exact search; injections equal to the CPU's; budget refused put %d\n", hits,
 	       accepted + 1);

@@ -21,7 +21,7 @@ from typing import Dict
 from ._ffi import ffi, lib, library_path
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
-from .geometry import Backend, DType, Geometry, Metric, RopeScaling, RopeStyle, SyncMode
+from .geometry import Backend, DType, Geometry, Metric, RopeScaling, RopeStyle, SyncMode, Tier
 from .layout import KVLayout
 from .store import RESERVED_PREFIX, Fact, Hits, Store, StoreStats, rope_rotate
 from .tokenizer import ChatFormat, Tokenizer
@@ -32,7 +32,7 @@ from .memory import Memory, MemoryHit
 from .device import Injector, Searcher, hit_ids, hit_scores
 
 __all__ = [
-    "Backend", "DType", "Geometry", "Metric", "RopeScaling", "RopeStyle", "SyncMode",
+    "Backend", "DType", "Geometry", "Metric", "RopeScaling", "RopeStyle", "SyncMode", "Tier",
     "KVLayout", "Fact", "Hits", "Store", "StoreStats", "RESERVED_PREFIX", "rope_rotate", "Tokenizer", "ChatFormat",
     "Model", "ModelInfo", "ForwardResult", "Embedder", "Engine", "Answer", "render_fact",
     "Memory", "MemoryHit", "Searcher", "Injector", "hit_ids", "hit_scores",

@@ -20,7 +20,8 @@ typedef enum infs_status {
 	INFS_EFORMAT = -12,
 	INFS_EBUDGET = -13,
 	INFS_ECANCELED = -14,
-	INFS_EREADONLY = -15
+	INFS_EREADONLY = -15,
+	INFS_ENOTRESIDENT = -16
 } infs_status;
 
 const char *infs_error_last(void);
@@ -103,7 +104,7 @@ typedef enum infs_sync_mode {
 	INFS_SYNC_OFF = 2
 } infs_sync_mode;
 
-#define INFS_STORE_OPTIONS_VERSION 1
+#define INFS_STORE_OPTIONS_VERSION 2
 
 typedef struct infs_store_options {
 	unsigned version;
@@ -115,6 +116,7 @@ typedef struct infs_store_options {
 	uint64_t device_budget_bytes;
 	const char *faiss_index;
 	uint64_t faiss_min_facts;
+	uint64_t host_budget_bytes;
 } infs_store_options;
 
 int infs_store_options_init(infs_store_options *opts, unsigned version);
@@ -125,7 +127,7 @@ const char *infs_store_identity(const infs_store *store);
 int infs_store_sync(infs_store *store);
 int infs_store_compact(infs_store *store);
 
-#define INFS_STORE_STATS_VERSION 2
+#define INFS_STORE_STATS_VERSION 3
 
 typedef struct infs_store_stats {
 	unsigned version;
@@ -137,6 +139,12 @@ typedef struct infs_store_stats {
 	uint64_t dropped_tail_bytes;
 	uint64_t device_bytes;
 	uint64_t lost_records;
+	uint64_t host_bytes;
+	uint64_t kv_device_bytes;
+	uint64_t kv_host_bytes;
+	uint64_t device_evictions;
+	uint64_t host_evictions;
+	uint64_t promotions;
 } infs_store_stats;
 
 int infs_store_stats_get(infs_store_stats *out, infs_store *store);
@@ -184,6 +192,16 @@ int infs_namespace_list(char ***out_names, size_t *out_n, infs_store *store);
 int infs_namespace_drop(infs_store *store, const char *ns);
 
 int infs_namespace_generation(uint64_t *out, infs_store *store, const char *ns);
+
+typedef enum infs_tier {
+	INFS_TIER_DEVICE = 0,
+	INFS_TIER_HOST = 1,
+	INFS_TIER_FILE = 2
+} infs_tier;
+
+int infs_prefetch(infs_store *store, const char *ns);
+int infs_namespace_tier(infs_tier *out, infs_store *store, const char *ns);
+int infs_tier_wait(infs_store *store);
 
 /* retrieve.h */
 #define INFS_RETRIEVE_K_MAX 4096

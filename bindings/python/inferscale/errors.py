@@ -9,7 +9,7 @@ __all__ = [
     "InferscaleError", "InvalidArgumentError", "OutOfMemoryError", "IOFailureError",
     "NotFoundError", "MismatchError", "CorruptError", "BusyError", "RangeError",
     "UnsupportedError", "DeviceError", "ExistsError", "FormatError", "BudgetError",
-    "CanceledError", "ReadOnlyError", "error_class",
+    "CanceledError", "ReadOnlyError", "NotResidentError", "error_class",
 ]
 
 
@@ -107,11 +107,16 @@ class ReadOnlyError(InferscaleError):
     code = -15
 
 
+class NotResidentError(InferscaleError):
+    """INFS_ENOTRESIDENT: a fact's KV is in no memory the call can read (Store.prefetch)."""
+    code = -16
+
+
 _BY_CODE: Dict[int, Type[InferscaleError]] = {
     cls.code: cls for cls in (
         InvalidArgumentError, OutOfMemoryError, IOFailureError, NotFoundError, MismatchError,
         CorruptError, BusyError, RangeError, UnsupportedError, DeviceError, ExistsError,
-        FormatError, BudgetError, CanceledError, ReadOnlyError)
+        FormatError, BudgetError, CanceledError, ReadOnlyError, NotResidentError)
 }
 
 

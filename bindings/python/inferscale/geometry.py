@@ -10,7 +10,7 @@ import numpy as np
 
 from ._ffi import as_int, check, ffi, lib
 
-__all__ = ["DType", "RopeStyle", "RopeScaling", "Metric", "Backend", "SyncMode", "Geometry"]
+__all__ = ["DType", "RopeStyle", "RopeScaling", "Metric", "Backend", "SyncMode", "Tier", "Geometry"]
 
 
 _ALIASES = {
@@ -89,6 +89,15 @@ class SyncMode(_NamedEnum):
     FULL = 0
     NORMAL = 1
     OFF = 2
+
+
+class Tier(_NamedEnum):
+    """Where a namespace's fact KV lies (``infs_tier``, Store.namespace_tier):
+    all on the device, all on the device or in pinned host memory, or some
+    only in the store file."""
+    DEVICE = 0
+    HOST = 1
+    FILE = 2
 
 
 _UINT32_FIELDS = ("n_layers", "n_kv_heads", "head_dim", "rotary_dim", "rope_original_max_pos", "embed_dim")

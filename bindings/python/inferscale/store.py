@@ -17,7 +17,7 @@ from ._ffi import as_int, check, cpath, cstr, ffi, lib, pystr
 from .arrays import as_float32_vectors, as_int_array, host_kv, kv_from_c
 from .embedders import Embedder
 from .errors import InvalidArgumentError
-from .geometry import Backend, DType, Geometry, Metric, SyncMode
+from .geometry import Backend, DType, Geometry, Metric, SyncMode, Tier
 from .layout import KVLayout
 from .model import Model
 
@@ -76,6 +76,12 @@ class StoreStats:
     dropped_tail_bytes: int
     device_bytes: int
     lost_records: int
+    host_bytes: int
+    kv_device_bytes: int
+    kv_host_bytes: int
+    device_evictions: int
+    host_evictions: int
+    promotions: int
 
 
 def _ns(namespace: str):
@@ -90,14 +96,17 @@ class Store:
     safe to share between threads; close it with ``close()`` or a ``with``
     block (it is also closed when garbage collected). A second writer on the
     same file raises BusyError. ``device`` is the CUDA device of the store's
-    device copy, -1 for none.
+    device copy, -1 for none. With a device copy, fact KV lives in tiers
+    (docs/cuda.md, "Tiers"): the device within ``device_budget_bytes``,
+    pinned host memory within ``host_budget_bytes`` (0: none), the file;
+    least recently used namespaces are evicted, ``prefetch`` moves one up.
     """
 
     def __init__(self, path: PathLike, geometry: Optional[Geometry] = None,
                  identity: Optional[str] = None, *, create: bool = False, readonly: bool = False,
                  sync: Union[SyncMode, str] = SyncMode.FULL, device: int = -1,
                  device_budget_bytes: int = 0, faiss_index: Optional[str] = None,
-                 faiss_min_facts: Optional[int] = None) -> None:
+                 faiss_min_facts: Optional[int] = None, host_budget_bytes: int = 0) -> None:
         self._ptr = None
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -121,6 +130,7 @@ class Store:
         opts.device = as_int(device, "device", "int")
         self.device = int(opts.device)
         opts.device_budget_bytes = as_int(device_budget_bytes, "device_budget_bytes", "uint64")
+        opts.host_budget_bytes = as_int(host_budget_bytes, "host_budget_bytes", "uint64")
         if faiss_index is not None:
             fi = cstr(faiss_index, "faiss_index")
             keep.append(fi)
@@ -434,6 +444,28 @@ class Store:
         with self._use() as p:
             check(lib.infs_namespace_generation(out, p, _ns(namespace)))
         return int(out[0])
+
+    def prefetch(self, namespace: str) -> None:
+        """Starts moving namespace's fact KV up to the device (as far as the
+        budgets hold it) and returns at once; nothing to do on a store
+        without a device copy."""
+        with self._use() as p:
+            check(lib.infs_prefetch(p, _ns(namespace)))
+
+    def namespace_tier(self, namespace: str) -> Tier:
+        """The slowest tier holding some of namespace's fact KV: Tier.FILE
+        on a store without a device copy; the fastest tier for an empty
+        namespace."""
+        out = ffi.new("infs_tier *")
+        with self._use() as p:
+            check(lib.infs_namespace_tier(out, p, _ns(namespace)))
+        return Tier(int(out[0]))
+
+    def tier_wait(self) -> None:
+        """Waits until the tier moves queued so far (prefetches, promotions
+        after injections, evicted KV going down to pinned memory) are done."""
+        with self._use() as p:
+            check(lib.infs_tier_wait(p))
 
     def __contains__(self, namespace: str) -> bool:
         return self.count(namespace) > 0

@@ -199,3 +199,31 @@ def test_lost_records_and_verify(tmp_path, geometry):
             f.write(b"\xff" * 8)
         with pytest.raises(infs.CorruptError, match="damaged"):
             s.verify()
+
+
+def test_tiers_without_a_device_copy(store, geometry):
+    # The file is the only tier: prefetch and tier_wait do nothing, every
+    # namespace reports Tier.FILE, the tier counters are 0.
+    put_random(store, "alice", 2, np.random.default_rng(11))
+    store.prefetch("alice")
+    store.prefetch("nobody")
+    store.tier_wait()
+    assert store.namespace_tier("alice") is infs.Tier.FILE
+    assert store.namespace_tier("nobody") is infs.Tier.FILE
+    st = store.stats()
+    assert st.n_facts == 1 and st.host_bytes == 0 and st.kv_device_bytes == 0 and st.kv_host_bytes == 0
+    assert st.device_evictions == 0 and st.host_evictions == 0 and st.promotions == 0
+    with pytest.raises(infs.InvalidArgumentError, match="infs_prefetch"):
+        store.prefetch("")
+    with pytest.raises(infs.InvalidArgumentError, match="infs_namespace_tier"):
+        store.namespace_tier("")
+    assert infs.Tier.coerce("host") is infs.Tier.HOST
+    assert infs.NotResidentError.code == infs.lib.INFS_ENOTRESIDENT == -16
+    assert infs.error_class(-16) is infs.NotResidentError
+
+
+def test_host_budget_is_taken(tmp_path, geometry):
+    with infs.Store.create(tmp_path / "h.infs", geometry, "id", host_budget_bytes=1 << 20) as s:
+        assert s.namespace_tier("x") is infs.Tier.FILE
+    with pytest.raises(infs.RangeError, match="host_budget_bytes"):
+        infs.Store(tmp_path / "h.infs", host_budget_bytes=-1)
