@@ -92,6 +92,21 @@ func charp(b []byte) *C.char {
 	return (*C.char)(unsafe.Pointer(unsafe.SliceData(b)))
 }
 
+// nsCall runs call, a C function of the open store and namespace ns, and
+// returns its error.
+func (s *Store) nsCall(op, ns string, call func(c *C.infs_store, ns *C.char) C.int) error {
+	cns, err := cstring(op, "namespace", ns)
+	if err != nil {
+		return err
+	}
+	c, err := s.acquire(op)
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	return check(func() C.int { return call(c, charp(cns)) })
+}
+
 // Open opens the store at path, or creates it when opts.Create is set. A
 // second writer, in this or another process, gets ErrBusy. opts may be nil.
 func Open(path string, opts *Options) (*Store, error) {
@@ -267,18 +282,10 @@ func (s *Store) acquireBound(op string, h *unsafe.Pointer) (unsafe.Pointer, erro
 // graph that captured Searcher.Search or Injector.InjectDevice on ns must
 // be captured again once it has changed.
 func (s *Store) NamespaceGeneration(ns string) (uint64, error) {
-	const op = "Store.NamespaceGeneration"
-	cns, err := cstring(op, "namespace", ns)
-	if err != nil {
-		return 0, err
-	}
-	c, err := s.acquire(op)
-	if err != nil {
-		return 0, err
-	}
-	defer s.release()
 	var g C.uint64_t
-	if err := check(func() C.int { return C.infs_namespace_generation(&g, c, charp(cns)) }); err != nil {
+	if err := s.nsCall("Store.NamespaceGeneration", ns, func(c *C.infs_store, cns *C.char) C.int {
+		return C.infs_namespace_generation(&g, c, cns)
+	}); err != nil {
 		return 0, err
 	}
 	return uint64(g), nil
@@ -297,35 +304,17 @@ const (
 // the budgets hold it) and returns at once; nothing to do on a store
 // without a device copy.
 func (s *Store) Prefetch(ns string) error {
-	const op = "Store.Prefetch"
-	cns, err := cstring(op, "namespace", ns)
-	if err != nil {
-		return err
-	}
-	c, err := s.acquire(op)
-	if err != nil {
-		return err
-	}
-	defer s.release()
-	return check(func() C.int { return C.infs_prefetch(c, charp(cns)) })
+	return s.nsCall("Store.Prefetch", ns, func(c *C.infs_store, cns *C.char) C.int { return C.infs_prefetch(c, cns) })
 }
 
 // NamespaceTier is the slowest tier holding some of namespace ns's fact KV:
 // TierFile on a store without a device copy; the fastest tier for an empty
 // namespace.
 func (s *Store) NamespaceTier(ns string) (Tier, error) {
-	const op = "Store.NamespaceTier"
-	cns, err := cstring(op, "namespace", ns)
-	if err != nil {
-		return TierFile, err
-	}
-	c, err := s.acquire(op)
-	if err != nil {
-		return TierFile, err
-	}
-	defer s.release()
 	var t C.infs_tier
-	if err := check(func() C.int { return C.infs_namespace_tier(&t, c, charp(cns)) }); err != nil {
+	if err := s.nsCall("Store.NamespaceTier", ns, func(c *C.infs_store, cns *C.char) C.int {
+		return C.infs_namespace_tier(&t, c, cns)
+	}); err != nil {
 		return TierFile, err
 	}
 	return Tier(t), nil
@@ -501,34 +490,18 @@ func (s *Store) Get(ns string, id uint64) (*Fact, error) {
 
 // Delete deletes fact id of namespace ns, durably like a Put.
 func (s *Store) Delete(ns string, id uint64) error {
-	const op = "Store.Delete"
-	cns, err := cstring(op, "namespace", ns)
-	if err != nil {
-		return err
-	}
-	c, err := s.acquire(op)
-	if err != nil {
-		return err
-	}
-	defer s.release()
-	return check(func() C.int { return C.infs_fact_delete(c, charp(cns), C.uint64_t(id)) })
+	return s.nsCall("Store.Delete", ns, func(c *C.infs_store, cns *C.char) C.int {
+		return C.infs_fact_delete(c, cns, C.uint64_t(id))
+	})
 }
 
 // Count is the number of live records (facts and segments) of namespace ns;
 // 0 for an unknown namespace.
 func (s *Store) Count(ns string) (uint64, error) {
-	const op = "Store.Count"
-	cns, err := cstring(op, "namespace", ns)
-	if err != nil {
-		return 0, err
-	}
-	c, err := s.acquire(op)
-	if err != nil {
-		return 0, err
-	}
-	defer s.release()
 	var n C.uint64_t
-	if err := check(func() C.int { return C.infs_fact_count(&n, c, charp(cns)) }); err != nil {
+	if err := s.nsCall("Store.Count", ns, func(c *C.infs_store, cns *C.char) C.int {
+		return C.infs_fact_count(&n, c, cns)
+	}); err != nil {
 		return 0, err
 	}
 	return uint64(n), nil
@@ -537,19 +510,11 @@ func (s *Store) Count(ns string) (uint64, error) {
 // List is the ids of namespace ns in increasing order; empty for an unknown
 // namespace.
 func (s *Store) List(ns string) ([]uint64, error) {
-	const op = "Store.List"
-	cns, err := cstring(op, "namespace", ns)
-	if err != nil {
-		return nil, err
-	}
-	c, err := s.acquire(op)
-	if err != nil {
-		return nil, err
-	}
-	defer s.release()
 	var ids *C.uint64_t
 	var n C.size_t
-	if err := check(func() C.int { return C.infs_fact_list(&ids, &n, c, charp(cns)) }); err != nil {
+	if err := s.nsCall("Store.List", ns, func(c *C.infs_store, cns *C.char) C.int {
+		return C.infs_fact_list(&ids, &n, c, cns)
+	}); err != nil {
 		return nil, err
 	}
 	defer C.infs_free(unsafe.Pointer(ids))
@@ -581,17 +546,9 @@ func (s *Store) Namespaces() ([]string, error) {
 
 // DropNamespace deletes every record of namespace ns.
 func (s *Store) DropNamespace(ns string) error {
-	const op = "Store.DropNamespace"
-	cns, err := cstring(op, "namespace", ns)
-	if err != nil {
-		return err
-	}
-	c, err := s.acquire(op)
-	if err != nil {
-		return err
-	}
-	defer s.release()
-	return check(func() C.int { return C.infs_namespace_drop(c, charp(cns)) })
+	return s.nsCall("Store.DropNamespace", ns, func(c *C.infs_store, cns *C.char) C.int {
+		return C.infs_namespace_drop(c, cns)
+	})
 }
 
 // Sync forces every acknowledged write to stable storage.
