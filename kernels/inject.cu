@@ -15,8 +15,12 @@ template <typename S, typename D> int vector_ok(const infs_k_inject_params *p)
 	return p->stride_block % w == 0 && p->stride_slot % w == 0 && p->stride_head % w == 0;
 }
 
-template <typename S, typename D, int W, bool STAGED>
-cudaError_t launch(const infs_k_inject_params *p, cudaStream_t stream)
+/* The grid of a call: blocks of layers per token. Layers per block: what
+ * the stage holds (stage_layer bytes a layer; 0: not staged), then fewer
+ * until the grid has a few blocks per SM; each block's index space, of
+ * per_layer vectors a layer, stays within 31 bits. */
+cudaError_t plan_grid(dim3 *grid, uint32_t *lpb_out, const infs_k_inject_params *p, uint64_t per_layer,
+                      uint64_t stage_layer)
 {
 	int dev, sms;
 	cudaError_t err = cudaGetDevice(&dev);
@@ -24,21 +28,27 @@ cudaError_t launch(const infs_k_inject_params *p, cudaStream_t stream)
 		err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
 	if (err != cudaSuccess)
 		return err;
-	/* Layers per block: what the stage holds, then fewer until the grid has
-	 * a few blocks per SM; each block's index space stays within 31 bits. */
-	const uint64_t per_layer = 2ull * p->n_heads * (p->head_dim / W);
-	const uint64_t layer_bytes = 2ull * p->n_heads * p->head_dim * sizeof(typename S::bits);
-	uint32_t lpb = STAGED ? (uint32_t)(INFS_K_STAGE_BYTES / layer_bytes) : p->n_layers;
+	uint32_t lpb = stage_layer ? (uint32_t)(INFS_K_STAGE_BYTES / stage_layer) : p->n_layers;
 	lpb = lpb > p->n_layers ? p->n_layers : lpb;
 	uint32_t groups = div_up((uint64_t)INFS_K_INJECT_WAVES * sms, p->n_tokens);
 	if (groups > div_up(p->n_layers, lpb))
 		lpb = div_up(p->n_layers, groups > p->n_layers ? p->n_layers : groups);
 	const uint32_t max_lpb = (uint32_t)((1ull << 31) / per_layer);
-	if (lpb > max_lpb)
-		lpb = max_lpb;
-	dim3 grid(p->n_tokens, div_up(p->n_layers, lpb));
-	size_t smem = STAGED ? lpb * layer_bytes : 0;
-	inject_kernel<S, D, W, STAGED><<<grid, INFS_K_INJECT_THREADS, smem, stream>>>(*p, lpb);
+	*lpb_out = lpb > max_lpb ? max_lpb : lpb;
+	*grid = dim3(p->n_tokens, div_up(p->n_layers, *lpb_out));
+	return cudaSuccess;
+}
+
+template <typename S, typename D, int W, bool STAGED>
+cudaError_t launch(const infs_k_inject_params *p, cudaStream_t stream)
+{
+	const uint64_t layer_bytes = STAGED ? 2ull * p->n_heads * p->head_dim * sizeof(typename S::bits) : 0;
+	dim3 grid;
+	uint32_t lpb;
+	cudaError_t err = plan_grid(&grid, &lpb, p, 2ull * p->n_heads * (p->head_dim / W), layer_bytes);
+	if (err != cudaSuccess)
+		return err;
+	inject_kernel<S, D, W, STAGED><<<grid, INFS_K_INJECT_THREADS, lpb * layer_bytes, stream>>>(*p, lpb);
 	return cudaGetLastError();
 }
 
@@ -50,6 +60,12 @@ template <typename S, typename D> int path(const infs_k_inject_params *p)
 		return 0;
 	uint64_t layer_bytes = 2ull * p->n_heads * p->head_dim * sizeof(typename S::bits);
 	return layer_bytes <= INFS_K_STAGE_BYTES ? 2 : 1;
+}
+
+/* A layer of an fp8 token in the stage: K and V codes, and their scales. */
+uint64_t fp8_layer_bytes(const infs_k_inject_params *p)
+{
+	return 2ull * p->n_heads * (p->head_dim + sizeof(float));
 }
 
 /* fp8 sources: W dims per thread when a vector of W never straddles a
@@ -69,34 +85,35 @@ template <typename D> int fp8_width(const infs_k_inject_params *p)
 	return 1;
 }
 
-template <typename D, int W> cudaError_t launch_fp8(const infs_k_inject_params *p, cudaStream_t stream)
+/* fp8 staged: a token's rows of every layer are whole 16-byte chunks,
+ * every pointer is 16-aligned and one layer fits the stage. */
+template <typename D> bool fp8_staged(const infs_k_inject_params *p)
 {
-	int dev, sms;
-	cudaError_t err = cudaGetDevice(&dev);
-	if (err == cudaSuccess)
-		err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+	return fp8_width<D>(p) == 8 && (p->n_heads * p->head_dim) % 16 == 0 && !(p->ptr_bits & 15) &&
+	       fp8_layer_bytes(p) <= INFS_K_STAGE_BYTES;
+}
+
+template <typename D, int W, bool STAGED> cudaError_t launch_fp8(const infs_k_inject_params *p, cudaStream_t stream)
+{
+	const uint64_t layer_bytes = STAGED ? fp8_layer_bytes(p) : 0;
+	dim3 grid;
+	uint32_t lpb;
+	cudaError_t err = plan_grid(&grid, &lpb, p, 2ull * p->n_heads * (p->head_dim / W), layer_bytes);
 	if (err != cudaSuccess)
 		return err;
-	/* layers per block: enough blocks for a few per SM, each block's index
-	 * space within 31 bits */
-	const uint64_t per_layer = 2ull * p->n_heads * (p->head_dim / W);
-	uint32_t groups = div_up((uint64_t)INFS_K_INJECT_WAVES * sms, p->n_tokens);
-	groups = groups > p->n_layers ? p->n_layers : groups;
-	uint32_t lpb = div_up(p->n_layers, groups);
-	const uint32_t max_lpb = (uint32_t)((1ull << 31) / per_layer);
-	lpb = lpb > max_lpb ? max_lpb : lpb;
-	dim3 grid(p->n_tokens, div_up(p->n_layers, lpb));
-	inject_fp8_kernel<D, W><<<grid, INFS_K_INJECT_THREADS, 0, stream>>>(*p, lpb);
+	inject_fp8_kernel<D, W, STAGED><<<grid, INFS_K_INJECT_THREADS, lpb * layer_bytes, stream>>>(*p, lpb);
 	return cudaGetLastError();
 }
 
 template <typename D> cudaError_t inject_fp8(const infs_k_inject_params *p, cudaStream_t stream)
 {
+	if (fp8_staged<D>(p))
+		return launch_fp8<D, 8, true>(p, stream);
 	switch (fp8_width<D>(p)) {
-	case 8: return launch_fp8<D, 8>(p, stream);
-	case 4: return launch_fp8<D, 4>(p, stream);
-	case 2: return launch_fp8<D, 2>(p, stream);
-	default: return launch_fp8<D, 1>(p, stream);
+	case 8: return launch_fp8<D, 8, false>(p, stream);
+	case 4: return launch_fp8<D, 4, false>(p, stream);
+	case 2: return launch_fp8<D, 2, false>(p, stream);
+	default: return launch_fp8<D, 1, false>(p, stream);
 	}
 }
 
@@ -105,12 +122,12 @@ template <typename D> cudaError_t inject_fp8(const infs_k_inject_params *p, cuda
 extern "C" int infs_k_inject_path(const infs_k_inject_params *p)
 {
 	if (p->src_dtype == INFS_K_FP8_E4M3) {
-		int w = 1;
+		int path = 0;
 		dispatch_dtype(p->dst_dtype, [&](auto d) {
-			w = fp8_width<decltype(d)>(p);
+			path = fp8_staged<decltype(d)>(p) ? 2 : fp8_width<decltype(d)>(p) > 1;
 			return cudaSuccess;
 		});
-		return w > 1;
+		return path;
 	}
 	int ok = 0;
 	dispatch_dtype(p->src_dtype, [&](auto s) {

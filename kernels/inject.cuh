@@ -18,6 +18,8 @@
 
 #include <type_traits>
 
+#include <cuda_fp8.h>
+
 #include "common.cuh"
 
 namespace infs {
@@ -230,49 +232,89 @@ inject_kernel(const infs_k_inject_params p, uint32_t layers_per_block)
 	}
 }
 
-/* An fp8 e4m3 code as float: exact (docs/store-format.md). */
-__device__ __forceinline__ float e4m3_to_float(uint32_t c)
+/* Two fp8 e4m3 codes (the low byte first) as floats: through f16, which
+ * holds every e4m3 value exactly, by the conversion instruction of sm_89
+ * and later (docs/store-format.md: the CPU's decoding gives the same
+ * values; a NaN code, which no quantizer writes, stays NaN). */
+__device__ __forceinline__ float2 e4m3x2_to_float2(uint32_t c2)
 {
-	const uint32_t sign = (c & 0x80) << 24, e = (c >> 3) & 15, m = c & 7;
-	if (e == 0) {
-		const float f = (float)m * 0x1p-9f; /* exact */
-		return sign ? -f : f;
-	}
-	return __uint_as_float(e == 15 && m == 7 ? sign | 0x7fc00000u : sign | ((e + 120) << 23) | (m << 20));
+	const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)c2, __NV_E4M3);
+	return __half22float2(*(const __half2 *)&h);
 }
 
 /* W codes of a row from x, dequantized with one f32 multiply each, as the
  * CPU does (libinferscale/inject/inject.c). */
 template <int W> __device__ __forceinline__ void load_e4m3(float *v, const uint8_t *x, float scale)
 {
-	if (W == 8) {
-		const uint2 w = *(const uint2 *)x;
+	uint32_t w[W < 4 ? 1 : W / 4];
+	if (W == 8)
+		*(uint2 *)w = *(const uint2 *)x;
+	else if (W == 4)
+		w[0] = *(const uint32_t *)x;
+	else
+		w[0] = W == 2 ? *(const uint16_t *)x : x[0];
 #pragma unroll
-		for (int e = 0; e < 4; e++) {
-			v[e] = __fmul_rn(e4m3_to_float((w.x >> (8 * e)) & 0xff), scale);
-			v[e + 4] = __fmul_rn(e4m3_to_float((w.y >> (8 * e)) & 0xff), scale);
+	for (int e = 0; e < W; e += 2) {
+		const float2 f = e4m3x2_to_float2(w[e / 4] >> (8 * (e % 4)));
+		v[e] = __fmul_rn(f.x, scale);
+		if (e + 1 < W)
+			v[e + 1] = __fmul_rn(f.y, scale);
+	}
+}
+
+/* W dims at d of a (K|V, head) row: codes x (W of them, and for NeoX keys
+ * the partner's at x + poff) dequantized with scale, keys rotated with the
+ * CPU's arithmetic, stored as W elements of D at dst. */
+template <typename D, int W>
+__device__ __forceinline__ void fp8_finish(typename D::bits *dst, const uint8_t *x, int64_t poff, float scale,
+                                           bool rot, bool neox, uint32_t d, uint32_t n_pairs, const float *cs,
+                                           const float *sn)
+{
+	float v[W], o[W];
+	load_e4m3<W>(v, x, scale);
+	if (rot) {
+		float w[W];
+		if (neox || W == 1)
+			load_e4m3<W>(w, x + poff, scale);
+#pragma unroll
+		for (int e = 0; e < W; e++) {
+			const uint32_t de = d + e;
+			const bool first = neox ? de < n_pairs : !(de & 1);
+			const uint32_t pi = neox ? (de < n_pairs ? de : de - n_pairs) : de / 2;
+			const float y = neox || W == 1 ? w[e] : v[e ^ 1];
+			o[e] = first ? __fsub_rn(__fmul_rn(v[e], cs[pi]), __fmul_rn(y, sn[pi]))
+			             : __fadd_rn(__fmul_rn(v[e], cs[pi]), __fmul_rn(y, sn[pi]));
 		}
-	} else if (W == 4) {
-		const uint32_t w = *(const uint32_t *)x;
-#pragma unroll
-		for (int e = 0; e < 4; e++)
-			v[e] = __fmul_rn(e4m3_to_float((w >> (8 * e)) & 0xff), scale);
 	} else {
 #pragma unroll
 		for (int e = 0; e < W; e++)
-			v[e] = __fmul_rn(e4m3_to_float(x[e]), scale);
+			o[e] = v[e];
+	}
+	if (W > 1) {
+		vec<D, W> out;
+#pragma unroll
+		for (int e = 0; e < W; e++)
+			out.v[e] = from_float(D{}, o[e]);
+		*(vec<D, W> *)dst = out;
+	} else {
+		*dst = from_float(D{}, o[0]);
 	}
 }
 
 /* Injection from an fp8 store: the grid and token setup of inject_kernel;
- * each thread takes W consecutive dims of one (layer, K|V, head) row: loads
- * W codes (and for NeoX keys the partner's W), dequantizes them in registers,
- * rotates keys with the CPU's arithmetic and stores W elements of D. */
-template <typename D, int W>
+ * each thread takes W consecutive dims of one (layer, K|V, head) row.
+ *
+ * STAGED (W = 8, rows of 16-byte multiples, every pointer 16-aligned): the
+ * block first copies its layers' code rows (a token's H heads are one
+ * contiguous row per layer) and their scales into shared memory with
+ * cp.async, every byte in flight at once, then dequantizes from there;
+ * otherwise each thread loads its codes and scale from global memory. */
+template <typename D, int W, bool STAGED>
 __global__ void __launch_bounds__(INFS_K_INJECT_THREADS)
 inject_fp8_kernel(const infs_k_inject_params p, uint32_t layers_per_block)
 {
 	using DB = typename D::bits;
+	extern __shared__ __align__(16) unsigned char stage_raw[];
 	__shared__ token_info<uint8_t> ti;
 	uint32_t n_facts = p.n_facts;
 	if (p.dev_counts) {
@@ -282,53 +324,63 @@ inject_fp8_kernel(const infs_k_inject_params p, uint32_t layers_per_block)
 	}
 	token_setup(ti, p, n_facts, blockIdx.x);
 
-	const uint32_t H = p.n_heads, Dm = p.head_dim, nv = Dm / W;
+	const uint32_t H = p.n_heads, Dm = p.head_dim, nv = Dm / W, row = H * Dm;
 	const uint32_t per_kv = H * nv, per_layer = 2 * per_kv;
 	const uint32_t l0 = blockIdx.y * layers_per_block;
 	const uint32_t l1 = min(l0 + layers_per_block, p.n_layers);
-	const size_t T = ti.fact_tokens, codes = (size_t)p.n_layers * T * H * Dm;
+	const size_t T = ti.fact_tokens, codes = (size_t)p.n_layers * T * row;
 	const uint32_t n_pairs = p.rotary_dim / 2;
 	const bool neox = p.style == 0;
-	const uint32_t n = (l1 - l0) * per_layer;
-	for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-		const uint32_t l = l0 + i / per_layer, r = i % per_layer;
+	/* the stage: codes [layer - l0][K|V][head][dim], then scales
+	 * [layer - l0][K|V][head] */
+	uint8_t *stage = stage_raw;
+	float *stage_scale = (float *)(stage_raw + (size_t)(l1 - l0) * 2 * row);
+
+	if (STAGED) {
+		const uint32_t chunks = row / 16, per = 2 * (chunks + H);
+		for (uint32_t i = threadIdx.x; i < (l1 - l0) * per; i += blockDim.x) {
+			const uint32_t ll = i / per, j = i % per, l = l0 + ll;
+			const size_t at = ((size_t)l * T + ti.tok) * H; /* the row's first (token, head) */
+			if (j < 2 * chunks) {
+				const uint32_t kv = j / chunks, c = j % chunks;
+				cp_async<16>(stage + ((size_t)ll * 2 + kv) * row + 16 * c,
+				             (kv ? ti.src_v : ti.src_k) + at * Dm + 16 * c);
+			} else {
+				const uint32_t kv = (j - 2 * chunks) / H, h = (j - 2 * chunks) % H;
+				cp_async<4>(stage_scale + ((size_t)ll * 2 + kv) * H + h,
+				            (const float *)((kv ? ti.src_v : ti.src_k) + codes) + at + h);
+			}
+		}
+		cp_async_wait_all();
+		__syncthreads();
+	}
+
+	/* thread (rx, ly): vectors rx, rx + nx, ... of layers l0 + ly, l0 + ly +
+	 * ny, ...: the index arithmetic once per vector */
+	const uint32_t nx = min(per_layer, (uint32_t)blockDim.x), ny = blockDim.x / nx;
+	const uint32_t rx = threadIdx.x % nx, ly = threadIdx.x / nx;
+	if (ly >= ny)
+		return;
+	for (uint32_t r = rx; r < per_layer; r += nx) {
 		const uint32_t kv = r / per_kv, h = (r % per_kv) / nv, d = (r % nv) * W;
 		const uint8_t *src = kv ? ti.src_v : ti.src_k;
-		const size_t row = ((size_t)l * T + ti.tok) * H + h;
-		const float scale = ((const float *)(src + codes))[row];
-		const uint8_t *x = src + row * Dm + d;
-		float v[W], o[W];
-		load_e4m3<W>(v, x, scale);
-		if (!kv && d < p.rotary_dim) {
-			float w[W];
-			if (neox)
-				load_e4m3<W>(w, x + (d < n_pairs ? (int64_t)n_pairs : -(int64_t)n_pairs), scale);
-			else if (W == 1)
-				load_e4m3<1>(w, x + ((int64_t)(d ^ 1) - d), scale);
-#pragma unroll
-			for (int e = 0; e < W; e++) {
-				const uint32_t de = d + e;
-				const bool first = neox ? de < n_pairs : !(de & 1);
-				const uint32_t pi = neox ? (de < n_pairs ? de : de - n_pairs) : de / 2;
-				const float y = neox || W == 1 ? w[e] : v[e ^ 1];
-				const float c = ti.cs[pi], s = ti.sn[pi];
-				o[e] = first ? __fsub_rn(__fmul_rn(v[e], c), __fmul_rn(y, s))
-				             : __fadd_rn(__fmul_rn(v[e], c), __fmul_rn(y, s));
+		const int64_t poff = neox ? (d < n_pairs ? (int64_t)n_pairs : -(int64_t)n_pairs) : (int64_t)(d ^ 1) - d;
+		void *const *dst_layers = kv ? p.dst_v : p.dst_k;
+		const int64_t doff = ti.dst_off + h * p.stride_head + d * p.stride_dim;
+		const bool rot = !kv && d < p.rotary_dim;
+		for (uint32_t l = l0 + ly; l < l1; l += ny) {
+			const uint8_t *x;
+			float scale;
+			if (STAGED) {
+				const size_t at = ((size_t)(l - l0) * 2 + kv) * H + h;
+				x = stage + at * Dm + d;
+				scale = stage_scale[at];
+			} else {
+				const size_t at = ((size_t)l * T + ti.tok) * H + h;
+				x = src + at * Dm + d;
+				scale = ((const float *)(src + codes))[at];
 			}
-		} else {
-#pragma unroll
-			for (int e = 0; e < W; e++)
-				o[e] = v[e];
-		}
-		DB *dst = (DB *)(kv ? p.dst_v : p.dst_k)[l] + ti.dst_off + h * p.stride_head + d * p.stride_dim;
-		if (W > 1) {
-			vec<D, W> out;
-#pragma unroll
-			for (int e = 0; e < W; e++)
-				out.v[e] = from_float(D{}, o[e]);
-			*(vec<D, W> *)dst = out;
-		} else {
-			*dst = from_float(D{}, o[0]);
+			fp8_finish<D, W>((DB *)dst_layers[l] + doff, x, poff, scale, rot, neox, d, n_pairs, ti.cs, ti.sn);
 		}
 	}
 }

@@ -35,6 +35,77 @@ static unsigned ring_next[MAX_DEVICES];
 
 static const char fn[] = "infs_inject_into_blocks";
 
+/* Room for the uploads of a call comes from a pool of the library's own
+ * per device, which keeps up to SCRATCH_KEEP bytes between calls: the
+ * device's default pool gives its memory back at every synchronization,
+ * and mapping it again costs more than the copies of a call. */
+#define SCRATCH_KEEP ((uint64_t)1 << 30)
+static cudaMemPool_t scratch_pools[MAX_DEVICES];
+
+static int scratch_alloc(char **out, size_t bytes, int dev, cudaStream_t stream)
+{
+	cudaError_t err = cudaSuccess;
+	pthread_mutex_lock(&ring_lock);
+	if (!scratch_pools[dev]) {
+		struct cudaMemPoolProps props = { 0 };
+		props.allocType = cudaMemAllocationTypePinned;
+		props.location.type = cudaMemLocationTypeDevice;
+		props.location.id = dev;
+		cudaMemPool_t pool;
+		uint64_t keep = SCRATCH_KEEP;
+		err = cudaMemPoolCreate(&pool, &props);
+		if (err == cudaSuccess && (err = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep)))
+			cudaMemPoolDestroy(pool);
+		if (err == cudaSuccess)
+			scratch_pools[dev] = pool;
+	}
+	pthread_mutex_unlock(&ring_lock);
+	if (err == cudaSuccess)
+		err = cudaMallocFromPoolAsync((void **)out, bytes, scratch_pools[dev], stream);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "allocating room to upload records without a device copy");
+	return INFS_OK;
+}
+
+/* A record of the call in pinned memory: its chunk of the pinned pool. */
+typedef struct pinned_src {
+	const char *host;
+	size_t bytes, f;
+	uint32_t chunk;
+} pinned_src;
+
+static int by_address(const void *a, const void *b)
+{
+	const char *x = ((const pinned_src *)a)->host, *y = ((const pinned_src *)b)->host;
+	return (x > y) - (x < y);
+}
+
+/* The call's records in pinned memory go first into scratch, in address
+ * order, so that records that lie next to each other in a chunk of the
+ * pinned pool (a namespace's facts are stored together) go up in one copy:
+ * the copy engine's cost per copy is that of a fact's bytes. Chunks are
+ * allocations of their own, which one copy must not span even where they
+ * happen to touch. off[f] receives each one's place in scratch; returns the
+ * bytes used. */
+static size_t upload_pinned(cudaError_t *err, char *scratch, size_t *off, pinned_src *ps, size_t n,
+                            cudaStream_t stream)
+{
+	qsort(ps, n, sizeof *ps, by_address);
+	size_t at = 0;
+	for (size_t i = 0; i < n && *err == cudaSuccess;) {
+		size_t j = i + 1, run = ps[i].bytes;
+		off[ps[i].f] = at;
+		for (; j < n && ps[j].chunk == ps[i].chunk && ps[j].host == ps[j - 1].host + ps[j - 1].bytes; j++) {
+			off[ps[j].f] = at + run;
+			run += ps[j].bytes;
+		}
+		*err = cudaMemcpyAsync(scratch + at, ps[i].host, run, cudaMemcpyHostToDevice, stream);
+		at += run;
+		i = j;
+	}
+	return at;
+}
+
 /* A slot of the device's ring with room for bytes, its last use finished.
  * Called with ring_lock held. */
 static int ring_take(ring_slot **out, int dev, size_t bytes)
@@ -88,62 +159,69 @@ int infs__inject_device(const infs__inject_plan *plan)
 	const size_t half_token = infs_geometry_kv_token_bytes(g);
 
 	const void **src = malloc(2 * nf * sizeof *src);
-	if (!src)
+	size_t *off = malloc(nf * sizeof *off);
+	pinned_src *ps = malloc(nf * sizeof *ps);
+	if (!src || !off || !ps) {
+		free(src), free(off), free(ps);
 		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
+	}
 	int prev, rc = infs__device_enter(&prev, l->device, fn);
 	if (rc) {
-		free(src);
+		free(src), free(off), free(ps);
 		return rc;
 	}
 	cudaError_t err = cudaSuccess;
 	/* Records off the device are uploaded, in stream order. */
-	size_t upload = 0;
+	size_t upload = 0, n_pinned = 0;
 	for (size_t f = 0; f < nf; f++) {
 		const infs__dev_rec *e = d ? infs__device_rec(d, plan->records[f].id) : NULL;
+		const size_t kv = 2 * (size_t)plan->records[f].n_tokens * half_token;
+		if (e && !e->kv && e->host)
+			ps[n_pinned++] = (pinned_src){ e->host, kv, f, e->hchunk };
 		if (!e || !e->kv)
-			upload += 2 * (size_t)plan->records[f].n_tokens * half_token;
+			upload += kv;
 	}
 	char *scratch = NULL;
-	if (upload)
-		err = cudaMallocAsync((void **)&scratch, upload, stream);
-	if (err != cudaSuccess) {
-		free(src);
+	if (upload && (rc = scratch_alloc(&scratch, upload, l->device, stream))) {
+		free(src), free(off), free(ps);
 		infs__device_restore(prev);
-		return infs__cuda_error(err, fn, "allocating room to upload records without a device copy");
+		return rc;
 	}
+	size_t up = upload_pinned(&err, scratch, off, ps, n_pinned, stream);
+	if (err != cudaSuccess)
+		rc = infs__cuda_error(err, fn, "uploading records from pinned memory");
 	infs__stager *st = NULL;
 	infs__kv_ns *touched = NULL, *queued = NULL;
-	size_t up = 0;
 	for (size_t f = 0; f < nf && rc == INFS_OK; f++) {
 		const infs__record *rec = &plan->records[f];
 		const infs__dev_rec *e = d ? infs__device_rec(d, rec->id) : NULL;
 		const size_t half = (size_t)rec->n_tokens * half_token;
 		if (e && e->kns != touched)
 			infs__kns_touch(d, touched = e->kns);
-		if (e && e->kv) {
-			src[f] = e->kv;
-			src[nf + f] = e->kv + half;
-			continue;
-		}
-		src[f] = scratch + up;
-		src[nf + f] = scratch + up + half;
-		if (e && e->host) {
-			err = cudaMemcpyAsync(scratch + up, e->host, 2 * half, cudaMemcpyHostToDevice, stream);
-		} else if (d) {
-			if (!st && !(st = infs__tier_stager_take(d, fn)))
-				rc = infs_error_last_code();
-			else if (!(rc = infs__stage_upload(st, scratch + up, rec->k, half, stream, fn)))
-				rc = infs__stage_upload(st, scratch + up + half, rec->v, half, stream, fn);
+		if (e && (e->kv || e->host)) { /* on the device, or uploaded above */
+			const char *kv = e->kv ? e->kv : scratch + off[f];
+			src[f] = kv;
+			src[nf + f] = kv + half;
 		} else {
-			err = cudaMemcpyAsync(scratch + up, rec->k, half, cudaMemcpyHostToDevice, stream);
-			if (err == cudaSuccess)
-				err = cudaMemcpyAsync(scratch + up + half, rec->v, half, cudaMemcpyHostToDevice, stream);
+			src[f] = scratch + up;
+			src[nf + f] = scratch + up + half;
+			if (d) {
+				if (!st && !(st = infs__tier_stager_take(d, fn)))
+					rc = infs_error_last_code();
+				else if (!(rc = infs__stage_upload(st, scratch + up, rec->k, half, stream, fn)))
+					rc = infs__stage_upload(st, scratch + up + half, rec->v, half, stream, fn);
+			} else {
+				err = cudaMemcpyAsync(scratch + up, rec->k, half, cudaMemcpyHostToDevice, stream);
+				if (err == cudaSuccess)
+					err = cudaMemcpyAsync(scratch + up + half, rec->v, half, cudaMemcpyHostToDevice,
+					                      stream);
+				if (err != cudaSuccess)
+					rc = infs__cuda_error(err, fn, "uploading a record without a device copy");
+			}
+			up += 2 * half;
 		}
-		if (err != cudaSuccess)
-			rc = infs__cuda_error(err, fn, "uploading a record without a device copy");
-		if (e && e->kns != queued && infs__tier_can_rise(d, queued = e->kns, 0))
+		if (e && !e->kv && e->kns != queued && infs__tier_can_rise(d, queued = e->kns, 0))
 			infs__tier_queue(d, e->kns->name, 0);
-		up += 2 * half;
 	}
 	if (st)
 		infs__tier_stager_give(d, st);
@@ -211,6 +289,8 @@ out:
 	pthread_mutex_unlock(&ring_lock);
 out_unlocked:
 	free(src);
+	free(off);
+	free(ps);
 	if (scratch) {
 		err = cudaFreeAsync(scratch, stream);
 		if (err != cudaSuccess && rc == INFS_OK)

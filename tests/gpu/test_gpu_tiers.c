@@ -262,7 +262,8 @@ static void from_each_tier(infs_dtype dtype)
 		scratch_path(pd, sizeof pd, "tier.infs");
 		scratch_path(pr, sizeof pr, "tier-ref.infs");
 		remove(pd), remove(pr);
-		const uint64_t budget = t == 0 ? 0 : 8 << 10, host_budget = t == 1 ? 4 << 20 : 0;
+		/* the pinned budget makes chunks of 64 KiB: the facts span three */
+		const uint64_t budget = t == 0 ? 0 : 8 << 10, host_budget = t == 1 ? 512 << 10 : 0;
 		infs_store *st[2] = { open_store(pd, &g, 0, budget, host_budget), open_store(pr, &g, -1, 0, 0) };
 		uint64_t ids[6];
 		for (int i = 0; i < 6; i++)
@@ -272,9 +273,9 @@ static void from_each_tier(infs_dtype dtype)
 		CHECK(tier_of(st[0], "u") == (infs_tier)t);
 		cache c;
 		cache_make(&c, st[0], &g);
-		const uint64_t pick[4] = { ids[4], ids[0], ids[5], ids[2] };
+		const uint64_t pick[6] = { ids[4], ids[0], ids[5], ids[2], ids[1], ids[3] };
 		for (int by_ids = 0; by_ids < 2; by_ids++) {
-			int status = inject_compare(&c, st[0], st[1], "u", pick, 4, by_ids);
+			int status = inject_compare(&c, st[0], st[1], "u", pick, 6, by_ids);
 			CHECK(status == (t == 2 && by_ids ? INFS_ENOTRESIDENT : INFS_OK));
 			printf("%s from the %s by %s ids: %s\n", dtype == INFS_DTYPE_BF16 ? "bf16" : "fp8", tiers[t],
 			       by_ids ? "device" : "host", status ? "INFS_ENOTRESIDENT" : "equal to the CPU's");
