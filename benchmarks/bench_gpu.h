@@ -47,6 +47,24 @@ static inline float time_us(void (*run)(void *, int), void *arg, int warmup, int
 	return m;
 }
 
+/* The output of a benchmark run as `bench [out.json]`: the file, or stdout;
+ * exits 77 (skipped) without a CUDA device and 1 when the file can't be
+ * opened. */
+static inline FILE *bench_out(int argc, char **argv)
+{
+	int n_dev = 0;
+	if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
+		fprintf(stderr, "no CUDA device\n");
+		exit(77);
+	}
+	FILE *out = argc > 1 ? fopen(argv[1], "w") : stdout;
+	if (!out) {
+		perror(argv[1]);
+		exit(1);
+	}
+	return out;
+}
+
 static inline void print_device(FILE *f)
 {
 	struct cudaDeviceProp prop;

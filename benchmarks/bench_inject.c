@@ -56,14 +56,7 @@ static void inject_run(void *arg, int rep)
 
 int main(int argc, char **argv)
 {
-	int n_dev = 0;
-	if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-		fprintf(stderr, "no CUDA device\n");
-		return 77;
-	}
-	FILE *out = argc > 1 ? fopen(argv[1], "w") : stdout;
-	if (!out)
-		return 1;
+	FILE *out = bench_out(argc, argv);
 	cudaStream_t stream;
 	CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 

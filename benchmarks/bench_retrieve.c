@@ -77,14 +77,7 @@ static void retrieve_run(void *arg, int rep)
 
 int main(int argc, char **argv)
 {
-	int n_dev = 0;
-	if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-		fprintf(stderr, "no CUDA device\n");
-		return 77;
-	}
-	FILE *out = argc > 1 ? fopen(argv[1], "w") : stdout;
-	if (!out)
-		return 1;
+	FILE *out = bench_out(argc, argv);
 	ctx c;
 	memset(&c, 0, sizeof c);
 	CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));

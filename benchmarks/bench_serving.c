@@ -414,14 +414,7 @@ static void bench_inject(FILE *out, const char *dir)
 
 int main(int argc, char **argv)
 {
-	int n_dev = 0;
-	if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-		fprintf(stderr, "no CUDA device\n");
-		return 77;
-	}
-	FILE *out = argc > 1 ? fopen(argv[1], "w") : stdout;
-	if (!out)
-		return 1;
+	FILE *out = bench_out(argc, argv);
 	float *q = malloc((size_t)MAX_Q * DIMS * sizeof *q);
 	for (int i = 0; i < MAX_Q; i++) { /* unit queries, as an embedder gives */
 		double ss = 0;

@@ -152,14 +152,7 @@ static infs_store *make_store(const char *path, infs_dtype dtype, uint64_t budge
 
 int main(int argc, char **argv)
 {
-	int n_dev = 0;
-	if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-		fprintf(stderr, "no CUDA device\n");
-		return 77;
-	}
-	FILE *out = argc > 1 ? fopen(argv[1], "w") : stdout;
-	if (!out)
-		return 1;
+	FILE *out = bench_out(argc, argv);
 	char dir[] = "/tmp/infs-bench-tiers-XXXXXX", path[64];
 	if (!mkdtemp(dir))
 		return 1;
