@@ -52,29 +52,19 @@ type InjectOptions struct {
 func (s *Store) Inject(ns string, ids []uint64, startPos uint32, blockTable []int32,
 	cache *KVLayout, opts *InjectOptions) (uint32, error) {
 	const op = "Store.Inject"
-	cns, err := cstring(op, "namespace", ns)
-	if err != nil {
-		return 0, err
-	}
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	cl, err := layoutToC(op, cache, &pin)
 	if err != nil {
 		return 0, err
 	}
-	c, err := s.acquire(op)
-	if err != nil {
-		return 0, err
-	}
-	defer s.release()
 	co := C.infs_inject_options{version: C.INFS_INJECT_OPTIONS_VERSION}
 	if opts != nil {
 		co.stream = opts.Stream
 	}
-
 	var next C.uint32_t
-	if err := check(func() C.int {
-		return C.infs_inject_into_blocks(&next, c, charp(cns),
+	if err := s.nsCall(op, ns, func(c *C.infs_store, cns *C.char) C.int {
+		return C.infs_inject_into_blocks(&next, c, cns,
 			(*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(ids))), C.size_t(len(ids)), C.uint32_t(startPos),
 			(*C.int32_t)(unsafe.Pointer(unsafe.SliceData(blockTable))), C.size_t(len(blockTable)), cl, &co)
 	}); err != nil {
