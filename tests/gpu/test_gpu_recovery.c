@@ -356,8 +356,10 @@ static void engine(const char *facts)
 	CHECK_OK(infs_engine_create(&e, m, &eo));
 	infs_store *st = model_store_create(m, INFS_DTYPE_BF16, infs_embedder_dim(emb), "gpu-recovery", "maya.infs",
 	                                    spath, sizeof spath);
-	if (!e || !st || n != N_FACTS)
-		CHECK_DONE();
+	if (!e || !st || n != N_FACTS) {
+		CHECK(0);
+		return;
+	}
 	uint64_t ids[N_FACTS];
 	encode_after_header(ids, st, "maya", e, m, emb, (const char *const *)rendered, (const char *const *)texts,
 	                    N_FACTS);
@@ -367,8 +369,10 @@ static void engine(const char *facts)
 	so.device = 0;
 	st = NULL;
 	CHECK_OK(infs_store_open(&st, spath, &so));
-	if (!st)
-		CHECK_DONE();
+	if (!st) {
+		CHECK(0);
+		return;
+	}
 	CHECK_OK(infs_engine_prepare(e, st));
 
 	infs_answer *one[N_Q] = { 0 };
