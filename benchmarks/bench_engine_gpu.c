@@ -27,6 +27,11 @@
  * retrieval rows but no fact's KV and a pinned budget
  * that holds them all, the namespace prefetched there; full recompute of
  * the same prompt beside it ("host_tier").
+ *
+ * Before that, accuracy recovery on the device engine ("recovery"): TTFT
+ * at k = 10, 20, 50 of prefix recompute (2 tokens a chunk) and of prefix
+ * plus query-aware selection (15 % past layer 2, query weight 0.5), each
+ * beside full recompute of the same prompt.
  * Usage: bench_engine_gpu out.json (needs $INFS_CACHE's smollm2 GGUF and
  * minilm). White-box: the random model and its borrowed tokenizer. */
 #include <math.h>
@@ -277,6 +282,56 @@ int main(int argc, char **argv)
 	        pt_f, wall[0][0], wall[1][0], wall[0][1], wall[1][1]);
 	fprintf(stderr, "%d requests at k = 50, %d-token answers: %.1f req/s injected, %.1f full (%.2fx); prefill phase "
 	        "%.0f vs %.0f positions/s (%.1fx)\n", BATCH, ANSWER, rps_i, rps_f, rps_i / rps_f, pt_i, pt_f, pt_i / pt_f);
+
+	/* Accuracy recovery on the device engine at k = 10, 20, 50: each mode's
+	 * TTFT (its recompute counted in the prefill) against full recompute
+	 * of the same prompt. */
+	static const struct {
+		const char *name;
+		uint32_t prefix;
+		float ratio, weight;
+		uint32_t check_layer;
+	} modes[] = { { "prefix", 2, 0.0f, 0.0f, 0 }, { "prefix+query", 2, 0.15f, 0.5f, 2 } };
+	static const uint32_t rks[] = { 10, 20, 50 };
+	fprintf(out, "  \"recovery\": [\n");
+	for (size_t mi = 0; mi < sizeof modes / sizeof *modes; mi++)
+		for (size_t ki = 0; ki < sizeof rks / sizeof *rks; ki++) {
+			double rt[2][RUNS], rf[RUNS];
+			uint32_t n_rec = 0, n_of = 0;
+			for (int r = -WARMUP; r < RUNS; r++) {
+				question(q, sizeof q, qi++);
+				infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
+				ao.generate.max_tokens = 1;
+				ao.k = rks[ki];
+				ao.prefix_tokens = modes[mi].prefix;
+				ao.recompute_ratio = modes[mi].ratio;
+				ao.query_weight = modes[mi].weight;
+				ao.check_layer = modes[mi].check_layer;
+				infs_answer *a = NULL, *f = NULL;
+				ok(infs_engine_ask(&a, e, st, emb, "user", q, &ao), modes[mi].name);
+				ao.prefix_tokens = 0, ao.recompute_ratio = 0, ao.query_weight = 0, ao.check_layer = 0;
+				ao.full_recompute = 1;
+				ao.fact_ids = a->fact_ids, ao.n_fact_ids = a->n_facts;
+				ok(infs_engine_ask(&f, e, st, emb, "user", q, &ao), "full recompute");
+				if (r >= 0) {
+					rt[0][r] = a->ttft_ms, rt[1][r] = a->prefill_ms;
+					rf[r] = a->embed_ms + a->retrieve_ms + f->inject_ms + f->prefill_ms;
+					n_rec = a->n_recomputed, n_of = a->n_recomputable;
+				}
+				infs_answer_free(a);
+				infs_answer_free(f);
+			}
+			const double tt = median_d(rt[0], RUNS), tp = median_d(rt[1], RUNS), tf = median_d(rf, RUNS);
+			const int last = mi + 1 == sizeof modes / sizeof *modes && ki + 1 == sizeof rks / sizeof *rks;
+			fprintf(out, "   {\"mode\": \"%s\", \"k\": %u, \"prefix_tokens\": %u, \"recompute_ratio\": %.2f, "
+			             "\"check_layer\": %u, \"query_weight\": %.2f, \"recomputed\": %u, \"recomputable\": %u, "
+			             "\"ttft_ms\": %.3f, \"prefill_ms\": %.3f, \"ttft_full_ms\": %.3f, \"speedup_vs_full\": %.2f}%s\n",
+			        modes[mi].name, rks[ki], modes[mi].prefix, (double)modes[mi].ratio, modes[mi].check_layer,
+			        (double)modes[mi].weight, n_rec, n_of, tt, tp, tf, tf / tt, last ? "" : ",");
+			fprintf(stderr, "recovery %s k %u: TTFT %.2f ms (prefill and recompute %.2f; %u of %u recomputed), "
+			        "full %.2f ms: %.1fx\n", modes[mi].name, rks[ki], tt, tp, n_rec, n_of, tf, tf / tt);
+		}
+	fprintf(out, "  ],\n");
 
 	/* The facts on the pinned tier: 4 MiB of device budget holds the
 	 * rows (1,000 of 384 dimensions, 2.3 MB), not one fact's 3 MiB of KV

@@ -60,6 +60,8 @@ __device__ key_range keys_of(const infs_k_attn_params &p, const seq_span &sp, in
 		n_lo = win_lo - (int64_t)sp.n_past > 0 ? win_lo - sp.n_past : 0;
 		n_hi = qmax + 1 - (int64_t)sp.n_past < len ? qmax + 1 - (int64_t)sp.n_past : len;
 	}
+	if (p.in_place) /* the new tokens are in the cache already */
+		n_lo = n_hi = 0;
 	if (c_hi < c_lo)
 		c_hi = c_lo;
 	if (n_hi < n_lo)

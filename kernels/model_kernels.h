@@ -88,7 +88,10 @@ cudaError_t infs_k_swiglu(uint16_t *out, const float *gu, uint32_t n, uint32_t f
  * V of layer pre_layer of pre_layers, in pre_dtype (INFS_K_*): each
  * sequence's [pre_layers][its tokens][n_kv_heads][head_dim] from element
  * starts[s] * pre_layers * n_kv_heads * head_dim. A token outside every sequence gets
- * NaN q, k and v. */
+ * NaN q, k and v. With dev set (accuracy recovery), dev[i * n_kv_heads + h]
+ * is the squared distance of token i's new rotated K of head h from the K
+ * the cache held at its position before it is written (NaN when the
+ * position has no valid block). */
 typedef struct infs_k_qkv_params {
 	const float *qkv;
 	const float *bias;
@@ -106,6 +109,7 @@ typedef struct infs_k_qkv_params {
 	void *k_pre, *v_pre;
 	int pre_dtype;
 	uint32_t pre_layer, pre_layers;
+	float *dev;
 } infs_k_qkv_params;
 
 cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream);
@@ -121,7 +125,9 @@ cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream);
  * partial results (part_o f32 [n_splits][n][n_heads][head_dim], part_ml
  * [n_splits][n][n_heads][2]) a second kernel merges. A token whose own
  * position (when write_cache) or a visible cache position has no valid
- * block gets NaN. */
+ * block gets NaN. With in_place (accuracy recovery) the new tokens' own
+ * positions lie below n_past and already hold their K and V (written by
+ * infs_k_qkv): each token attends to the cache alone. */
 typedef struct infs_k_attn_params {
 	uint16_t *out;
 	const float *q;
@@ -133,12 +139,35 @@ typedef struct infs_k_attn_params {
 	int write_cache;
 	uint32_t n_splits;
 	float *part_o, *part_ml;
+	int in_place;
 } infs_k_attn_params;
 
 /* Query rows one attention block takes. */
 #define INFS_K_ATTN_ROWS 64u
 
 cudaError_t infs_k_attention(const infs_k_attn_params *p, cudaStream_t stream);
+
+/* Accuracy recovery's question mass (kernels/model_recompute.cu): rows
+ * [0, n_rows) are the recomputed tokens, rows [n_rows, n_rows + n_query)
+ * the question's, each at positions[row], their rotated queries q (f32
+ * [row][n_heads][head_dim]) and the cache's K (already written at every
+ * row's position) those of one layer. mass[i] = the softmax probability
+ * (scores q.k * scale over cache positions [0, n_ctx) at or below the
+ * question token's, within sliding_window) that the question's tokens give
+ * row i's position, summed over question tokens and heads, in double.
+ * norm: n_query * n_heads * 2 doubles of scratch (each softmax's max and
+ * sum). A position without a valid block gives NaN. */
+typedef struct infs_k_mass_params {
+	double *mass, *norm;
+	const float *q;
+	const int32_t *positions;
+	uint32_t n_rows, n_query, n_ctx;
+	uint32_t n_heads, n_kv_heads, head_dim, sliding_window;
+	float scale;
+	infs_k_cache_layer cache;
+} infs_k_mass_params;
+
+cudaError_t infs_k_query_mass(const infs_k_mass_params *p, cudaStream_t stream);
 
 /* dst[0..n) = bf16 values of mean 0 and deviation std, a hash of (seed, i)
  * (near normal: a sum of four uniforms): a benchmark model's weights. */

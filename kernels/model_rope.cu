@@ -80,6 +80,18 @@ template <typename D> __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(c
 			uint16_t *dst = (kind == 1 ? p.k : p.v) + ((size_t)i * nkv + head) * hd;
 			for (uint32_t e = lane; e < hd; e += 32)
 				dst[e] = from_float(bf16{}, lost ? NAN : h[e]);
+			if (kind == 1 && p.dev) { /* each lane reads its elements before it writes them */
+				const int64_t at = lost ? -1 : cache_offset(p.cache, sp.index, pos, head);
+				const typename D::bits *old = (const typename D::bits *)p.cache.k + (at < 0 ? 0 : at);
+				double ss = 0;
+				for (uint32_t e = lane; at >= 0 && e < hd; e += 32) {
+					const double t = (double)h[e] - to_float(D{}, old[e * p.cache.stride_dim]);
+					ss += t * t;
+				}
+				ss = warp_sum(ss);
+				if (lane == 0)
+					p.dev[(size_t)i * nkv + head] = at < 0 ? NAN : (float)ss;
+			}
 			/* A bad block: the attention kernel turns this token's output into NaN. */
 			const int64_t off = p.write_cache && !lost ? cache_offset(p.cache, sp.index, pos, head) : -1;
 			typename D::bits *c = (typename D::bits *)(kind == 1 ? p.cache.k : p.cache.v) + (off < 0 ? 0 : off);

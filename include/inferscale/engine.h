@@ -134,7 +134,9 @@ typedef struct infs_ask_options {
 	 * facts' and footer's tokens run again in place through layers
 	 * 0..check_layer, their new K/V written over the injected ones; there
 	 * the share recompute_ratio of them whose keys deviate most from the
-	 * injected ones go on through the later layers. */
+	 * injected ones go on through the later layers. A device engine runs it
+	 * on the device (the rows and the question within the model's
+	 * device_max_tokens, else INFS_ERANGE). */
 	float recompute_ratio;    /* 0: plain injection; 1: the whole prompt prefilled, as
 	                             full_recompute */
 	uint32_t check_layer;     /* below the model's layer count */

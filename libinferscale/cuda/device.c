@@ -614,6 +614,7 @@ static const infs__device_backend cuda_backend = { device_attach, infs__retrieve
 	                                                infs__inject_on_device,
 	                                                infs__device_model_upload, infs__device_model_random,
 	                                                infs__device_model_release, infs__device_model_forward,
+	                                                infs__device_model_recompute,
 	                                                infs__device_model_encode,
 	                                                infs__device_bert_upload,
 	                                                infs__device_bert_release,

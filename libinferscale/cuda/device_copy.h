@@ -239,6 +239,9 @@ int infs__device_model_upload(struct infs_model *m, int device, uint64_t budget,
 int infs__device_model_random(struct infs_model *m, int device, uint32_t max_tokens, uint64_t seed);
 void infs__device_model_release(struct infs_model *m);
 int infs__device_model_forward(const struct infs_model *m, const struct infs__device_forward *a);
+/* Accuracy recovery on the device (device_recompute.c). */
+struct infs__recompute_args;
+int infs__device_model_recompute(const struct infs_model *m, const struct infs__recompute_args *a, void *stream);
 
 /* Fact encoding (device_encode.c): model_encode is begin, run, end; the
  * GPU benchmark times run alone. begin allocates, on the model's device,

@@ -40,6 +40,7 @@ struct infs__dengine {
 	int32_t *d_in, *h_in;       /* tokens | starts | n_past | tables */
 	float *d_logits, *h_logits; /* max_seqs rows */
 	int32_t *d_argmax, *h_argmax;
+	int32_t *d_table;           /* a sequence's blocks, for recovery */
 	size_t in_elems;
 	shape graphs[MAX_GRAPHS];
 	uint32_t n_graphs;
@@ -60,6 +61,7 @@ static void dclose(infs__dengine *d)
 		cudaFree(d->d_in);
 		cudaFree(d->d_logits);
 		cudaFree(d->d_argmax);
+		cudaFree(d->d_table);
 		cudaFreeHost(d->h_in);
 		cudaFreeHost(d->h_logits);
 		cudaFreeHost(d->h_argmax);
@@ -108,6 +110,8 @@ static int dopen(infs__dengine **out, const infs__dengine_config *cfg)
 		err = cudaMalloc((void **)&d->d_logits, logit_bytes);
 	if (err == cudaSuccess)
 		err = cudaMalloc((void **)&d->d_argmax, cfg->max_seqs * sizeof(int32_t));
+	if (err == cudaSuccess)
+		err = cudaMalloc((void **)&d->d_table, cfg->seq_blocks * sizeof(int32_t));
 	if (err == cudaSuccess)
 		err = cudaHostAlloc((void **)&d->h_in, d->in_elems * sizeof(int32_t), cudaHostAllocDefault);
 	if (err == cudaSuccess)
@@ -284,4 +288,23 @@ static int dsync(infs__dengine *d)
 	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "waiting for its stream");
 }
 
-const infs__dengine_ops infs__dengine_cuda = { dopen, dclose, dcache, dstream, dmax_tokens, dstep, dsync };
+static int drecompute(infs__dengine *d, const infs__recompute_args *a, const int32_t *table, uint32_t n_past)
+{
+	const infs__dengine_config *c = &d->cfg;
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc)
+		return rc;
+	cudaError_t err = cudaMemcpyAsync(d->d_table, table, c->seq_blocks * sizeof *table, cudaMemcpyHostToDevice,
+	                                  d->stream);
+	infs__device_restore(prev);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "copying a block table");
+	infs__paged_kv past = { &d->layout, d->d_table, c->seq_blocks, n_past, 1 };
+	infs__recompute_args ra = *a;
+	ra.past = &past;
+	ra.pool = NULL;
+	return infs__recompute_device(c->model, &ra, d->stream);
+}
+
+const infs__dengine_ops infs__dengine_cuda = { dopen, dclose, dcache, dstream, dmax_tokens, dstep, dsync,
+	                                       drecompute };

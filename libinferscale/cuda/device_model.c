@@ -14,6 +14,7 @@
 #include "cuda/carve.h"
 #include "cuda/device.h"
 #include "cuda/device_copy.h"
+#include "cuda/device_model.h"
 #include "model/forward.h"
 #include "model_kernels.h"
 #include "util/dtype.h"
@@ -23,28 +24,6 @@
 #define STAGE_ELEMS (4u << 20)     /* f32 -> bf16 conversion, 8 MiB at a time */
 #define MAX_SPLITS 32u             /* key ranges one attention row may be split into */
 
-typedef struct dev_layer {
-	float *attn_norm, *ffn_norm, *bqkv, *bo, *q_norm, *k_norm; /* f32, NULL when absent */
-	uint16_t *wqkv, *wo, *wgu, *wdown;                          /* bf16 [out][in] */
-} dev_layer;
-
-struct infs__model_dev {
-	int device;
-	cublasHandle_t blas;
-	char *arena;                /* weights, then the workspace */
-	uint64_t bytes;
-	dev_layer *layers;
-	uint16_t *emb, *output;     /* output == emb when tied */
-	float *out_norm, *inv_freq;
-	/* workspace for max_tokens tokens */
-	float *x, *qkv, *q, *gu;
-	uint16_t *xb, *k, *v, *att, *act;
-	float *part_o, *part_ml;    /* split attention's partial results */
-	uint32_t part_tokens;       /* tokens x splits they hold */
-	uint32_t n_sm;
-	void *blas_ws;
-};
-
 /* Lays every buffer out in c (counting only when c->base is NULL). */
 static void layout(struct infs__model_dev *d, const infs_model *m, infs__carve *c, uint32_t T)
 {
@@ -52,7 +31,7 @@ static void layout(struct infs__model_dev *d, const infs_model *m, infs__carve *
 	const uint64_t D = g->n_embd, hd = g->head_dim, qd = g->n_heads * hd, kvd = g->n_kv_heads * hd;
 	const uint64_t qkv = qd + 2 * kvd, ff = g->n_ff, V = g->n_vocab;
 	for (uint32_t l = 0; l < g->n_layers; l++) {
-		dev_layer *L = &d->layers[l];
+		infs__dev_layer *L = &d->layers[l];
 		L->attn_norm = infs__carve_take(c, D * 4);
 		L->ffn_norm = infs__carve_take(c, D * 4);
 		L->bqkv = g->bias_qkv ? infs__carve_take(c, qkv * 4) : NULL;
@@ -75,11 +54,15 @@ static void layout(struct infs__model_dev *d, const infs_model *m, infs__carve *
 	d->k = infs__carve_take(c, T * kvd * 2);
 	d->v = infs__carve_take(c, T * kvd * 2);
 	d->att = infs__carve_take(c, T * qd * 2);
-	d->gu = infs__carve_take(c, T * 2 * ff * 4);
+	d->gu = infs__carve_take(c, T * (2 * ff > D ? 2 * ff : D) * 4);
 	d->act = infs__carve_take(c, T * ff * 2);
 	d->part_tokens = MAX_SPLITS * (T < 128 ? T : 128);
 	d->part_o = infs__carve_take(c, (uint64_t)d->part_tokens * qd * 4);
 	d->part_ml = infs__carve_take(c, (uint64_t)d->part_tokens * g->n_heads * 2 * 4);
+	d->rc_in = infs__carve_take(c, 3 * T * 4);
+	d->rc_dev = infs__carve_take(c, T * g->n_kv_heads * 4);
+	d->rc_mass = infs__carve_take(c, T * 8);
+	d->rc_norm = infs__carve_take(c, T * g->n_heads * 2 * 8);
 	d->blas_ws = infs__carve_take(c, BLAS_WORKSPACE);
 }
 
@@ -109,7 +92,7 @@ static int upload_all(struct infs__model_dev *d, const infs_model *m)
 		return infs__error(INFS_ENOMEM, "%s: out of memory", load_fn);
 	int rc = INFS_OK;
 	for (uint32_t l = 0; !rc && l < g->n_layers; l++) {
-		const dev_layer *L = &d->layers[l];
+		const infs__dev_layer *L = &d->layers[l];
 		const infs__layer *H = &m->layers[l];
 		if (!rc)
 			rc = upload(L->attn_norm, H->attn_norm, D, 0, stage);
@@ -169,7 +152,7 @@ static int randomize(struct infs__model_dev *d, const infs_model *m, uint64_t se
 	cudaError_t err = cudaSuccess;
 	uint64_t t = seed * 0x100000001b3ull; /* one seed per matrix */
 	for (uint32_t l = 0; err == cudaSuccess && l < g->n_layers; l++) {
-		const dev_layer *L = &d->layers[l];
+		const infs__dev_layer *L = &d->layers[l];
 		err = infs_k_fill_f32(L->attn_norm, D, 1.0f, 0);
 		if (err == cudaSuccess)
 			err = infs_k_fill_f32(L->ffn_norm, D, 1.0f, 0);
@@ -234,7 +217,7 @@ static int create(infs_model *m, int device, uint64_t budget, uint32_t max_token
 		return infs__error(INFS_EUNSUPPORTED, "%s: %u query heads per KV head: the device kernels take at most %u",
 		                   load_fn, g->n_heads / g->n_kv_heads, INFS_K_ATTN_ROWS);
 	struct infs__model_dev *d = calloc(1, sizeof *d);
-	dev_layer *layers = d ? calloc(g->n_layers, sizeof *layers) : NULL;
+	infs__dev_layer *layers = d ? calloc(g->n_layers, sizeof *layers) : NULL;
 	if (!layers) {
 		free(d);
 		return infs__error(INFS_ENOMEM, "%s: out of memory", load_fn);
@@ -299,16 +282,20 @@ int infs__device_model_random(infs_model *m, int device, uint32_t max_tokens, ui
 
 static const char fwd_fn[] = "infs_model_forward_device";
 
-/* Refuses p unless it points into memory of the model's device. */
-static int check_ptr(const void *p, int device, const char *what)
+int infs__device_check_ptr(const void *p, int device, const char *fn, const char *what)
 {
 	struct cudaPointerAttributes at;
 	cudaError_t err = cudaPointerGetAttributes(&at, p);
 	if (err != cudaSuccess)
-		return infs__cuda_error(err, fwd_fn, "reading a pointer's attributes");
+		return infs__cuda_error(err, fn, "reading a pointer's attributes");
 	if ((at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged) || at.device != device)
-		return infs__error(INFS_EINVAL, "%s: %s is not memory of device %d", fwd_fn, what, device);
+		return infs__error(INFS_EINVAL, "%s: %s is not memory of device %d", fn, what, device);
 	return INFS_OK;
+}
+
+static int check_ptr(const void *p, int device, const char *what)
+{
+	return infs__device_check_ptr(p, device, fwd_fn, what);
 }
 
 /* y[n][out] (+)= x[n][in] W[out][in]^T: bf16 in, f32 accumulate and out. */
@@ -323,8 +310,8 @@ static cublasStatus_t gemm(cublasHandle_t h, float *y, const uint16_t *x, const 
 /* Into how many blocks each attention row's keys are split: enough blocks
  * for two waves over the device, at least two key tiles per block, within
  * the partial results' workspace. */
-static uint32_t attn_splits(const struct infs__model_dev *d, const infs__model_config *g, uint32_t n_tokens,
-                            uint32_t n_seqs, uint64_t max_keys)
+uint32_t infs__device_attn_splits(const struct infs__model_dev *d, const infs__model_config *g, uint32_t n_tokens,
+                                  uint32_t n_seqs, uint64_t max_keys)
 {
 	const uint64_t per_tile = INFS_K_ATTN_ROWS / (g->n_heads / g->n_kv_heads);
 	const uint64_t blocks = ((n_tokens + per_tile - 1) / per_tile + n_seqs) * g->n_kv_heads;
@@ -370,85 +357,115 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 		return rc;
 	}
 	const cudaStream_t s = (cudaStream_t)a->stream;
-	const uint32_t n = a->n_tokens, D = g->n_embd, hd = g->head_dim, ff = g->n_ff;
-	const uint32_t qd = g->n_heads * hd, kvd = g->n_kv_heads * hd, qkv = qd + 2 * kvd;
-	infs_k_cache_layer cl = {
-		.blocks = a->block_table, .n_table = a->block_table_len, .table_stride = a->table_stride,
-		.n_blocks = kl->n_blocks, .block_size = kl->block_size, .stride_block = kl->stride_block,
-		.stride_slot = kl->stride_slot, .stride_head = kl->stride_head, .stride_dim = kl->stride_dim,
-		.dtype = (int)kl->dtype,
+	const uint32_t n = a->n_tokens, D = g->n_embd;
+	infs__dlayer la = {
+		.n = n, .kl = kl, .write_cache = !a->no_cache_write, .k_out = a->k_out, .v_out = a->v_out,
+		.out_dtype = (int)a->out_dtype, .stream = s,
+		.cache = {
+			.blocks = a->block_table, .n_table = a->block_table_len, .table_stride = a->table_stride,
+			.n_blocks = kl->n_blocks, .block_size = kl->block_size, .stride_block = kl->stride_block,
+			.stride_slot = kl->stride_slot, .stride_head = kl->stride_head, .stride_dim = kl->stride_dim,
+			.dtype = (int)kl->dtype,
+		},
+		.seqs = {
+			.n_seqs = a->n_seqs ? a->n_seqs : 1, .n_tokens = n, .starts = a->n_seqs ? a->seq_starts : NULL,
+			.n_past = a->n_seqs ? a->seq_n_past : NULL, .n_past0 = a->n_past, .positions = a->positions,
+		},
 	};
-	const infs_k_seqs seqs = {
-		.n_seqs = a->n_seqs ? a->n_seqs : 1, .n_tokens = n, .starts = a->n_seqs ? a->seq_starts : NULL,
-		.n_past = a->n_seqs ? a->seq_n_past : NULL, .n_past0 = a->n_past, .positions = a->positions,
-	};
+	const infs_k_seqs *seqs = &la.seqs;
 	const uint64_t max_keys = a->n_seqs ? a->max_context : (uint64_t)a->n_past + n;
-	const uint32_t splits = attn_splits(d, g, n, a->n_seqs, max_keys);
-	cublasStatus_t st = cublasSetStream(d->blas, s);
+	la.splits = infs__device_attn_splits(d, g, n, a->n_seqs, max_keys);
+	rc = infs__device_blas_stream(d, s, fwd_fn);
+	cudaError_t err = cudaSuccess;
+	if (!rc && (err = infs_k_embed(d->x, d->emb, a->tokens, n, D, g->n_vocab, s)) != cudaSuccess)
+		rc = infs__cuda_error(err, fwd_fn, "queueing the forward pass");
+	for (uint32_t l = 0; l < g->n_layers && !rc; l++)
+		rc = infs__device_layer(m, l, &la, fwd_fn);
+	/* The rows that get logits: every token, each sequence's last, or the
+	 * last token. */
+	uint32_t rows = 1;
+	if (!rc && a->logits) {
+		rows = a->all_logits ? n : seqs->n_seqs;
+		if (a->all_logits)
+			err = infs_k_rmsnorm(d->xb, d->x, d->out_norm, n, D, g->norm_eps, s);
+		else if (a->n_seqs)
+			err = infs_k_rmsnorm_last(d->xb, d->x, d->out_norm, seqs, D, g->norm_eps, s);
+		else
+			err = infs_k_rmsnorm(d->xb, d->x + (size_t)(n - 1) * D, d->out_norm, 1, D, g->norm_eps, s);
+		if (err != cudaSuccess)
+			rc = infs__cuda_error(err, fwd_fn, "queueing the forward pass");
+	}
+	cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+	if (!rc && a->logits && (st = gemm(d->blas, a->logits, d->xb, d->output, rows, D, g->n_vocab, 0.0f)) !=
+	                                CUBLAS_STATUS_SUCCESS)
+		rc = infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fwd_fn, (int)st, cublasGetStatusString(st));
+	infs__device_restore(prev);
+	return rc;
+}
+
+int infs__device_blas_stream(const struct infs__model_dev *d, cudaStream_t stream, const char *fn)
+{
+	cublasStatus_t st = cublasSetStream(d->blas, stream);
 	/* cublasSetStream puts back cuBLAS's own workspace pool: the model's
 	 * again, so that a call (or its capture) allocates nothing */
 	if (st == CUBLAS_STATUS_SUCCESS)
 		st = cublasSetWorkspace(d->blas, d->blas_ws, BLAS_WORKSPACE);
-	cudaError_t err = infs_k_embed(d->x, d->emb, a->tokens, n, D, g->n_vocab, s);
-	for (uint32_t l = 0; l < g->n_layers && err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS; l++) {
-		const dev_layer *L = &d->layers[l];
-		cl.k = kl->k_layers[l];
-		cl.v = kl->v_layers[l];
-		err = infs_k_rmsnorm(d->xb, d->x, L->attn_norm, n, D, g->norm_eps, s);
-		if (err == cudaSuccess)
-			st = gemm(d->blas, d->qkv, d->xb, L->wqkv, n, D, qkv, 0.0f);
-		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS) {
-			infs_k_qkv_params qp = {
-				.qkv = d->qkv, .bias = L->bqkv, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = g->norm_eps,
-				.q = d->q, .k = d->k, .v = d->v, .seqs = seqs, .n_heads = g->n_heads,
-				.n_kv_heads = g->n_kv_heads, .head_dim = hd, .rotary_dim = 2 * m->rope.n_pairs,
-				.style = m->rope.style == INFS_ROPE_NEOX ? 0 : 1, .attn_scale = m->rope.attn_scale,
-				.inv_freq = d->inv_freq, .cache = cl, .write_cache = !a->no_cache_write,
-				.k_pre = a->k_out, .v_pre = a->v_out, .pre_dtype = (int)a->out_dtype, .pre_layer = l,
-				.pre_layers = g->n_layers,
-			};
-			err = infs_k_qkv(&qp, s);
-		}
-		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS) {
-			infs_k_attn_params ap = {
-				.out = d->att, .q = d->q, .k = d->k, .v = d->v, .seqs = seqs, .n_heads = g->n_heads,
-				.n_kv_heads = g->n_kv_heads, .head_dim = hd, .sliding_window = g->sliding_window,
-				.scale = 1.0f / sqrtf((float)hd), .cache = cl, .write_cache = !a->no_cache_write, .n_splits = splits,
-				.part_o = d->part_o, .part_ml = d->part_ml,
-			};
-			err = infs_k_attention(&ap, s);
-		}
-		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
-			st = gemm(d->blas, d->x, d->att, L->wo, n, qd, D, 1.0f); /* the residual: beta 1 */
-		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS && L->bo)
-			err = infs_k_add_bias(d->x, L->bo, n, D, s);
-		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
-			err = infs_k_rmsnorm(d->xb, d->x, L->ffn_norm, n, D, g->norm_eps, s);
-		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
-			st = gemm(d->blas, d->gu, d->xb, L->wgu, n, D, 2 * ff, 0.0f);
-		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
-			err = infs_k_swiglu(d->act, d->gu, n, ff, s);
-		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
-			st = gemm(d->blas, d->x, d->act, L->wdown, n, ff, D, 1.0f);
-	}
-	/* The rows that get logits: every token, each sequence's last, or the
-	 * last token. */
-	uint32_t rows = 1;
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS && a->logits) {
-		rows = a->all_logits ? n : seqs.n_seqs;
-		if (a->all_logits)
-			err = infs_k_rmsnorm(d->xb, d->x, d->out_norm, n, D, g->norm_eps, s);
-		else if (a->n_seqs)
-			err = infs_k_rmsnorm_last(d->xb, d->x, d->out_norm, &seqs, D, g->norm_eps, s);
-		else
-			err = infs_k_rmsnorm(d->xb, d->x + (size_t)(n - 1) * D, d->out_norm, 1, D, g->norm_eps, s);
-	}
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS && a->logits)
-		st = gemm(d->blas, a->logits, d->xb, d->output, rows, D, g->n_vocab, 0.0f);
-	infs__device_restore(prev);
-	if (err != cudaSuccess)
-		return infs__cuda_error(err, fwd_fn, "queueing the forward pass");
 	if (st != CUBLAS_STATUS_SUCCESS)
-		return infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fwd_fn, (int)st, cublasGetStatusString(st));
+		return infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fn, (int)st, cublasGetStatusString(st));
+	return INFS_OK;
+}
+
+int infs__device_layer(const infs_model *m, uint32_t l, const infs__dlayer *a, const char *fn)
+{
+	const struct infs__model_dev *d = m->dev;
+	const infs__model_config *g = &m->cfg;
+	const infs__dev_layer *L = &d->layers[l];
+	const cudaStream_t s = a->stream;
+	const uint32_t n = a->n, D = g->n_embd, hd = g->head_dim, ff = g->n_ff;
+	const uint32_t qd = g->n_heads * hd, kvd = g->n_kv_heads * hd, qkv = qd + 2 * kvd;
+	infs_k_cache_layer cl = a->cache;
+	cl.k = a->kl->k_layers[l];
+	cl.v = a->kl->v_layers[l];
+	cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+	cudaError_t err = infs_k_rmsnorm(d->xb, d->x, L->attn_norm, n, D, g->norm_eps, s);
+	if (err == cudaSuccess)
+		st = gemm(d->blas, d->qkv, d->xb, L->wqkv, n, D, qkv, 0.0f);
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS) {
+		infs_k_qkv_params qp = {
+			.qkv = d->qkv, .bias = L->bqkv, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = g->norm_eps,
+			.q = d->q, .k = d->k, .v = d->v, .seqs = a->seqs, .n_heads = g->n_heads,
+			.n_kv_heads = g->n_kv_heads, .head_dim = hd, .rotary_dim = 2 * m->rope.n_pairs,
+			.style = m->rope.style == INFS_ROPE_NEOX ? 0 : 1, .attn_scale = m->rope.attn_scale,
+			.inv_freq = d->inv_freq, .cache = cl, .write_cache = a->write_cache,
+			.k_pre = a->k_out, .v_pre = a->v_out, .pre_dtype = a->out_dtype, .pre_layer = l,
+			.pre_layers = g->n_layers, .dev = a->dev,
+		};
+		err = infs_k_qkv(&qp, s);
+	}
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS) {
+		infs_k_attn_params ap = {
+			.out = d->att, .q = d->q, .k = d->k, .v = d->v, .seqs = a->seqs, .n_heads = g->n_heads,
+			.n_kv_heads = g->n_kv_heads, .head_dim = hd, .sliding_window = g->sliding_window,
+			.scale = 1.0f / sqrtf((float)hd), .cache = cl, .write_cache = a->write_cache, .n_splits = a->splits,
+			.part_o = d->part_o, .part_ml = d->part_ml, .in_place = a->in_place,
+		};
+		err = infs_k_attention(&ap, s);
+	}
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+		st = gemm(d->blas, d->x, d->att, L->wo, n, qd, D, 1.0f); /* the residual: beta 1 */
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS && L->bo)
+		err = infs_k_add_bias(d->x, L->bo, n, D, s);
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+		err = infs_k_rmsnorm(d->xb, d->x, L->ffn_norm, n, D, g->norm_eps, s);
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+		st = gemm(d->blas, d->gu, d->xb, L->wgu, n, D, 2 * ff, 0.0f);
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+		err = infs_k_swiglu(d->act, d->gu, n, ff, s);
+	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+		st = gemm(d->blas, d->x, d->act, L->wdown, n, ff, D, 1.0f);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "queueing a layer");
+	if (st != CUBLAS_STATUS_SUCCESS)
+		return infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fn, (int)st, cublasGetStatusString(st));
 	return INFS_OK;
 }

@@ -451,9 +451,12 @@ int infs__fact_tokens(int32_t **out, uint32_t *n_out, uint32_t *lens, infs_store
  * only each chunk's first prefix_tokens run, through every layer; else all
  * run through the check layer, where the prefixes are kept and the
  * ratio's share (at least the prefixes) is filled by score. The question's
- * tokens qt[0..nq) help score with query_weight. */
-static int recover(infs_answer *a, infs_engine *e, infs_store *store, const char *ns, const uint64_t *order,
-                   size_t nh, const int32_t *qt, uint32_t nq, const infs_ask_options *o)
+ * tokens qt[0..nq) help score with query_weight. On a device engine the
+ * sequence's blocks are table (host memory), on the host the engine's
+ * cache. */
+int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char *ns, const uint64_t *order,
+                  size_t nh, const int32_t *qt, uint32_t nq, const infs_ask_options *o, uint32_t n_past,
+                  const int32_t *table)
 {
 	int32_t *ft = NULL, *tok = NULL, *pos = NULL;
 	uint8_t *forced = NULL;
@@ -466,11 +469,11 @@ static int recover(infs_answer *a, infs_engine *e, infs_store *store, const char
 	}
 	lens[nh] = e->prompt.n_footer;
 	const uint32_t first = e->prompt.n_header, n = nf + e->prompt.n_footer;
-	if (first + n != e->n_past) {
+	if (first + n != n_past) {
 		free(ft);
 		free(lens);
 		return infs__error(INFS_EFORMAT, "infs_engine_ask: the injected prompt holds %u positions, its tokens %u",
-		                   e->n_past, first + n);
+		                   n_past, first + n);
 	}
 	tok = malloc((n ? n : 1) * sizeof *tok);
 	pos = malloc((n ? n : 1) * sizeof *pos);
@@ -493,13 +496,16 @@ static int recover(infs_answer *a, infs_engine *e, infs_store *store, const char
 			}
 		uint32_t keep = (uint32_t)((double)o->recompute_ratio * n + 0.5);
 		keep = o->recompute_ratio > 0.0f ? (keep < n_forced ? n_forced : keep < n ? keep : n) : rows;
-		infs__paged_kv past = { &e->cache.layout, e->cache.table, e->cache.layout.n_blocks, e->n_past, 1 };
+		infs__paged_kv past = { &e->cache.layout, e->cache.table, e->cache.layout.n_blocks, n_past, 1 };
 		infs__recompute_args ra = { .tokens = tok, .positions = pos, .n_tokens = rows,
 			                    .check_layer = o->check_layer, .n_keep = keep,
 			                    .forced = o->recompute_ratio > 0.0f ? forced : NULL, .query = qt,
 			                    .n_query = nq, .query_weight = o->query_weight,
 			                    .past = &past, .pool = e->pool };
-		rc = rows ? infs__recompute(e->model, &ra) : INFS_OK;
+		if (rows && e->dev)
+			rc = e->ops->recompute(e->dev, &ra, table, n_past);
+		else if (rows)
+			rc = infs__recompute(e->model, &ra);
 		a->n_recomputable = n;
 		/* A check layer that is the last lets every row through every layer. */
 		a->n_recomputed = o->check_layer + 1 == e->geom.n_layers ? rows : ra.n_keep;
@@ -542,8 +548,6 @@ int infs__ask_take(infs_ask_options *po, const infs_engine *e, const infs_store 
 	/* Recomputing every token is full recompute, exactly. */
 	if (o.recompute_ratio >= 1.0f)
 		o.full_recompute = 1;
-	if (e->dev && (o.recompute_ratio > 0.0f || o.prefix_tokens) && !o.full_recompute)
-		return infs__error(INFS_EUNSUPPORTED, "%s: accuracy recovery runs on the host engine only", fn);
 	infs_generate_options g = INFS_GENERATE_OPTIONS_INIT;
 	if ((rc = INFS__TAKE(g, &o.generate, infs__sizes_generate_options, fn, "generate options")))
 		return rc;
@@ -648,7 +652,7 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 	}
 	double t3 = infs__now_ms();
 	if (!o.full_recompute && (o.recompute_ratio > 0.0f || o.prefix_tokens) &&
-	    (rc = recover(a, e, store, ns, order, nh, qt, nq, &o)))
+	    (rc = infs__recover(a, e, store, ns, order, nh, qt, nq, &o, e->n_past, NULL)))
 		goto fail;
 	if ((rc = o.full_recompute ? infs_engine_prefill(e, all, n_prompt) : infs_engine_prefill(e, qt, nq)))
 		goto fail;

@@ -188,6 +188,8 @@ static int place(batch *b, request *r, int *admitted)
 	}
 	r->a->n_prompt = (uint32_t)n_prompt;
 	r->a->n_facts = r->n_hits;
+	if (o->recompute_ratio >= 1.0f) /* recovery that recomputed everything */
+		r->a->n_recomputable = r->a->n_recomputed = nf + e->prompt.n_footer;
 	if (o->full_recompute) {
 		r->n_prefill = (uint32_t)n_prompt;
 		r->prefill = malloc(n_prompt * sizeof *r->prefill);
@@ -229,6 +231,19 @@ static int place(batch *b, request *r, int *admitted)
 	r->n_prefill = r->n_question;
 	r->question = NULL;
 	return rc;
+}
+
+/* Accuracy recovery of r's injected prompt (infs__recover), after its
+ * injection and before its question's prefill. */
+static int recover(batch *b, request *r)
+{
+	const infs_ask_options *o = b->o;
+	if (o->full_recompute || !(o->recompute_ratio > 0.0f || o->prefix_tokens))
+		return INFS_OK;
+	for (size_t i = 0; i < r->n_hits; i++)
+		b->order[i] = r->hits[r->n_hits - 1 - i].id;
+	return infs__recover(r->a, b->e, b->store, b->ns, b->order, r->n_hits, r->prefill, r->n_prefill, o, r->n_past,
+	                     r->table);
 }
 
 /* Rows of the step's block tables: sequence i's blocks, the rest 0. */
@@ -348,6 +363,8 @@ static int admit(batch *b)
 	b->next_q = first + placed;
 	int rc = e->ops->sync(e->dev);
 	double t1 = infs__now_ms();
+	for (uint32_t i = 0; !rc && i < placed; i++)
+		rc = recover(b, group[i]);
 	if (!rc)
 		rc = prefill(b, group, placed);
 	double t2 = infs__now_ms();

@@ -11,6 +11,7 @@
 #include "inferscale/model.h"
 
 typedef struct infs__dengine infs__dengine;
+struct infs__recompute_args;
 
 typedef struct infs__dengine_config {
 	const infs_model *model;  /* loaded on the device (model->dev) */
@@ -50,6 +51,11 @@ typedef struct infs__dengine_ops {
 	int (*step)(infs__dengine *d, const infs__dstep *step);
 	/* Waits for the stream (to time injection apart from the prefill). */
 	int (*sync)(infs__dengine *d);
+	/* Accuracy recovery (infs__recompute_device, model/forward.h) of one
+	 * sequence in place: its blocks table[0..seq_blocks) (host memory),
+	 * positions [0, n_past) injected. a->past and a->pool are ignored: the
+	 * engine's cache is the one written. Returns when it is done. */
+	int (*recompute)(infs__dengine *d, const struct infs__recompute_args *a, const int32_t *table, uint32_t n_past);
 } infs__dengine_ops;
 
 #endif

@@ -11,6 +11,7 @@
 #include "util/options.h"
 #include "model/forward.h"
 #include "model/matmul.h"
+#include "model/recompute_select.h"
 
 /* Bound one call's scratch; longer inputs are fed in several calls over a
  * paged cache. */
@@ -396,31 +397,6 @@ int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model
 	return infs__forward(model, &a);
 }
 
-/* A row's score at the check layer, for the selection. */
-typedef struct dev_row {
-	float dev;
-	int32_t pos;
-	uint32_t row;
-} dev_row;
-
-/* Highest score first; equal ones by position, then row: a total order,
- * so the selection is deterministic. */
-static int dev_cmp(const void *x, const void *y)
-{
-	const dev_row *a = x, *b = y;
-	if (a->dev != b->dev)
-		return a->dev > b->dev ? -1 : 1;
-	if (a->pos != b->pos)
-		return a->pos < b->pos ? -1 : 1;
-	return a->row < b->row ? -1 : a->row > b->row;
-}
-
-static int row_cmp(const void *x, const void *y)
-{
-	const dev_row *a = x, *b = y;
-	return a->row < b->row ? -1 : a->row > b->row;
-}
-
 /* mass[p] += the attention probability that rows [first, n) of s (after
  * run_layer in place over n_ctx cached positions) give position p, summed
  * over those rows and the heads: the softmax of infs__attention, again. */
@@ -455,54 +431,26 @@ static void query_mass(double *mass, const infs_model *m, const scratch *s, uint
 	}
 }
 
-/* The selection score of the first n rows at the check layer, from their
- * deviations dev and the question's attention mass (by position). */
-static void score_rows(dev_row *rows, uint32_t n, const float *dev, const double *mass, const uint8_t *forced,
-                       float w)
-{
-	double dmax = 0, amax = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		dmax = dev[i] > dmax ? dev[i] : dmax;
-		amax = mass && mass[rows[i].pos] > amax ? mass[rows[i].pos] : amax;
-	}
-	for (uint32_t i = 0; i < n; i++) {
-		/* w = 0: the bare deviation, so the order is exactly CacheBlend's. */
-		double d = dmax > 0 ? dev[i] / dmax : 0, q = amax > 0 ? mass[rows[i].pos] / amax : 0;
-		rows[i].dev = w > 0 ? (float)((1.0 - w) * d + w * q) : dev[i];
-		if (forced && forced[i])
-			rows[i].dev = INFINITY;
-	}
-}
-
 int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 {
 	static const char fn[] = "infs__recompute";
 	if (!m->tok_embd)
 		return infs__error(INFS_EINVAL, "%s: the model has no host weights", fn);
+	int rc = infs__recompute_check(m, a, fn);
+	if (rc)
+		return rc;
 	const infs__model_config *c = &m->cfg;
 	const infs__paged_kv *pk = a->past;
-	if (!pk || !pk->cache || !pk->write || !a->positions)
-		return infs__error(INFS_EINVAL, "%s: needs a written cache and explicit positions", fn);
-	if (a->check_layer >= c->n_layers || a->n_keep > a->n_tokens)
-		return infs__error(INFS_ERANGE, "%s: check layer %u of %u, keep %u of %u", fn, a->check_layer,
-		                   c->n_layers, a->n_keep, a->n_tokens);
-	if (!(a->query_weight >= 0.0f && a->query_weight <= 1.0f) || (a->query_weight > 0 && (!a->query || !a->n_query)))
-		return infs__error(INFS_EINVAL, "%s: query weight %g with %u question tokens", fn,
-		                   (double)a->query_weight, a->query ? a->n_query : 0);
 	const uint32_t nt = a->n_tokens, nq = a->query_weight > 0 ? a->n_query : 0, n = nt + nq;
-	uint32_t n_forced = 0;
-	for (uint32_t i = 0; a->forced && i < nt; i++)
-		n_forced += a->forced[i] != 0;
-	if (n_forced > a->n_keep)
-		return infs__error(INFS_ERANGE, "%s: %u forced rows, keep %u", fn, n_forced, a->n_keep);
 	/* Through the check layer the cache reaches over the question's tokens. */
 	infs__paged_kv ext = *pk;
 	ext.n_past += nq;
 	int32_t *tok = malloc((size_t)n * sizeof *tok), *pos = malloc((size_t)n * sizeof *pos);
-	double *mass = nq ? calloc(ext.n_past, sizeof *mass) : NULL;
+	double *mass = nq ? calloc(ext.n_past, sizeof *mass) : NULL, *mrow = nq ? malloc((size_t)nt * sizeof *mrow) : NULL;
 	float *dev = malloc((size_t)n * sizeof *dev);
-	dev_row *rows = malloc((size_t)n * sizeof *rows);
-	int rc = !tok || !pos || (nq && !mass) || !dev || !rows ? infs__error(INFS_ENOMEM, "%s: out of memory", fn) : 0;
+	uint32_t *keep = malloc((size_t)(a->n_keep ? a->n_keep : 1) * sizeof *keep);
+	rc = !tok || !pos || (nq && (!mass || !mrow)) || !dev || !keep ? infs__error(INFS_ENOMEM, "%s: out of memory", fn)
+	                                                                  : 0;
 	for (uint32_t i = 0; !rc && i < n; i++) {
 		tok[i] = i < nt ? a->tokens[i] : a->query[i - nt];
 		pos[i] = i < nt ? a->positions[i] : (int32_t)(pk->n_past + i - nt);
@@ -511,59 +459,55 @@ int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 		                  .past = pk };
 	if (!rc)
 		rc = check_args(m, &fa);
-	for (uint32_t i = 0; !rc && i < nt; i++)
-		if ((uint32_t)a->positions[i] >= pk->n_past)
-			rc = infs__error(INFS_ERANGE, "%s: position %d is not in the cache's %u", fn, a->positions[i],
-			                 pk->n_past);
 	const uint32_t d = c->n_embd, np = m->rope.n_pairs;
 	infs__pool *pool = a->pool, *own_pool = NULL;
 	if (!rc && !pool)
 		rc = infs__pool_create(&own_pool, m->n_threads);
 	pool = pool ? pool : own_pool;
 	scratch s;
-	if (!rc && scratch_start(&s, m, tok, pos, n, (size_t)ext.n_past + n, pool))
+	const int have_s = !rc && !scratch_start(&s, m, tok, pos, n, (size_t)ext.n_past + n, pool);
+	if (!rc && !have_s)
 		rc = infs__error(INFS_ENOMEM, "%s: out of memory for %u tokens", fn, n);
-	if (rc) {
-		free(tok);
-		free(pos);
-		free(mass);
-		free(dev);
-		free(rows);
-		infs__pool_free(own_pool);
-		return rc;
-	}
-	for (uint32_t i = 0; i < n; i++)
-		rows[i] = (dev_row){ 0, s.pos[i], i };
 	uint32_t n_act = n;
-	for (uint32_t l = 0; l < c->n_layers && n_act; l++) {
+	for (uint32_t l = 0; !rc && l < c->n_layers && n_act; l++) {
 		const int select = l == a->check_layer && a->n_keep < n_act;
 		const layer_io io = { l <= a->check_layer ? &ext : pk, 1, NULL, NULL, NULL, INFS_DTYPE_F32,
 			              select ? dev : NULL, nt };
 		run_layer(m, l, &s, n_act, &io, pool);
 		if (!select)
 			continue;
-		if (nq)
+		if (nq) {
 			query_mass(mass, m, &s, nt, n, ext.n_past);
+			for (uint32_t i = 0; i < nt; i++)
+				mrow[i] = mass[s.pos[i]];
+		}
 		/* The rows that keep going: the highest scores, in their order;
 		 * the question's rows stop here. */
-		score_rows(rows, nt, dev, mass, a->forced, a->query_weight);
-		qsort(rows, nt, sizeof *rows, dev_cmp);
+		if ((rc = infs__recompute_select(keep, dev, mrow, s.pos, a->forced, nt, a->n_keep, a->query_weight)))
+			break;
+		if (a->kept)
+			memcpy(a->kept, keep, a->n_keep * sizeof *keep);
+		if (a->dev)
+			memcpy(a->dev, dev, nt * sizeof *dev);
+		if (a->mass && mrow)
+			memcpy(a->mass, mrow, nt * sizeof *mrow);
 		n_act = a->n_keep;
-		qsort(rows, n_act, sizeof *rows, row_cmp);
 		for (uint32_t i = 0; i < n_act; i++) {
-			const uint32_t r = rows[i].row; /* r >= i: rows only move down */
+			const uint32_t r = keep[i]; /* r >= i: rows only move down */
 			memmove(s.x + (size_t)i * d, s.x + (size_t)r * d, d * sizeof(float));
 			memmove(s.cos + (size_t)i * np, s.cos + (size_t)r * np, np * sizeof(float));
 			memmove(s.sin + (size_t)i * np, s.sin + (size_t)r * np, np * sizeof(float));
 			s.pos[i] = s.pos[r];
 		}
 	}
-	scratch_free(&s);
+	if (have_s)
+		scratch_free(&s);
 	free(tok);
 	free(pos);
 	free(mass);
+	free(mrow);
 	free(dev);
-	free(rows);
+	free(keep);
 	infs__pool_free(own_pool);
-	return INFS_OK;
+	return rc;
 }

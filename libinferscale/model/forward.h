@@ -49,7 +49,8 @@ int infs__forward(const infs_model *m, const infs__forward_args *a);
  * lower position. Deterministic. The question tokens, query[0..n_query),
  * take positions past->n_past.. and run through layers 0..check_layer only,
  * their K/V written there (the question's prefill overwrites them).
- * past->write must be set. */
+ * past->write must be set. The selection is infs__recompute_select
+ * (model/recompute_select.h), whichever path ran the layers. */
 typedef struct infs__recompute_args {
 	const int32_t *tokens, *positions;
 	uint32_t n_tokens;
@@ -60,9 +61,24 @@ typedef struct infs__recompute_args {
 	float query_weight;         /* 0..1 */
 	const infs__paged_kv *past;
 	infs__pool *pool;           /* NULL: a pool of the model's thread count for this call */
+	/* What the check layer saw, for tests (each NULL, or written when a
+	 * selection was made there): kept (n_keep) the rows that went on,
+	 * increasing; dev (n_tokens) each row's deviation; mass (n_tokens,
+	 * with a question) the question's attention mass on each row. */
+	uint32_t *kept;
+	float *dev;
+	double *mass;
 } infs__recompute_args;
 
 int infs__recompute(const infs_model *m, const infs__recompute_args *a);
+
+/* The same on the model's device (model->dev): every array of a is host
+ * memory except the cache (past->cache on the model's device) and its
+ * block table (past->block_table, device memory); pool is unused. Runs on
+ * stream and returns when the cache is written. The rows and the question
+ * run together through the check layer, so n_tokens + n_query (with
+ * query_weight > 0) must be within the model's device_max_tokens. */
+int infs__recompute_device(const infs_model *m, const infs__recompute_args *a, void *stream);
 
 /* A device forward call (infs_model_forward_device) after its host-side
  * checks: cache is a copy of the caller's layout, on the model's device,

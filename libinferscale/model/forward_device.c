@@ -7,35 +7,36 @@
 #include "util/error.h"
 #include "util/options.h"
 #include "model/forward.h"
+#include "model/recompute_select.h"
 
 static const char fn[] = "infs_model_forward_device";
 
 INFS__DEFINE_INIT(infs_device_forward_options_init, infs_device_forward_options,
                   infs__sizes_device_forward_options, INFS_DEVICE_FORWARD_OPTIONS_INIT)
 
-static int check_cache(const infs_model *m, const infs_kv_layout *kl)
+static int check_cache(const infs_model *m, const infs_kv_layout *kl, const char *who)
 {
 	const infs__model_config *c = &m->cfg;
 	if (kl->device != m->device)
-		return infs__error(INFS_EMISMATCH, "%s: the cache is on device %d, the model on device %d", fn, kl->device,
+		return infs__error(INFS_EMISMATCH, "%s: the cache is on device %d, the model on device %d", who, kl->device,
 		                   m->device);
 	if (infs_dtype_size(kl->dtype) == 0)
-		return infs__error(INFS_EINVAL, "%s: cache dtype %d is unknown", fn, (int)kl->dtype);
+		return infs__error(INFS_EINVAL, "%s: cache dtype %d is unknown", who, (int)kl->dtype);
 	if (!infs__dtype_cache_ok(kl->dtype))
-		return infs__error(INFS_EUNSUPPORTED, "%s: cache dtype %s", fn, INFS__FP8_CACHE_MSG);
+		return infs__error(INFS_EUNSUPPORTED, "%s: cache dtype %s", who, INFS__FP8_CACHE_MSG);
 	if (kl->n_layers != c->n_layers || kl->n_kv_heads != c->n_kv_heads || kl->head_dim != c->head_dim)
-		return infs__error(INFS_EMISMATCH, "%s: cache is %u layers x %u KV heads x %u, the model %u x %u x %u", fn,
+		return infs__error(INFS_EMISMATCH, "%s: cache is %u layers x %u KV heads x %u, the model %u x %u x %u", who,
 		                   kl->n_layers, kl->n_kv_heads, kl->head_dim, c->n_layers, c->n_kv_heads, c->head_dim);
 	if (kl->block_size == 0 || kl->n_blocks == 0)
-		return infs__error(INFS_EINVAL, "%s: cache has block_size %u, n_blocks %u", fn, kl->block_size,
+		return infs__error(INFS_EINVAL, "%s: cache has block_size %u, n_blocks %u", who, kl->block_size,
 		                   kl->n_blocks);
 	if (kl->stride_block < 0 || kl->stride_slot < 0 || kl->stride_head < 0 || kl->stride_dim < 0)
-		return infs__error(INFS_EINVAL, "%s: cache strides must not be negative", fn);
+		return infs__error(INFS_EINVAL, "%s: cache strides must not be negative", who);
 	if (!kl->k_layers || !kl->v_layers)
-		return infs__error(INFS_EINVAL, "%s: cache k_layers or v_layers is NULL", fn);
+		return infs__error(INFS_EINVAL, "%s: cache k_layers or v_layers is NULL", who);
 	for (uint32_t l = 0; l < c->n_layers; l++)
 		if (!kl->k_layers[l] || !kl->v_layers[l])
-			return infs__error(INFS_EINVAL, "%s: cache layer %u pointer is NULL", fn, l);
+			return infs__error(INFS_EINVAL, "%s: cache layer %u pointer is NULL", who, l);
 	return INFS_OK;
 }
 
@@ -89,7 +90,7 @@ int infs_model_forward_device(float *logits, const infs_model *m, const int32_t 
 	infs_kv_layout cache = INFS_KV_LAYOUT_INIT;
 	if ((rc = INFS__TAKE(cache, o.cache, infs__sizes_kv_layout, fn, "cache layout")))
 		return rc;
-	if ((rc = check_cache(m, &cache)))
+	if ((rc = check_cache(m, &cache, fn)))
 		return rc;
 	if (!o.block_table)
 		return infs__error(INFS_EINVAL, "%s: block_table is NULL", fn);
@@ -112,4 +113,36 @@ int infs_model_forward_device(float *logits, const infs_model *m, const int32_t 
 		.block_table_len = o.block_table_len, .n_past = o.n_past, .stream = o.stream,
 	};
 	return infs__cuda->model_forward(m, &a);
+}
+
+int infs__recompute_device(const infs_model *m, const infs__recompute_args *a, void *stream)
+{
+	static const char rfn[] = "infs__recompute_device";
+	if (!m || !a)
+		return infs__error(INFS_EINVAL, "%s: %s is NULL", rfn, !m ? "model" : "arguments");
+	if (!m->dev)
+		return infs__error(INFS_EINVAL, "%s: the model was loaded on the host (infs_model_options.device -1)", rfn);
+	int rc = infs__recompute_check(m, a, rfn);
+	if (rc)
+		return rc;
+	const infs__paged_kv *pk = a->past;
+	const uint64_t nq = a->query_weight > 0 ? a->n_query : 0, n = a->n_tokens + nq;
+	/* The rows and the question run together through the check layer. */
+	if (n > m->device_max_tokens)
+		return infs__error(INFS_ERANGE, "%s: %u rows and %llu question tokens are above %u "
+		                   "(infs_model_options.device_max_tokens)", rfn, a->n_tokens, (unsigned long long)nq,
+		                   m->device_max_tokens);
+	if ((rc = check_cache(m, pk->cache, rfn)))
+		return rc;
+	if (!pk->block_table)
+		return infs__error(INFS_EINVAL, "%s: block_table is NULL", rfn);
+	const uint64_t end = (uint64_t)pk->n_past + nq;
+	if (end > INT32_MAX)
+		return infs__error(INFS_ERANGE, "%s: n_past %u + %llu question tokens is above %d", rfn, pk->n_past,
+		                   (unsigned long long)nq, INT32_MAX);
+	const uint64_t need = (end + pk->cache->block_size - 1) / pk->cache->block_size;
+	if (need > pk->block_table_len)
+		return infs__error(INFS_ERANGE, "%s: positions up to %llu need %llu block table entries, the table has %zu",
+		                   rfn, (unsigned long long)end, (unsigned long long)need, pk->block_table_len);
+	return infs__cuda->model_recompute(m, a, stream);
 }

@@ -226,8 +226,7 @@ int main(int argc, char **argv)
 	int32_t tok = 1;
 	CHECK_ERR(infs_engine_prefill(e, &tok, 1), INFS_EUNSUPPORTED);
 	ao.generate.stop = NULL;
-	ao.recompute_ratio = 0.15f;
-	CHECK_ERR(infs_engine_ask(&ans, e, st, emb, "maya", questions[0], &ao), INFS_EUNSUPPORTED);
+	/* (accuracy recovery runs here too: tests/gpu/test_gpu_recovery.c) */
 	infs_engine_options eo = INFS_ENGINE_OPTIONS_INIT;
 	eo.device = 1; /* the model is on device 0 */
 	infs_engine *bad = NULL;

@@ -1,0 +1,73 @@
+/* The model on a device as its files share it (device_model.c: weights,
+ * workspace, the forward pass; device_recompute.c: accuracy recovery):
+ * the device copy and one decoder layer over rows of its workspace. */
+#ifndef INFS_DEVICE_MODEL_H
+#define INFS_DEVICE_MODEL_H
+
+#include <cublas_v2.h>
+
+#include "model/model.h"
+#include "model_kernels.h"
+
+typedef struct infs__dev_layer {
+	float *attn_norm, *ffn_norm, *bqkv, *bo, *q_norm, *k_norm; /* f32, NULL when absent */
+	uint16_t *wqkv, *wo, *wgu, *wdown;                          /* bf16 [out][in] */
+} infs__dev_layer;
+
+struct infs__model_dev {
+	int device;
+	cublasHandle_t blas;
+	char *arena;                /* weights, then the workspace */
+	uint64_t bytes;
+	infs__dev_layer *layers;
+	uint16_t *emb, *output;     /* output == emb when tied */
+	float *out_norm, *inv_freq;
+	/* workspace for max_tokens tokens */
+	float *x, *qkv, *q, *gu;    /* gu: at least n_embd floats a token too (recompute's gather) */
+	uint16_t *xb, *k, *v, *att, *act;
+	float *part_o, *part_ml;    /* split attention's partial results */
+	uint32_t part_tokens;       /* tokens x splits they hold */
+	/* accuracy recovery: tokens | positions | kept rows; deviations
+	 * [token][KV head]; the question's attention mass per row; its
+	 * softmax's (max, sum) per question token and head */
+	int32_t *rc_in;
+	float *rc_dev;
+	double *rc_mass, *rc_norm;
+	uint32_t n_sm;
+	void *blas_ws;
+};
+
+/* One layer's work over rows [0, n) of the workspace's x. */
+typedef struct infs__dlayer {
+	uint32_t n;
+	infs_k_seqs seqs;
+	infs_k_cache_layer cache;   /* k and v are set from kl for the layer */
+	const infs_kv_layout *kl;
+	int write_cache;
+	int in_place;               /* the rows' positions are in the cache: attend to it alone */
+	void *k_out, *v_out;        /* pre-RoPE K and V (encoding), out_dtype */
+	int out_dtype;
+	float *dev;                 /* NULL, or [n][n_kv_heads]: the rows' key deviations (model_kernels.h) */
+	uint32_t splits;
+	cudaStream_t stream;
+} infs__dlayer;
+
+/* Refuses p unless it points into memory of device (fn names the
+ * caller). */
+int infs__device_check_ptr(const void *p, int device, const char *fn, const char *what);
+
+/* Points the model's cuBLAS handle at stream, with the model's own
+ * workspace. Returns an INFS code (fn names the caller). */
+int infs__device_blas_stream(const struct infs__model_dev *d, cudaStream_t stream, const char *fn);
+
+/* Into how many blocks each attention row's keys are split (see
+ * device_model.c). */
+uint32_t infs__device_attn_splits(const struct infs__model_dev *d, const infs__model_config *g, uint32_t n_tokens,
+                                  uint32_t n_seqs, uint64_t max_keys);
+
+/* Queues layer l over a's rows: RMSNorm -> q|k|v -> bias, norms, RoPE,
+ * cache write -> attention -> output projection and residual -> RMSNorm
+ * -> SwiGLU -> down projection and residual. Returns an INFS code. */
+int infs__device_layer(const infs_model *m, uint32_t l, const infs__dlayer *a, const char *fn);
+
+#endif
