@@ -31,7 +31,9 @@
  * Before that, accuracy recovery on the device engine ("recovery"): TTFT
  * at k = 10, 20, 50 of prefix recompute (2 tokens a chunk) and of prefix
  * plus query-aware selection (15 % past layer 2, query weight 0.5), each
- * beside full recompute of the same prompt.
+ * beside full recompute of the same prompt; the device engine runs the
+ * recompute and the question's prefill as one pass (docs/eval.md, "On the
+ * GPU engine"), its time in prefill_ms.
  * Usage: bench_engine_gpu out.json (needs $INFS_CACHE's smollm2 GGUF and
  * minilm). White-box: the random model and its borrowed tokenizer. */
 #include <math.h>

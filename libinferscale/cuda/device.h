@@ -72,9 +72,11 @@ typedef struct infs__device_backend {
 	/* infs_model_forward_device, its host-side arguments checked by
 	 * model/forward_device.c (model/forward.h). */
 	int (*model_forward)(const struct infs_model *m, const struct infs__device_forward *a);
-	/* infs__recompute_device, its host-side arguments checked by
-	 * model/forward_device.c (model/forward.h). */
-	int (*model_recompute)(const struct infs_model *m, const struct infs__recompute_args *a, void *stream);
+	/* infs__recompute_device (logits NULL) and infs__recompute_prefill_device,
+	 * their host-side arguments checked by model/forward_device.c
+	 * (model/forward.h). */
+	int (*model_recompute)(const struct infs_model *m, const struct infs__recompute_args *a, float *logits,
+	                       void *stream);
 	/* Encodes job's facts with model->dev (cuda/device_encode.c): the
 	 * shared context once into a bf16 paged cache made for the call, then
 	 * the facts in batches of whole facts within device_max_tokens tokens.

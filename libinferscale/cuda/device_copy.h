@@ -241,7 +241,8 @@ void infs__device_model_release(struct infs_model *m);
 int infs__device_model_forward(const struct infs_model *m, const struct infs__device_forward *a);
 /* Accuracy recovery on the device (device_recompute.c). */
 struct infs__recompute_args;
-int infs__device_model_recompute(const struct infs_model *m, const struct infs__recompute_args *a, void *stream);
+int infs__device_model_recompute(const struct infs_model *m, const struct infs__recompute_args *a, float *logits,
+                                 void *stream);
 
 /* Fact encoding (device_encode.c): model_encode is begin, run, end; the
  * GPU benchmark times run alone. begin allocates, on the model's device,

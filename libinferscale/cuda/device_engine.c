@@ -288,7 +288,8 @@ static int dsync(infs__dengine *d)
 	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "waiting for its stream");
 }
 
-static int drecompute(infs__dengine *d, const infs__recompute_args *a, const int32_t *table, uint32_t n_past)
+static int drecompute(infs__dengine *d, const infs__recompute_args *a, const int32_t *table, uint32_t n_past,
+                      float *logits)
 {
 	const infs__dengine_config *c = &d->cfg;
 	int prev, rc = infs__device_enter(&prev, d->device, fn);
@@ -303,7 +304,20 @@ static int drecompute(infs__dengine *d, const infs__recompute_args *a, const int
 	infs__recompute_args ra = *a;
 	ra.past = &past;
 	ra.pool = NULL;
-	return infs__recompute_device(c->model, &ra, d->stream);
+	if (!logits)
+		return infs__recompute_device(c->model, &ra, d->stream);
+	/* The question's logits into the step's first row, then back. */
+	rc = infs__recompute_prefill_device(c->model, &ra, d->d_logits, d->stream);
+	if (rc || (rc = infs__device_enter(&prev, d->device, fn)))
+		return rc;
+	err = cudaMemcpyAsync(d->h_logits, d->d_logits, c->n_vocab * sizeof(float), cudaMemcpyDeviceToHost, d->stream);
+	if (err == cudaSuccess)
+		err = cudaStreamSynchronize(d->stream);
+	infs__device_restore(prev);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "copying the question's logits");
+	memcpy(logits, d->h_logits, c->n_vocab * sizeof(float));
+	return INFS_OK;
 }
 
 const infs__dengine_ops infs__dengine_cuda = { dopen, dclose, dcache, dstream, dmax_tokens, dstep, dsync,

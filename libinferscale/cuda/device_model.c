@@ -395,12 +395,19 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 		if (err != cudaSuccess)
 			rc = infs__cuda_error(err, fwd_fn, "queueing the forward pass");
 	}
-	cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-	if (!rc && a->logits && (st = gemm(d->blas, a->logits, d->xb, d->output, rows, D, g->n_vocab, 0.0f)) !=
-	                                CUBLAS_STATUS_SUCCESS)
-		rc = infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fwd_fn, (int)st, cublasGetStatusString(st));
+	if (!rc && a->logits)
+		rc = infs__device_logits(m, a->logits, rows, fwd_fn);
 	infs__device_restore(prev);
 	return rc;
+}
+
+int infs__device_logits(const infs_model *m, float *logits, uint32_t rows, const char *fn)
+{
+	const struct infs__model_dev *d = m->dev;
+	const cublasStatus_t st = gemm(d->blas, logits, d->xb, d->output, rows, m->cfg.n_embd, m->cfg.n_vocab, 0.0f);
+	if (st != CUBLAS_STATUS_SUCCESS)
+		return infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fn, (int)st, cublasGetStatusString(st));
+	return INFS_OK;
 }
 
 int infs__device_blas_stream(const struct infs__model_dev *d, cudaStream_t stream, const char *fn)

@@ -70,4 +70,9 @@ uint32_t infs__device_attn_splits(const struct infs__model_dev *d, const infs__m
  * -> SwiGLU -> down projection and residual. Returns an INFS code. */
 int infs__device_layer(const infs_model *m, uint32_t l, const infs__dlayer *a, const char *fn);
 
+/* Queues the output projection of rows [0, rows) of the workspace's xb
+ * (normed with out_norm) into logits (rows * n_vocab floats, device), on
+ * the stream the cuBLAS handle was given. Returns an INFS code. */
+int infs__device_logits(const infs_model *m, float *logits, uint32_t rows, const char *fn);
+
 #endif

@@ -1,10 +1,13 @@
-/* Accuracy recovery on the device (infs__recompute_device,
+/* Accuracy recovery on the device (infs__recompute_device and, with the
+ * question's prefill fused in, infs__recompute_prefill_device;
  * model/forward.h): the forward's layers over every row, each attending
  * to the cache in place, through the check layer; there the rows' key
  * deviations (from infs_k_qkv, before their keys are overwritten) and the
  * question's attention mass (kernels/model_recompute.cu) come to the
  * host, infs__recompute_select chooses the rows that go on, exactly as on
- * the host, and their hidden states are gathered for the later layers. */
+ * the host, and their hidden states are gathered for the later layers
+ * (fused: followed by the whole question's, which ends the pass with its
+ * last token's logits). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +27,7 @@ typedef struct host_bufs {
 	int32_t *tok, *pos;
 	float *dev_h, *dev;
 	double *mass;
-	uint32_t *keep;
+	uint32_t *keep;             /* the kept rows, then (fused) the question's */
 } host_bufs;
 
 static void bufs_free(host_bufs *b)
@@ -37,22 +40,25 @@ static void bufs_free(host_bufs *b)
 	free(b->keep);
 }
 
-/* At the check layer, after its layer ran over n = nt + nq rows: the
- * scores to the host, the selection, the kept rows (and their positions)
- * gathered to the front. */
-static int select_rows(const infs_model *m, const infs__recompute_args *a, host_bufs *b, uint32_t nq,
-                       uint32_t n_ctx, cudaStream_t s)
+/* At the check layer, after its layer ran over n = nt + nq rows (nq:
+ * the question's tokens in the pass; mass from them with query_weight):
+ * the scores to the host, the selection, the kept rows (and their
+ * positions) gathered to the front, the question's (fused) after them.
+ * *n_act: the rows that go on. */
+static int select_rows(const infs_model *m, const infs__recompute_args *a, host_bufs *b, uint32_t nq, int fused,
+                       uint32_t n_ctx, uint32_t *n_act, cudaStream_t s)
 {
 	const struct infs__model_dev *d = m->dev;
 	const infs__model_config *g = &m->cfg;
 	const uint32_t nt = a->n_tokens, T = m->device_max_tokens, D = g->n_embd;
+	const uint32_t nm = a->query_weight > 0 ? nq : 0;
 	int32_t *d_pos = d->rc_in + T;
 	uint32_t *d_rows = (uint32_t *)(d->rc_in + 2 * T);
 	cudaError_t err = cudaSuccess;
-	if (nq) {
+	if (nm) {
 		const infs_kv_layout *kl = a->past->cache;
 		infs_k_mass_params mp = {
-			.mass = d->rc_mass, .norm = d->rc_norm, .q = d->q, .positions = d_pos, .n_rows = nt, .n_query = nq,
+			.mass = d->rc_mass, .norm = d->rc_norm, .q = d->q, .positions = d_pos, .n_rows = nt, .n_query = nm,
 			.n_ctx = n_ctx, .n_heads = g->n_heads, .n_kv_heads = g->n_kv_heads, .head_dim = g->head_dim,
 			.sliding_window = g->sliding_window, .scale = 1.0f / sqrtf((float)g->head_dim),
 			.cache = {
@@ -79,11 +85,11 @@ static int select_rows(const infs_model *m, const infs__recompute_args *a, host_
 		for (uint32_t h = 0; h < g->n_kv_heads; h++)
 			sum += b->dev_h[(size_t)i * g->n_kv_heads + h];
 		b->dev[i] = (float)sum;
-		if (sum != sum || (nq && b->mass[i] != b->mass[i]))
+		if (sum != sum || (nm && b->mass[i] != b->mass[i]))
 			return infs__error(INFS_ERANGE, "%s: row %u (position %d) or a position the question sees has no valid "
 			                   "block in the block table", fn, i, b->pos[i]);
 	}
-	int rc = infs__recompute_select(b->keep, b->dev, nq ? b->mass : NULL, b->pos, a->forced, nt, a->n_keep,
+	int rc = infs__recompute_select(b->keep, b->dev, nm ? b->mass : NULL, b->pos, a->forced, nt, a->n_keep,
 	                                a->query_weight);
 	if (rc)
 		return rc;
@@ -91,32 +97,38 @@ static int select_rows(const infs_model *m, const infs__recompute_args *a, host_
 		memcpy(a->kept, b->keep, a->n_keep * sizeof *b->keep);
 	if (a->dev)
 		memcpy(a->dev, b->dev, nt * sizeof *b->dev);
-	if (a->mass && nq)
+	if (a->mass && nm)
 		memcpy(a->mass, b->mass, nt * sizeof *b->mass);
+	*n_act = a->n_keep + (fused ? nq : 0);
+	for (uint32_t j = 0; fused && j < nq; j++)
+		b->keep[a->n_keep + j] = nt + j;
 	int moved = 0;
-	for (uint32_t i = 0; i < a->n_keep; i++) {
+	for (uint32_t i = 0; i < *n_act; i++) {
 		b->pos[i] = b->pos[b->keep[i]]; /* keep[i] >= i: rows only move down */
 		moved |= b->keep[i] != i;
 	}
-	if (!moved || !a->n_keep) /* the first n_keep rows already (the question's rows drop off) */
+	if (!moved || !*n_act) /* in place already (a question that runs no further drops off) */
 		return INFS_OK;
-	err = cudaMemcpyAsync(d_rows, b->keep, a->n_keep * sizeof *b->keep, cudaMemcpyHostToDevice, s);
+	err = cudaMemcpyAsync(d_rows, b->keep, *n_act * sizeof *b->keep, cudaMemcpyHostToDevice, s);
 	if (err == cudaSuccess)
-		err = cudaMemcpyAsync(d_pos, b->pos, a->n_keep * sizeof *b->pos, cudaMemcpyHostToDevice, s);
+		err = cudaMemcpyAsync(d_pos, b->pos, *n_act * sizeof *b->pos, cudaMemcpyHostToDevice, s);
 	if (err == cudaSuccess)
-		err = infs_k_gather_rows(d->gu, d->x, (size_t)D * sizeof(float), d_rows, a->n_keep, s);
+		err = infs_k_gather_rows(d->gu, d->x, (size_t)D * sizeof(float), d_rows, *n_act, s);
 	if (err == cudaSuccess)
-		err = cudaMemcpyAsync(d->x, d->gu, (size_t)a->n_keep * D * sizeof(float), cudaMemcpyDeviceToDevice, s);
+		err = cudaMemcpyAsync(d->x, d->gu, (size_t)*n_act * D * sizeof(float), cudaMemcpyDeviceToDevice, s);
 	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "gathering the kept rows");
 }
 
-static int run(const infs_model *m, const infs__recompute_args *a, host_bufs *b, cudaStream_t s)
+/* The pass; with logits (device) set the whole question runs through
+ * every layer and its last token's logits end it. */
+static int run(const infs_model *m, const infs__recompute_args *a, float *logits, host_bufs *b, cudaStream_t s)
 {
 	const struct infs__model_dev *d = m->dev;
 	const infs__model_config *g = &m->cfg;
 	const infs__paged_kv *pk = a->past;
 	const infs_kv_layout *kl = pk->cache;
-	const uint32_t nt = a->n_tokens, nq = a->query_weight > 0 ? a->n_query : 0, n = nt + nq;
+	const int fused = logits != NULL;
+	const uint32_t nt = a->n_tokens, nq = fused || a->query_weight > 0 ? a->n_query : 0, n = nt + nq;
 	const uint32_t T = m->device_max_tokens, ext = pk->n_past + nq;
 	int32_t *d_tok = d->rc_in, *d_pos = d->rc_in + T;
 	int rc = infs__device_check_ptr(pk->block_table, d->device, fn, "block_table");
@@ -126,6 +138,8 @@ static int run(const infs_model *m, const infs__recompute_args *a, host_bufs *b,
 		if (!rc)
 			rc = infs__device_check_ptr(kl->v_layers[l], d->device, fn, "a cache V layer");
 	}
+	if (!rc && fused)
+		rc = infs__device_check_ptr(logits, d->device, fn, "logits");
 	if (!rc)
 		rc = infs__device_blas_stream(d, s, fn);
 	if (rc)
@@ -150,42 +164,50 @@ static int run(const infs_model *m, const infs__recompute_args *a, host_bufs *b,
 		},
 		.seqs = { .n_seqs = 1, .positions = d_pos },
 	};
+	/* Whether the check layer chooses: fewer rows go on, or there are
+	 * scores to report (a question in them). */
+	const int choose = a->n_keep < nt || (a->query_weight > 0 && nq);
 	uint32_t n_act = n;
 	for (uint32_t l = 0; !rc && l < g->n_layers && n_act; l++) {
-		const int select = l == a->check_layer && a->n_keep < n_act;
-		/* Through the check layer the cache reaches over the question's tokens. */
-		const uint32_t n_past = l <= a->check_layer ? ext : pk->n_past;
+		const int select = l == a->check_layer && choose;
+		/* The cache reaches over the question's tokens while they run. */
+		const uint32_t n_past = l <= a->check_layer || fused ? ext : pk->n_past;
 		la.n = la.seqs.n_tokens = n_act;
 		la.seqs.n_past0 = n_past;
 		la.splits = infs__device_attn_splits(d, g, n_act, 0, n_past);
 		la.dev = select ? d->rc_dev : NULL;
 		rc = infs__device_layer(m, l, &la, fn);
-		if (rc || !select)
-			continue;
-		rc = select_rows(m, a, b, nq, ext, s);
-		n_act = a->n_keep;
+		if (!rc && select)
+			rc = select_rows(m, a, b, nq, fused, ext, &n_act, s);
 	}
+	/* The question's last token is the last row. */
+	if (!rc && fused &&
+	    (err = infs_k_rmsnorm(d->xb, d->x + (size_t)(n_act - 1) * g->n_embd, d->out_norm, 1, g->n_embd, g->norm_eps,
+	                          s)) != cudaSuccess)
+		rc = infs__cuda_error(err, fn, "queueing the question's logits");
+	if (!rc && fused)
+		rc = infs__device_logits(m, logits, 1, fn);
 	err = cudaStreamSynchronize(s);
 	if (!rc && err != cudaSuccess)
 		rc = infs__cuda_error(err, fn, "running the recompute");
 	return rc;
 }
 
-int infs__device_model_recompute(const infs_model *m, const infs__recompute_args *a, void *stream)
+int infs__device_model_recompute(const infs_model *m, const infs__recompute_args *a, float *logits, void *stream)
 {
 	const struct infs__model_dev *d = m->dev;
 	const infs__model_config *g = &m->cfg;
-	const uint32_t nt = a->n_tokens, n = nt + (a->query_weight > 0 ? a->n_query : 0);
+	const uint32_t nt = a->n_tokens, n = nt + (logits || a->query_weight > 0 ? a->n_query : 0);
 	host_bufs b = {
 		.tok = malloc(n * sizeof *b.tok), .pos = malloc(n * sizeof *b.pos),
 		.dev_h = malloc((size_t)nt * g->n_kv_heads * sizeof *b.dev_h), .dev = malloc(nt * sizeof *b.dev),
-		.mass = malloc(nt * sizeof *b.mass), .keep = malloc(nt * sizeof *b.keep),
+		.mass = malloc(nt * sizeof *b.mass), .keep = malloc(n * sizeof *b.keep),
 	};
 	int prev, rc = INFS_OK;
 	if (!b.tok || !b.pos || !b.dev_h || !b.dev || !b.mass || !b.keep)
 		rc = infs__error(INFS_ENOMEM, "%s: out of memory for %u rows", fn, n);
 	if (!rc && !(rc = infs__device_enter(&prev, d->device, fn))) {
-		rc = run(m, a, &b, (cudaStream_t)stream);
+		rc = run(m, a, logits, &b, (cudaStream_t)stream);
 		infs__device_restore(prev);
 	}
 	bufs_free(&b);

@@ -453,11 +453,14 @@ int infs__fact_tokens(int32_t **out, uint32_t *n_out, uint32_t *lens, infs_store
  * ratio's share (at least the prefixes) is filled by score. The question's
  * tokens qt[0..nq) help score with query_weight. On a device engine the
  * sequence's blocks are table (host memory), on the host the engine's
- * cache. */
+ * cache; there, with logits set, the question's prefill goes in the same
+ * pass when rows and question fit one (*prefilled then set). */
 int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char *ns, const uint64_t *order,
                   size_t nh, const int32_t *qt, uint32_t nq, const infs_ask_options *o, uint32_t n_past,
-                  const int32_t *table)
+                  const int32_t *table, float *logits, int *prefilled)
 {
+	if (prefilled)
+		*prefilled = 0;
 	int32_t *ft = NULL, *tok = NULL, *pos = NULL;
 	uint8_t *forced = NULL;
 	uint32_t nf = 0, *lens = malloc((nh + 1) * sizeof *lens);
@@ -502,13 +505,18 @@ int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char 
 			                    .forced = o->recompute_ratio > 0.0f ? forced : NULL, .query = qt,
 			                    .n_query = nq, .query_weight = o->query_weight,
 			                    .past = &past, .pool = e->pool };
+		/* One pass over the weights instead of two. */
+		const int fuse = e->dev && logits && prefilled && rows && nq &&
+		                 (uint64_t)rows + nq <= e->ops->max_tokens(e->dev);
 		if (rows && e->dev)
-			rc = e->ops->recompute(e->dev, &ra, table, n_past);
+			rc = e->ops->recompute(e->dev, &ra, table, n_past, fuse ? logits : NULL);
 		else if (rows)
 			rc = infs__recompute(e->model, &ra);
 		a->n_recomputable = n;
 		/* A check layer that is the last lets every row through every layer. */
 		a->n_recomputed = o->check_layer + 1 == e->geom.n_layers ? rows : ra.n_keep;
+		if (!rc && fuse)
+			*prefilled = 1;
 	}
 	free(ft);
 	free(lens);
@@ -652,7 +660,7 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 	}
 	double t3 = infs__now_ms();
 	if (!o.full_recompute && (o.recompute_ratio > 0.0f || o.prefix_tokens) &&
-	    (rc = infs__recover(a, e, store, ns, order, nh, qt, nq, &o, e->n_past, NULL)))
+	    (rc = infs__recover(a, e, store, ns, order, nh, qt, nq, &o, e->n_past, NULL, NULL, NULL)))
 		goto fail;
 	if ((rc = o.full_recompute ? infs_engine_prefill(e, all, n_prompt) : infs_engine_prefill(e, qt, nq)))
 		goto fail;

@@ -2,8 +2,10 @@
  * pool. Each round admits waiting questions while sequence slots and
  * blocks allow (embedded and retrieved together, their header, facts and
  * footer injected into their own blocks), prefills the admitted prompts in
- * one batched step, then advances every running sequence by one batched
- * decode step; a finished sequence gives its blocks back at once. */
+ * one batched step (with accuracy recovery, each request's recompute and
+ * question prefill are one pass of its own), then advances every running
+ * sequence by one batched decode step; a finished sequence gives its
+ * blocks back at once. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,16 +236,23 @@ static int place(batch *b, request *r, int *admitted)
 }
 
 /* Accuracy recovery of r's injected prompt (infs__recover), after its
- * injection and before its question's prefill. */
-static int recover(batch *b, request *r)
+ * injection, with its question's prefill in the same pass where it fits
+ * (*prefilled then set: its first logits are in, n_past past the
+ * question); else its question's prefill follows. Each request runs its
+ * own pass: a single ask and a batch give the same numbers. */
+static int recover(batch *b, request *r, int *prefilled)
 {
 	const infs_ask_options *o = b->o;
+	*prefilled = 0;
 	if (o->full_recompute || !(o->recompute_ratio > 0.0f || o->prefix_tokens))
 		return INFS_OK;
 	for (size_t i = 0; i < r->n_hits; i++)
 		b->order[i] = r->hits[r->n_hits - 1 - i].id;
-	return infs__recover(r->a, b->e, b->store, b->ns, b->order, r->n_hits, r->prefill, r->n_prefill, o, r->n_past,
-	                     r->table);
+	int rc = infs__recover(r->a, b->e, b->store, b->ns, b->order, r->n_hits, r->prefill, r->n_prefill, o,
+	                       r->n_past, r->table, r->a->first_logits, prefilled);
+	if (!rc && *prefilled)
+		r->n_past += r->n_prefill;
+	return rc;
 }
 
 /* Rows of the step's block tables: sequence i's blocks, the rest 0. */
@@ -363,10 +372,18 @@ static int admit(batch *b)
 	b->next_q = first + placed;
 	int rc = e->ops->sync(e->dev);
 	double t1 = infs__now_ms();
-	for (uint32_t i = 0; !rc && i < placed; i++)
-		rc = recover(b, group[i]);
-	if (!rc)
-		rc = prefill(b, group, placed);
+	/* Those whose recovery did not prefill them go first, prefilled together. */
+	uint32_t n_left = 0;
+	for (uint32_t i = 0; !rc && i < placed; i++) {
+		int done = 0;
+		if (!(rc = recover(b, group[i], &done)) && !done) {
+			request *t = group[n_left];
+			group[n_left++] = group[i];
+			group[i] = t;
+		}
+	}
+	if (!rc && n_left)
+		rc = prefill(b, group, n_left);
 	double t2 = infs__now_ms();
 	for (uint32_t i = 0; !rc && i < placed; i++) {
 		request *r = group[i];

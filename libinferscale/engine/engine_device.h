@@ -54,8 +54,12 @@ typedef struct infs__dengine_ops {
 	/* Accuracy recovery (infs__recompute_device, model/forward.h) of one
 	 * sequence in place: its blocks table[0..seq_blocks) (host memory),
 	 * positions [0, n_past) injected. a->past and a->pool are ignored: the
-	 * engine's cache is the one written. Returns when it is done. */
-	int (*recompute)(infs__dengine *d, const struct infs__recompute_args *a, const int32_t *table, uint32_t n_past);
+	 * engine's cache is the one written. With logits (host, n_vocab floats)
+	 * set, the question a->query[0..n_query) is prefilled in the same pass
+	 * (infs__recompute_prefill_device) at n_past.. and its last token's
+	 * logits land there. Returns when it is done. */
+	int (*recompute)(infs__dengine *d, const struct infs__recompute_args *a, const int32_t *table, uint32_t n_past,
+	                 float *logits);
 } infs__dengine_ops;
 
 #endif

@@ -52,10 +52,13 @@ int infs__fact_tokens(int32_t **out, uint32_t *n_out, uint32_t *lens, infs_store
 /* Accuracy recovery of a prompt injected into positions [0, n_past):
  * header, facts order[0..nh), footer; qt[0..nq) the question's tokens.
  * Fills a's n_recomputable and n_recomputed. table: on a device engine the
- * sequence's blocks (host memory), NULL on the host engine. */
+ * sequence's blocks (host memory), NULL on the host engine. On a device
+ * engine with logits (n_vocab floats) and prefilled set, the question's
+ * prefill may run in the recompute's pass (positions n_past..): *prefilled
+ * says whether it did, its last token's logits then in logits. */
 int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char *ns, const uint64_t *order,
                   size_t nh, const int32_t *qt, uint32_t nq, const infs_ask_options *o, uint32_t n_past,
-                  const int32_t *table);
+                  const int32_t *table, float *logits, int *prefilled);
 /* infs_engine_ask_batch on a device engine (engine_batch.c); o is taken. */
 int infs__ask_device(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
                      const char *ns, const char *const *questions, size_t n, const infs_ask_options *o);

@@ -80,6 +80,18 @@ int infs__recompute(const infs_model *m, const infs__recompute_args *a);
  * query_weight > 0) must be within the model's device_max_tokens. */
 int infs__recompute_device(const infs_model *m, const infs__recompute_args *a, void *stream);
 
+/* The same with the question's prefill fused in, one pass over the
+ * weights (the device engine's recovery): the question's tokens
+ * query[0..n_query), whatever query_weight, run with the rows through
+ * every layer at positions past->n_past.., never subject to the selection
+ * (past the check layer the kept rows and the whole question go on), their
+ * K/V written for good; the last one's logits (n_vocab floats, device
+ * memory) land in logits. At every layer the rows' new K/V are in the cache
+ * before anything attends, so the cache and the logits are those of
+ * infs__recompute_device followed by a prefill of the question at n_past.
+ * n_tokens + n_query must be within device_max_tokens. */
+int infs__recompute_prefill_device(const infs_model *m, const infs__recompute_args *a, float *logits, void *stream);
+
 /* A device forward call (infs_model_forward_device) after its host-side
  * checks: cache is a copy of the caller's layout, on the model's device,
  * of the model's shape, every layer pointer set; for one sequence,

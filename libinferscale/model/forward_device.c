@@ -115,9 +115,11 @@ int infs_model_forward_device(float *logits, const infs_model *m, const int32_t 
 	return infs__cuda->model_forward(m, &a);
 }
 
-int infs__recompute_device(const infs_model *m, const infs__recompute_args *a, void *stream)
+/* infs__recompute_device, and with logits set its fused prefill: the whole
+ * question then runs, whatever query_weight. */
+static int recompute(const infs_model *m, const infs__recompute_args *a, float *logits, void *stream,
+                     const char *rfn)
 {
-	static const char rfn[] = "infs__recompute_device";
 	if (!m || !a)
 		return infs__error(INFS_EINVAL, "%s: %s is NULL", rfn, !m ? "model" : "arguments");
 	if (!m->dev)
@@ -125,9 +127,16 @@ int infs__recompute_device(const infs_model *m, const infs__recompute_args *a, v
 	int rc = infs__recompute_check(m, a, rfn);
 	if (rc)
 		return rc;
+	if (logits && (!a->query || !a->n_query))
+		return infs__error(INFS_EINVAL, "%s: no question to prefill", rfn);
+	for (uint32_t i = 0; logits && i < a->n_query; i++)
+		if (a->query[i] < 0 || (uint32_t)a->query[i] >= m->cfg.n_vocab)
+			return infs__error(INFS_ERANGE, "%s: question token %u is %d, not in 0..%u", rfn, i, a->query[i],
+			                   m->cfg.n_vocab - 1);
 	const infs__paged_kv *pk = a->past;
-	const uint64_t nq = a->query_weight > 0 ? a->n_query : 0, n = a->n_tokens + nq;
-	/* The rows and the question run together through the check layer. */
+	const uint64_t nq = logits || a->query_weight > 0 ? a->n_query : 0, n = a->n_tokens + nq;
+	/* The rows and the question run together (through the check layer, or
+	 * fused, through every layer). */
 	if (n > m->device_max_tokens)
 		return infs__error(INFS_ERANGE, "%s: %u rows and %llu question tokens are above %u "
 		                   "(infs_model_options.device_max_tokens)", rfn, a->n_tokens, (unsigned long long)nq,
@@ -144,5 +153,17 @@ int infs__recompute_device(const infs_model *m, const infs__recompute_args *a, v
 	if (need > pk->block_table_len)
 		return infs__error(INFS_ERANGE, "%s: positions up to %llu need %llu block table entries, the table has %zu",
 		                   rfn, (unsigned long long)end, (unsigned long long)need, pk->block_table_len);
-	return infs__cuda->model_recompute(m, a, stream);
+	return infs__cuda->model_recompute(m, a, logits, stream);
+}
+
+int infs__recompute_device(const infs_model *m, const infs__recompute_args *a, void *stream)
+{
+	return recompute(m, a, NULL, stream, "infs__recompute_device");
+}
+
+int infs__recompute_prefill_device(const infs_model *m, const infs__recompute_args *a, float *logits, void *stream)
+{
+	if (!logits)
+		return infs__error(INFS_EINVAL, "infs__recompute_prefill_device: logits is NULL");
+	return recompute(m, a, logits, stream, "infs__recompute_prefill_device");
 }
