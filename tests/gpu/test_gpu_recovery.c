@@ -251,7 +251,9 @@ static void ends(fixture *f, const char *name)
 	printf("  %s: all rows recomputed vs prefill max |diff| %.3g, fused %.3g (bound %.3g); half the rows %.3g, "
 	       "injection %.3g from the prefill\n", name, d_full, d_fused, bound, mi, ii);
 	CHECK(d_full <= bound && d_fused <= bound);
-	if (f->L > 1)
+	/* Under a sliding window the question may see none of the rows left
+	 * out (Mistral's 6 positions here), and then equals the full keep. */
+	if (f->L > 1 && !f->md->cfg.sliding_window)
 		CHECK(memcmp(mid, inj, f->V * 4) != 0 && memcmp(mid, full, f->V * 4) != 0);
 	free(fus);
 	free(full);
