@@ -138,7 +138,7 @@ grep -q "^  f16 KV against f16: first token 100.0%, answer 100.0%; first-token K
 # are no error without the flag.
 "$cli" eval "$tiny" --k 50 --quiet --context-turns 2 > "$tmp/c2.json" 2> "$tmp/c2.txt"
 cat "$tmp/c2.txt"
-grep -q "^  context: each fact after the 2 turns up to its evidence turn, .* 0 of 6 facts without" "$tmp/c2.txt" ||
+grep -q "^  context: up to 2 turns ending with each fact's evidence turn, .* 0 of 6 facts without" "$tmp/c2.txt" ||
 	fail "context summary: $(cat "$tmp/c2.txt")"
 "$cli" eval "$tmp/unknown.json" --k 50 --quiet --context-turns 3 --recovery prefix+query > "$tmp/cu.json" 2> /dev/null
 "$cli" eval "$tmp/badturns.json" --k 50 --quiet --limit 1 > /dev/null 2>&1 || fail "malformed turns without --context-turns"

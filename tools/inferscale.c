@@ -1857,10 +1857,11 @@ static void context_summary(const conv *c, const args *a)
 {
 	const size_t with = c->n_facts - c->n_no_context;
 	if (a->context_turns)
-		fprintf(stderr, "  context: each fact after the %u turns up to its evidence turn, %.1f tokens on average; %zu of %zu facts "
-		                "without (no known evidence turn); encoding %.1f s\n",
-		        a->context_turns, with ? (double)c->context_tokens / (double)with : 0.0, c->n_no_context,
-		        c->n_facts, c->encode_ms / 1e3);
+		fprintf(stderr, "  context: up to %u turn%s ending with each fact's evidence turn, %.1f tokens on average; "
+		                "%zu of %zu facts without (no known evidence turn); encoding %.1f s\n",
+		        a->context_turns, a->context_turns == 1 ? "" : "s",
+		        with ? (double)c->context_tokens / (double)with : 0.0, c->n_no_context, c->n_facts,
+		        c->encode_ms / 1e3);
 }
 
 /* Point p's means over nq questions as one JSON object, and a summary on
