@@ -33,9 +33,9 @@ helps() { # command, options it lists, options it does not
 	for o in $3; do if grep -q -- "^  $o " "$tmp/h"; then fail "$cmd --help lists $o"; fi; done
 }
 helps encode "--store --namespace --kv-dtype --device --quiet" "--sweep --compare --limit -k"
-helps ask "--store --namespace -k --k --compare --json --recovery --device" "--sweep --limit --plot --kv-dtype --reference-kv-dtype"
-helps bench "--store -k --json --plot --recovery" "--compare --sweep --limit"
-helps eval "--limit --sweep --plot --json --recovery -k --kv-dtype --reference-kv-dtype" "--store --namespace --compare --max-tokens --temperature"
+helps ask "--store --namespace -k --k --compare --json --recovery --device" "--sweep --limit --plot --kv-dtype --reference-kv-dtype --context-turns"
+helps bench "--store -k --json --plot --recovery" "--compare --sweep --limit --context-turns"
+helps eval "--limit --sweep --plot --json --recovery -k --kv-dtype --reference-kv-dtype --context-turns" "--store --namespace --compare --max-tokens --temperature"
 "$cli" ask -h | grep -q "^usage: inferscale ask" || fail "ask -h"
 "$cli" --help | grep -q "inferscale COMMAND --help" || fail "--help names the commands' help"
 

@@ -50,6 +50,18 @@ write("lastfact", {"qa": d["qa"], "session_1_observation": {"Ana": ["ab"]}})
 bad = json.loads(json.dumps(d))
 del bad["qa"][3]["answer"]
 write("noanswer", bad)
+# --context-turns: malformed turns, no turns; two facts whose evidence names
+# no turn, the sessions under "conversation" as in LoCoMo's release.
+write("badturns", dict(d, session_1="hello"))
+bad = json.loads(json.dumps(d))
+bad["session_2"][1] = {"speaker": "Ana", "dia_id": "D2:2"}
+write("badturn", bad)
+write("noturns", {k: v for k, v in d.items() if k not in ("session_1", "session_2")})
+unk = json.loads(json.dumps(d))
+unk["conversation"] = {k: unk.pop(k) for k in ("session_1", "session_2")}
+unk["session_1_observation"]["Ben"][1][1] = "D9:9"
+unk["session_2_observation"]["Ben"][0][1] = []
+write("unknown", unk)
 PY
 check_err 1 "$tmp/noqa.json: no \"qa\" list of questions" eval "$tmp/noqa.json"
 check_err 1 "$tmp/nofacts.json: no facts" eval "$tmp/nofacts.json"
@@ -85,6 +97,14 @@ check_err 2 "--reference-kv-dtype: \"fp4\" is not f16, bf16, f32 or fp8" eval "$
 check_err 2 "--reference-kv-dtype compares one run: not with --sweep" eval "$tiny" --sweep --reference-kv-dtype bf16
 check_err 2 "ask: --reference-kv-dtype does not apply" ask --store "$tmp/s.infs" --namespace n --reference-kv-dtype bf16 q
 check_err 1 "$tmp/no/x.png" eval "$tiny" --sweep --plot "$tmp/no/x.png"
+check_err 2 "--context-turns: 65 is not in 0..64" eval "$tiny" --context-turns 65
+check_err 2 "--context-turns: \"-1\" is not a count" eval "$tiny" --context-turns -1
+check_err 2 "bench: --context-turns does not apply" bench --store "$tmp/s.infs" --context-turns 2 "q"
+check_err 1 "$tmp/badturns.json: --context-turns: \"session_1\" is not a list of turns" \
+	eval "$tmp/badturns.json" --context-turns 2
+check_err 1 "$tmp/badturn.json: --context-turns: \"session_2\"[1] is not a turn {speaker, dia_id, text}" \
+	eval "$tmp/badturn.json" --context-turns 1
+check_err 1 "$tmp/noturns.json: --context-turns: no conversation turns" eval "$tmp/noturns.json" --context-turns 2
 [ -z "$(ls "$tmp/t")" ] || fail "a refusal left $(ls "$tmp/t")"
 
 cache=${INFS_CACHE:-$HOME/.cache/inferscale}
@@ -113,9 +133,18 @@ grep -q "^  f16 KV against f16: first token 100.0%, answer 100.0%; first-token K
 # Recovery: everything recomputed is full recompute exactly; half of it,
 # half of the fact tokens.
 "$cli" eval "$tiny" --k 50 --quiet --recovery deviation --recompute 1 > "$tmp/r1.json" 2> /dev/null
+# Context encoding: the same facts and prompts, other stored KV; with a
+# recovery mode, and on facts whose evidence names no turn. Malformed turns
+# are no error without the flag.
+"$cli" eval "$tiny" --k 50 --quiet --context-turns 2 > "$tmp/c2.json" 2> "$tmp/c2.txt"
+cat "$tmp/c2.txt"
+grep -q "^  context: up to 2 turns ending with each fact's evidence turn, .* 0 of 6 facts without" "$tmp/c2.txt" ||
+	fail "context summary: $(cat "$tmp/c2.txt")"
+"$cli" eval "$tmp/unknown.json" --k 50 --quiet --context-turns 3 --recovery prefix+query > "$tmp/cu.json" 2> /dev/null
+"$cli" eval "$tmp/badturns.json" --k 50 --quiet --limit 1 > /dev/null 2>&1 || fail "malformed turns without --context-turns"
 "$cli" eval "$tiny" --k 50 --quiet --recovery deviation --recompute 0.5 --check-layer 1 > "$tmp/r5.json" 2> /dev/null
 # A sweep of one mode on one question: 8 points; ratio 0 is the prefix's.
-"$cli" eval "$tiny" --k 50 --quiet --limit 1 --seed 1 --sweep --recovery query+prefix --prefix 3 \
+"$cli" eval "$tiny" --k 50 --quiet --limit 1 --seed 1 --sweep --recovery query+prefix --prefix 3 --context-turns 2 \
 	--plot "$tmp/sw.png" > "$tmp/sw.json" 2> "$tmp/sw.txt"
 cat "$tmp/sw.txt"
 # its chart: the agreement lines (blue) and the TTFT panel's (red)
@@ -126,13 +155,16 @@ python3 - "$tmp" <<'PY'
 import json, sys
 t = sys.argv[1]
 d = json.load(open(t + "/all.json"))
-keys = {"mode", "recompute_ratio", "check_layer", "prefix_tokens", "query_weight", "k", "kv_dtype", "n_questions", "recompute_fraction", "first_token_agreement", "answer_agreement",
+keys = {"mode", "recompute_ratio", "check_layer", "prefix_tokens", "query_weight", "k", "kv_dtype", "context_turns",
+        "facts_without_context", "context_tokens_mean", "encode_ms", "n_questions", "recompute_fraction", "first_token_agreement", "answer_agreement",
         "kl_first_token_mean", "f1_inject", "f1_full", "evidence_recall", "ttft_inject_ms", "ttft_full_ms",
         "questions"}
 assert set(d) == keys, set(d) ^ keys
 assert d["mode"] == "none" and d["k"] == 50 and d["kv_dtype"] == "f16" and d["n_questions"] == 3, d
 assert d["recompute_ratio"] == 0 and d["prefix_tokens"] == 0 and d["query_weight"] == 0, d
 assert d["recompute_fraction"] == 0 and d["evidence_recall"] == 1.0, d
+assert (d["context_turns"], d["facts_without_context"], d["context_tokens_mean"]) == (0, 0, 0), d
+assert d["encode_ms"] > 0, d
 for k in ("first_token_agreement", "answer_agreement", "f1_inject", "f1_full"):
     assert 0 <= d[k] <= 1, (k, d[k])
 assert d["kl_first_token_mean"] >= 0 and d["ttft_inject_ms"] > 0 and d["ttft_full_ms"] > 0, d
@@ -205,5 +237,21 @@ assert 0 < fr[0] < 0.5 and fr[1] == fr[0] and fr[-1] == 1, fr
 assert all(abs(f - r) < 0.02 for f, r in zip(fr[2:], [0.1, 0.15, 0.2, 0.3, 0.5]) if r > fr[0]), fr
 assert sw[-1]["kl_first_token_mean"] == 0 and sw[-1]["answer_agreement"] == 1, sw[-1]
 assert sw[-1]["ttft_inject_ms"] == sw[-1]["ttft_full_ms"], sw[-1]
+assert all((p["context_turns"], p["facts_without_context"]) == (2, 0) and p["context_tokens_mean"] > 0 for p in sw), sw
+# Context encoding: every fact has its turns (about 14 tokens a turn here);
+# full recompute, the same prompt of the same facts, answers the same; the
+# injected KV differ, so the first-token distributions do.
+c2, cu = (json.load(open("%s/%s.json" % (t, n))) for n in ("c2", "cu"))
+assert set(c2) == keys and (c2["context_turns"], c2["facts_without_context"], c2["mode"]) == (2, 0, "none"), c2
+assert 10 < c2["context_tokens_mean"] < 60 and c2["encode_ms"] > 0, c2
+assert [(x["qa"], x["facts"], x["f1_full"], x["evidence_found"]) for x in c2["questions"]] == \
+       [(x["qa"], x["facts"], x["f1_full"], x["evidence_found"]) for x in q], (c2, d)
+assert any(x["kl_first_token"] != y["kl_first_token"] for x, y in zip(c2["questions"], q)), (c2, d)
+# Two facts without: an unknown turn and an empty list; the others, up to
+# 3 turns each, more than 2.
+assert (cu["context_turns"], cu["facts_without_context"], cu["mode"], cu["prefix_tokens"]) == \
+       (3, 2, "prefix+query", 2), cu
+assert cu["context_tokens_mean"] > c2["context_tokens_mean"], (cu, c2)
+assert cu["f1_full"] == d["f1_full"], (cu, d)
 PY
 echo "cli-eval: ok"

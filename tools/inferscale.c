@@ -22,11 +22,14 @@
 #include "eval_metrics.h"
 #include "inferscale/inferscale.h"
 #include "jsonl.h"
+#include "locomo_turns.h"
 
 /* The engine's context in tokens: prompt and answer. */
 #define CLI_N_CTX 8192u
 /* The model's and the embedder's limit. */
 #define CLI_THREADS_MAX 1024u
+/* eval --context-turns: at most this many turns before each fact. */
+#define CLI_CONTEXT_TURNS_MAX 64u
 
 static const char usage[] =
 	"usage: inferscale <command> [options]\n"
@@ -110,6 +113,10 @@ static const struct opt {
 	{ "--prefix", "M", C_ASK | C_BENCH | C_EVAL, "prefix: tokens recomputed at each fact's start (default 2)" },
 	{ "--query-weight", "W", C_ASK | C_BENCH | C_EVAL,
 	  "query: the question's attention's weight in the selection, 0..1 (default 0.5)" },
+	{ "--context-turns", "W", C_EVAL,
+	  "encode each fact after the W conversation turns up to and including its\n"
+	  "(first) evidence turn, each \"speaker: text\", 0..64 (default 0: none);\n"
+	  "only the stored KV changes, not the prompt" },
 	{ "--sweep", NULL, C_EVAL, "every mode of --recovery (default deviation, query, prefix+deviation,\n"
 	                           "prefix+query) at --recompute 0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5 and 1:\n"
 	                           "a JSON array" },
@@ -151,7 +158,7 @@ typedef struct args {
 	const char *cmd, *positional, *store, *ns, *model, *embedder, *questions, *json, *recovery, *plot;
 	infs_dtype kv_dtype, ref_dtype;
 	int ref;                             /* --reference-kv-dtype given */
-	uint32_t threads, k, max_tokens, limit, check_layer, prefix;
+	uint32_t threads, k, max_tokens, limit, check_layer, prefix, context_turns;
 	float recompute, query_weight;
 	int select, prefix_mode, query_mode; /* parts of --recovery; select: deviation or query */
 	int device;
@@ -408,6 +415,9 @@ static int parse_args(args *a, int argc, char **argv)
 			if (!rc && !(a->query_weight >= 0 && a->query_weight <= 1))
 				rc = fail("--query-weight: \"%s\" is not a weight in 0..1", v);
 			a->query_weight_set = 1;
+		} else if (!strcmp(o, "--context-turns")) {
+			TAKE();
+			rc = parse_range(&a->context_turns, v, o, 0, CLI_CONTEXT_TURNS_MAX);
 		} else if (!strcmp(o, "--sweep")) {
 			a->sweep = 1;
 		} else if (!strcmp(o, "--max-tokens")) {
@@ -1336,12 +1346,15 @@ static int cmd_bench(const args *a)
 
 /* One observation fact: its text, its metadata (speaker, date and evidence
  * turns, as scripts/locomo-jsonl.py writes them), its evidence turns
- * joined by ';', its rendering and its ids in the store and in the
- * reference store (--reference-kv-dtype). */
+ * joined by ';', its rendering, its encoding context (--context-turns: the
+ * turns' text and its tokens; NULL without) and its ids in the store and in
+ * the reference store (--reference-kv-dtype). */
 typedef struct conv_fact {
 	const char *text;
 	str meta, evidence;
-	char *rendered;
+	char *rendered, *context;
+	int32_t *context_tokens;
+	uint32_t n_context;
 	uint64_t id, ref_id;
 } conv_fact;
 
@@ -1353,6 +1366,9 @@ typedef struct conv {
 	const jsonl_value **qs; /* the questions of categories 1-4, in file order */
 	size_t *qa_index;       /* their places in "qa" */
 	size_t n_qs;
+	size_t n_no_context;     /* --context-turns: facts whose evidence names no turn */
+	uint64_t context_tokens; /* --context-turns: of all facts together */
+	double encode_ms;        /* the facts' encoding into the main store */
 } conv;
 
 static void conv_free(conv *c)
@@ -1361,6 +1377,8 @@ static void conv_free(conv *c)
 		free(c->facts[i].meta.p);
 		free(c->facts[i].evidence.p);
 		infs_free(c->facts[i].rendered);
+		free(c->facts[i].context);
+		free(c->facts[i].context_tokens);
 	}
 	free(c->facts);
 	free(c->qs);
@@ -1538,6 +1556,52 @@ static int conv_read(conv *c, const char *path)
 	return 0;
 }
 
+/* --context-turns w: each fact's context, the w turns up to and including
+ * its first evidence turn (tools/locomo_turns.h); none for a fact whose
+ * evidence names no turn. Read before any model loads, so that malformed
+ * turns fail early. */
+static int conv_contexts(conv *c, const char *path, unsigned w)
+{
+	locomo_turns t;
+	char why[256];
+	if (locomo_turns_read(&t, c->doc.v, why, sizeof why))
+		return fail("%s: --context-turns: %s", path, why);
+	int rc = 0;
+	for (size_t i = 0; !rc && i < c->n_facts; i++) {
+		conv_fact *f = &c->facts[i];
+		size_t n_turns;
+		if (locomo_context(&f->context, &n_turns, &t, f->evidence.p, w))
+			rc = fail("out of memory");
+		c->n_no_context += !rc && !f->context;
+	}
+	locomo_turns_free(&t);
+	return rc;
+}
+
+/* The contexts' tokens, by the model's tokenizer, as the fact texts are
+ * tokenized (no BOS, special tokens as plain text). */
+static int conv_context_tokens(conv *c, const infs_model *m)
+{
+	const infs_tokenizer *tok = infs_model_tokenizer(m);
+	if (!tok)
+		return lib_fail("--context-turns: the model's tokenizer");
+	for (size_t i = 0; i < c->n_facts; i++) {
+		conv_fact *f = &c->facts[i];
+		size_t len = f->context ? strlen(f->context) : 0, n = 0;
+		if (!len)
+			continue;
+		if (infs_tokenize(tok, f->context, len, 0, NULL, 0, &n))
+			return lib_fail("--context-turns: tokenizing");
+		if (n > UINT32_MAX || !(f->context_tokens = malloc((n ? n : 1) * sizeof *f->context_tokens)))
+			return fail("out of memory");
+		if (infs_tokenize(tok, f->context, len, 0, f->context_tokens, n, &n))
+			return lib_fail("--context-turns: tokenizing");
+		f->n_context = (uint32_t)n;
+		c->context_tokens += n;
+	}
+	return 0;
+}
+
 /* The temporary store's directory, removed at exit. */
 static char eval_dir[4096];
 
@@ -1576,6 +1640,8 @@ static int eval_encode(conv *c, const runtime *r, infs_store *store, int ref, co
 		f.text = c->facts[i].rendered;
 		f.embed_text = c->facts[i].text;
 		f.metadata = c->facts[i].meta.p;
+		f.context = c->facts[i].context_tokens;
+		f.n_context = c->facts[i].n_context;
 		in[i] = f;
 	}
 	progress pg = { 0, c->n_facts, a->quiet ? 0 : isatty(2) ? 1 : 2, now_s(), now_s() };
@@ -1585,8 +1651,11 @@ static int eval_encode(conv *c, const runtime *r, infs_store *store, int ref, co
 	eo.embedder = r->embedder;
 	eo.progress = show_progress;
 	eo.progress_user = &pg;
+	double t0 = now_s();
 	if (!rc && infs_fact_encode(ids, store, EVAL_NS, r->model, in, c->n_facts, &eo))
 		rc = fail("%s: encoding the facts%s: %s", a->positional, ref ? " (reference)" : "", infs_error_last());
+	if (!ref)
+		c->encode_ms = 1e3 * (now_s() - t0);
 	if (pg.show == 1)
 		fputc('\n', stderr);
 	for (size_t i = 0; !rc && i < c->n_facts; i++)
@@ -1783,6 +1852,18 @@ static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, r
 	return rc;
 }
 
+/* The line of --context-turns in the summary on stderr. */
+static void context_summary(const conv *c, const args *a)
+{
+	const size_t with = c->n_facts - c->n_no_context;
+	if (a->context_turns)
+		fprintf(stderr, "  context: up to %u turn%s ending with each fact's evidence turn, %.1f tokens on average; "
+		                "%zu of %zu facts without (no known evidence turn); encoding %.1f s\n",
+		        a->context_turns, a->context_turns == 1 ? "" : "s",
+		        with ? (double)c->context_tokens / (double)with : 0.0, c->n_no_context, c->n_facts,
+		        c->encode_ms / 1e3);
+}
+
 /* Point p's means over nq questions as one JSON object, and a summary on
  * stderr (one line in a sweep). */
 static void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c, const args *a)
@@ -1793,13 +1874,18 @@ static void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c,
 	snprintf(recall, sizeof recall, p->ev_total ? "%.6f" : "null",
 	         p->ev_total ? (double)p->ev_found / (double)p->ev_total : 0.0);
 	snprintf(recall_h, sizeof recall_h, "%zu of %zu turns", p->ev_found, p->ev_total);
+	const size_t with_context = c->n_facts - c->n_no_context;
 	fprintf(jf, "{\"mode\": \"%s\", \"recompute_ratio\": %g, \"check_layer\": %u, \"prefix_tokens\": %u, "
-	            "\"query_weight\": %g, \"k\": %u, \"kv_dtype\": \"%s\", \"n_questions\": %zu, "
+	            "\"query_weight\": %g, \"k\": %u, \"kv_dtype\": \"%s\", \"context_turns\": %u, "
+	            "\"facts_without_context\": %zu, \"context_tokens_mean\": %.3f, \"encode_ms\": %.3f, "
+	            "\"n_questions\": %zu, "
 	            "\"recompute_fraction\": %.6f, "
 	            "\"first_token_agreement\": %.6f, \"answer_agreement\": %.6f, \"kl_first_token_mean\": %.6g, "
 	            "\"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_recall\": %s, "
 	            "\"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, ",
-	        p->mode, (double)p->ratio, p->check, p->prefix, (double)p->weight, a->k, dtype_name(a->kv_dtype), nq,
+	        p->mode, (double)p->ratio, p->check, p->prefix, (double)p->weight, a->k, dtype_name(a->kv_dtype),
+	        a->context_turns, c->n_no_context,
+	        a->context_turns && with_context ? (double)c->context_tokens / (double)with_context : 0.0, c->encode_ms, nq,
 	        p->recomputed / n, (double)p->top1 / n, (double)p->same / n, p->kl / n, p->f1_inject / n,
 	        p->f1_full / n, recall, p->ttft_inject / n, p->ttft_full / n);
 	if (a->ref)
@@ -1823,6 +1909,7 @@ static void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c,
 	        a->positional, nq, c->n_qs, c->n_facts, a->k, p->mode, 100.0 * (double)p->top1 / n,
 	        100.0 * (double)p->same / n, p->kl / n, p->f1_inject / n, p->f1_full / n, recall_h,
 	        p->ttft_inject / n, p->ttft_full / n);
+	context_summary(c, a);
 	if (a->ref)
 		fprintf(stderr, "  %s KV against %s: first token %.1f%%, answer %.1f%%; first-token KL %.4g nats\n",
 		        dtype_name(a->kv_dtype), dtype_name(a->ref_dtype), 100.0 * (double)p->ref_top1 / n,
@@ -1859,6 +1946,8 @@ static int cmd_eval(const args *a)
 	runtime r;
 	memset(&r, 0, sizeof r);
 	int rc = conv_read(&c, a->positional);
+	if (!rc && a->context_turns)
+		rc = conv_contexts(&c, a->positional, a->context_turns);
 	/* A chart that cannot be written fails before the long part. */
 	FILE *pf = !rc && a->plot ? fopen(a->plot, "wb") : NULL;
 	if (!rc && a->plot && !pf)
@@ -1902,6 +1991,8 @@ static int cmd_eval(const args *a)
 	if (!rc)
 		rc = runtime_open(&r, &b, 1);
 	if (!rc)
+		rc = conv_context_tokens(&c, r.model);
+	if (!rc)
 		rc = eval_encode(&c, &r, r.store, 0, a);
 	/* The reference store, beside the other: its facts, header and footer
 	 * in --reference-kv-dtype, injected into the same engine's cache. */
@@ -1925,6 +2016,8 @@ static int cmd_eval(const args *a)
 	if (!rc && a->sweep)
 		fprintf(stderr, "%s: %zu of %zu questions (categories 1-4), %zu facts, k %u; injection / full recompute\n",
 		        a->positional, n, c.n_qs, c.n_facts, a->k);
+	if (!rc && a->sweep)
+		context_summary(&c, a);
 	for (size_t i = 0; !rc && i < np; i++) {
 		fputs(!a->sweep ? "" : i ? ",\n" : "[\n", jf);
 		eval_report(jf, &pts[i], n, &c, a);
