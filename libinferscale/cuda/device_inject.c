@@ -158,23 +158,24 @@ int infs__inject_device(const infs__inject_plan *plan)
 		d = NULL;
 	const size_t half_token = infs_geometry_kv_token_bytes(g);
 
-	const void **src = malloc(2 * nf * sizeof *src);
-	size_t *off = malloc(nf * sizeof *off);
-	pinned_src *ps = malloc(nf * sizeof *ps);
-	if (!src || !off || !ps) {
-		free(src), free(off), free(ps);
+	/* per record: its K and V pointers, its device entry, its place in
+	 * scratch; and the pinned ones */
+	const void **src = malloc(nf * (3 * sizeof *src + sizeof(size_t) + sizeof(pinned_src)));
+	if (!src)
 		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
-	}
+	const infs__dev_rec **recs = (const infs__dev_rec **)(src + 2 * nf);
+	size_t *off = (size_t *)(recs + nf);
+	pinned_src *ps = (pinned_src *)(off + nf);
 	int prev, rc = infs__device_enter(&prev, l->device, fn);
 	if (rc) {
-		free(src), free(off), free(ps);
+		free(src);
 		return rc;
 	}
 	cudaError_t err = cudaSuccess;
 	/* Records off the device are uploaded, in stream order. */
 	size_t upload = 0, n_pinned = 0;
 	for (size_t f = 0; f < nf; f++) {
-		const infs__dev_rec *e = d ? infs__device_rec(d, plan->records[f].id) : NULL;
+		const infs__dev_rec *e = recs[f] = d ? infs__device_rec(d, plan->records[f].id) : NULL;
 		const size_t kv = 2 * (size_t)plan->records[f].n_tokens * half_token;
 		if (e && !e->kv && e->host)
 			ps[n_pinned++] = (pinned_src){ e->host, kv, f, e->hchunk };
@@ -183,7 +184,7 @@ int infs__inject_device(const infs__inject_plan *plan)
 	}
 	char *scratch = NULL;
 	if (upload && (rc = scratch_alloc(&scratch, upload, l->device, stream))) {
-		free(src), free(off), free(ps);
+		free(src);
 		infs__device_restore(prev);
 		return rc;
 	}
@@ -194,7 +195,7 @@ int infs__inject_device(const infs__inject_plan *plan)
 	infs__kv_ns *touched = NULL, *queued = NULL;
 	for (size_t f = 0; f < nf && rc == INFS_OK; f++) {
 		const infs__record *rec = &plan->records[f];
-		const infs__dev_rec *e = d ? infs__device_rec(d, rec->id) : NULL;
+		const infs__dev_rec *e = recs[f];
 		const size_t half = (size_t)rec->n_tokens * half_token;
 		if (e && e->kns != touched)
 			infs__kns_touch(d, touched = e->kns);
@@ -289,8 +290,6 @@ out:
 	pthread_mutex_unlock(&ring_lock);
 out_unlocked:
 	free(src);
-	free(off);
-	free(ps);
 	if (scratch) {
 		err = cudaFreeAsync(scratch, stream);
 		if (err != cudaSuccess && rc == INFS_OK)

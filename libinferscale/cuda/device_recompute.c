@@ -133,8 +133,7 @@ static int run(const infs_model *m, const infs__recompute_args *a, float *logits
 	int32_t *d_tok = d->rc_in, *d_pos = d->rc_in + T;
 	int rc = infs__device_check_ptr(pk->block_table, d->device, fn, "block_table");
 	for (uint32_t l = 0; !rc && l < g->n_layers; l++) {
-		if (!rc)
-			rc = infs__device_check_ptr(kl->k_layers[l], d->device, fn, "a cache K layer");
+		rc = infs__device_check_ptr(kl->k_layers[l], d->device, fn, "a cache K layer");
 		if (!rc)
 			rc = infs__device_check_ptr(kl->v_layers[l], d->device, fn, "a cache V layer");
 	}
