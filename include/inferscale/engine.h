@@ -45,9 +45,11 @@ typedef struct infs_engine_options {
 	/* version 2: the engine on a device (docs/end-to-end.md, "On a GPU"). */
 	int device;            /* -1: the host; >= 0: the CUDA device the model was loaded
 	                          on (infs_model_options.device), where the cache lives */
-	uint32_t max_seqs;     /* sequences decoded together by infs_engine_ask_batch on a
-	                          device; 0 = 32 (1 on the host, which answers one by one) */
-	uint32_t n_blocks;     /* device: blocks in the pool all sequences share;
+	uint32_t max_seqs;     /* sequences decoded together by infs_engine_ask_batch; 0 = 32
+	                          on a device, 1 on the host (one by one); more than 1 on the
+	                          host batches them there too, over a pool in host memory */
+	uint32_t n_blocks;     /* blocks in the pool all sequences share (a device engine, or
+	                          a host engine with max_seqs > 1);
 	                          0 = max_seqs * ceil(n_ctx / block_size) */
 } infs_engine_options;
 
@@ -195,8 +197,8 @@ INFS_API void infs_answer_free(infs_answer *answer);
 
 /* Answers n questions as infs_engine_ask answers each (same options, every
  * question of namespace ns): out[i] is question i's answer, released with
- * infs_answer_free. On a device engine the requests run together with
- * continuous batching: up to max_seqs sequences at once, the newly
+ * infs_answer_free. On a device engine, and on a host engine with
+ * max_seqs > 1, the requests run together with continuous batching: up to max_seqs sequences at once, the newly
  * admitted ones' prompts prefilled in one batched forward, every running
  * sequence advanced by one batched decode step, a finished sequence's
  * blocks returned to the pool and the next question admitted in its place.
@@ -205,8 +207,8 @@ INFS_API void infs_answer_free(infs_answer *answer);
  * so a running sequence never runs out of cache; a prompt of n_ctx
  * positions or more fails the call (INFS_ERANGE). Its
  * time parts are those of the group it was admitted with (embedded,
- * retrieved, injected and prefilled together). On the host the questions
- * are answered one after another. On error every out[i] is NULL. Calls
+ * retrieved, injected and prefilled together). A host engine with
+ * max_seqs 1 answers them one after another. On error every out[i] is NULL. Calls
  * from several threads take turns: a server gets batches, and with them
  * the device's throughput, by collecting its threads' requests into one
  * call (docs/end-to-end.md, "The engine on a GPU"). */

@@ -7,6 +7,7 @@
 #include "inferscale/engine.h"
 #include "engine/compose.h"
 #include "engine/encode.h"
+#include "engine/host_batch.h"
 #include "util/dtype.h"
 #include "util/error.h"
 #include "util/options.h"
@@ -34,16 +35,10 @@ INFS__DEFINE_INIT(infs_generate_options_init, infs_generate_options, infs__sizes
 
 INFS__DEFINE_INIT(infs_ask_options_init, infs_ask_options, infs__sizes_ask_options, INFS_ASK_OPTIONS_INIT)
 
-/* The device engine's pool and stream (the model must be on that device). */
-static int create_device(infs_engine *e, const infs_engine_options *o)
+/* The block pool infs_engine_ask_batch schedules over, through ops: the
+ * device's, or (a host engine with max_seqs > 1) in host memory. */
+static int create_pool(infs_engine *e, const infs_engine_options *o, const infs__dengine_ops *ops)
 {
-	if (!infs__cuda)
-		return infs__error(INFS_EUNSUPPORTED, "infs_engine_create: device %d: this build has no CUDA backend",
-		                   o->device);
-	if (o->device != e->model->device || !e->model->dev)
-		return infs__error(INFS_EINVAL, "infs_engine_create: device %d, but the model is %s %d", o->device,
-		                   e->model->dev ? "on device" : "not loaded on a device: its infs_model_options.device is",
-		                   e->model->device);
 	e->max_seqs = o->max_seqs ? o->max_seqs : 32;
 	e->block_size = o->block_size;
 	e->seq_blocks = (o->n_ctx + o->block_size - 1) / o->block_size;
@@ -55,13 +50,31 @@ static int create_device(infs_engine *e, const infs_engine_options *o)
 		return infs__error(INFS_ERANGE, "infs_engine_create: n_blocks %llu cannot hold one sequence of n_ctx %u "
 		                   "(%u blocks of %u)", (unsigned long long)nb, o->n_ctx, e->seq_blocks, o->block_size);
 	e->n_blocks = (uint32_t)nb;
-	e->ops = infs__cuda->engine;
 	infs__dengine_config c = { .model = e->model, .geom = &e->geom, .kv_dtype = o->kv_dtype, .n_blocks = e->n_blocks,
 		                   .block_size = o->block_size, .max_seqs = e->max_seqs, .seq_blocks = e->seq_blocks,
 		                   .n_vocab = e->n_vocab };
-	int rc = e->ops->open(&e->dev, &c);
+	int rc = ops->open(&e->batch, &c);
 	if (rc)
 		return infs__error_wrap(rc, "infs_engine_create");
+	e->batch_ops = ops;
+	return INFS_OK;
+}
+
+/* The device engine's pool and stream (the model must be on that device). */
+static int create_device(infs_engine *e, const infs_engine_options *o)
+{
+	if (!infs__cuda)
+		return infs__error(INFS_EUNSUPPORTED, "infs_engine_create: device %d: this build has no CUDA backend",
+		                   o->device);
+	if (o->device != e->model->device || !e->model->dev)
+		return infs__error(INFS_EINVAL, "infs_engine_create: device %d, but the model is %s %d", o->device,
+		                   e->model->dev ? "on device" : "not loaded on a device: its infs_model_options.device is",
+		                   e->model->device);
+	int rc = create_pool(e, o, infs__cuda->engine);
+	if (rc)
+		return rc;
+	e->dev = e->batch;
+	e->ops = e->batch_ops;
 	e->view.layout = e->ops->cache(e->dev);
 	return INFS_OK;
 }
@@ -101,6 +114,8 @@ int infs_engine_create(infs_engine **out, const infs_model *model, const infs_en
 		rc = create_device(e, &o);
 	else if (!rc)
 		rc = infs__kvcache_init(&e->cache, &e->geom, o.kv_dtype, o.n_ctx, o.block_size);
+	if (!rc && o.device < 0 && o.max_seqs > 1)
+		rc = create_pool(e, &o, &infs__host_batch_ops);
 	if (!rc && !(e->logits = malloc((size_t)e->n_vocab * sizeof *e->logits)))
 		rc = infs__error(INFS_ENOMEM, "infs_engine_create: out of memory");
 	if (!rc)
@@ -126,8 +141,8 @@ void infs_engine_free(infs_engine *e)
 {
 	if (!e)
 		return;
-	if (e->dev)
-		e->ops->close(e->dev);
+	if (e->batch)
+		e->batch_ops->close(e->batch);
 	infs__kvcache_free(&e->cache);
 	infs__pool_free(e->pool);
 	infs__compose_free(&e->prompt);
@@ -451,10 +466,10 @@ int infs__fact_tokens(int32_t **out, uint32_t *n_out, uint32_t *lens, infs_store
  * only each chunk's first prefix_tokens run, through every layer; else all
  * run through the check layer, where the prefixes are kept and the
  * ratio's share (at least the prefixes) is filled by score. The question's
- * tokens qt[0..nq) help score with query_weight. On a device engine the
- * sequence's blocks are table (host memory), on the host the engine's
- * cache; there, with logits set, the question's prefill goes in the same
- * pass when rows and question fit one (*prefilled then set). */
+ * tokens qt[0..nq) help score with query_weight. In the block pool the
+ * sequence's blocks are table (host memory); table NULL: the host engine's
+ * own cache. With table and logits set, the question's prefill goes in the
+ * same pass when rows and question fit one step (*prefilled then set). */
 int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char *ns, const uint64_t *order,
                   size_t nh, const int32_t *qt, uint32_t nq, const infs_ask_options *o, uint32_t n_past,
                   const int32_t *table, float *logits, int *prefilled)
@@ -506,10 +521,10 @@ int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char 
 			                    .n_query = nq, .query_weight = o->query_weight,
 			                    .past = &past, .pool = e->pool };
 		/* One pass over the weights instead of two. */
-		const int fuse = e->dev && logits && prefilled && rows && nq &&
-		                 (uint64_t)rows + nq <= e->ops->max_tokens(e->dev);
-		if (rows && e->dev)
-			rc = e->ops->recompute(e->dev, &ra, table, n_past, fuse ? logits : NULL);
+		const int fuse = table && logits && prefilled && rows && nq &&
+		                 (uint64_t)rows + nq <= e->batch_ops->max_tokens(e->batch);
+		if (rows && table)
+			rc = e->batch_ops->recompute(e->batch, &ra, table, n_past, fuse ? logits : NULL);
 		else if (rows)
 			rc = infs__recompute(e->model, &ra);
 		a->n_recomputable = n;
@@ -594,7 +609,7 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 	if (rc)
 		return rc;
 	if (e->dev)
-		return infs__ask_device(out, e, store, embedder, ns, &question, 1, &o);
+		return infs__ask_batched(out, e, store, embedder, ns, &question, 1, &o);
 
 	infs_answer *a = calloc(1, sizeof *a);
 	size_t cap = o.fact_ids ? o.n_fact_ids : o.k;
@@ -727,9 +742,9 @@ int infs_engine_ask_batch(infs_answer **out, infs_engine *e, infs_store *store, 
 	if (rc || !n)
 		return rc;
 	pthread_mutex_lock(&e->ask_lock);
-	if (e->dev)
-		rc = infs__ask_device(out, e, store, embedder, ns, questions, n, &o);
-	for (size_t i = 0; !e->dev && i < n && !rc; i++)
+	if (e->batch)
+		rc = infs__ask_batched(out, e, store, embedder, ns, questions, n, &o);
+	for (size_t i = 0; !e->batch && i < n && !rc; i++)
 		rc = ask(&out[i], e, store, embedder, ns, questions[i], &o);
 	pthread_mutex_unlock(&e->ask_lock);
 	if (rc)

@@ -1,5 +1,5 @@
-/* Requests on a device engine: continuous batching over the device's block
- * pool. Each round admits waiting questions while sequence slots and
+/* Requests batched over an engine's block pool, a device engine's or a
+ * host engine's (host_batch.c): continuous batching. Each round admits waiting questions while sequence slots and
  * blocks allow (embedded and retrieved together, their header, facts and
  * footer injected into their own blocks), prefills the admitted prompts in
  * one batched step (with accuracy recovery, each request's recompute and
@@ -165,7 +165,7 @@ static int place(batch *b, request *r, int *admitted)
 {
 	infs_engine *e = b->e;
 	const infs_ask_options *o = b->o;
-	const infs_kv_layout *cache = e->ops->cache(e->dev);
+	const infs_kv_layout *cache = e->batch_ops->cache(e->batch);
 	*admitted = 0;
 	for (size_t i = 0; i < r->n_hits; i++)
 		b->order[i] = r->hits[r->n_hits - 1 - i].id; /* best fact nearest the question */
@@ -219,7 +219,7 @@ static int place(batch *b, request *r, int *admitted)
 	if (o->full_recompute)
 		return INFS_OK;
 	infs_inject_options io = INFS_INJECT_OPTIONS_INIT;
-	io.stream = e->ops->stream(e->dev);
+	io.stream = e->batch_ops->stream(e->batch);
 	uint32_t pos = 0;
 	rc = infs_inject_into_blocks(&pos, b->store, INFS_SEGMENT_NAMESPACE, &e->header_id, 1, 0, r->table, r->n_own,
 	                             cache, &io);
@@ -268,7 +268,7 @@ static void put_table(batch *b, uint32_t i, const request *r)
 static int prefill(batch *b, request **group, uint32_t m)
 {
 	infs_engine *e = b->e;
-	const uint32_t max_t = e->ops->max_tokens(e->dev);
+	const uint32_t max_t = e->batch_ops->max_tokens(e->batch);
 	uint64_t total = 0;
 	for (uint32_t i = 0; i < m; i++)
 		total += group[i]->n_prefill;
@@ -286,7 +286,7 @@ static int prefill(batch *b, request **group, uint32_t m)
 		/* Question-only prefills repeat their shapes, full prompts rarely. */
 		infs__dstep st = { m, at, b->tokens, b->starts, b->n_past, b->tables, b->logits, NULL,
 			           !b->o->full_recompute };
-		int rc = e->ops->step(e->dev, &st);
+		int rc = e->batch_ops->step(e->batch, &st);
 		for (uint32_t i = 0; !rc && i < m; i++) {
 			group[i]->n_past += group[i]->n_prefill;
 			memcpy(group[i]->a->first_logits, b->logits + (size_t)i * e->n_vocab, e->n_vocab * sizeof(float));
@@ -303,7 +303,7 @@ static int prefill(batch *b, request **group, uint32_t m)
 			b->n_past[0] = (int32_t)r->n_past;
 			put_table(b, 0, r);
 			infs__dstep st = { 1, c, r->prefill + done, b->starts, b->n_past, b->tables, b->logits, NULL, 0 };
-			int rc = e->ops->step(e->dev, &st);
+			int rc = e->batch_ops->step(e->batch, &st);
 			if (rc)
 				return rc;
 			r->n_past += c;
@@ -370,7 +370,7 @@ static int admit(batch *b)
 	if (!placed)
 		return INFS_OK;
 	b->next_q = first + placed;
-	int rc = e->ops->sync(e->dev);
+	int rc = e->batch_ops->sync(e->batch);
 	double t1 = infs__now_ms();
 	/* Those whose recovery did not prefill them go first, prefilled together. */
 	uint32_t n_left = 0;
@@ -424,7 +424,7 @@ static int decode(batch *b)
 	const int greedy = b->o->generate.temperature <= 0;
 	infs__dstep st = { m, m, b->tokens, b->starts, b->n_past, b->tables, greedy ? NULL : b->logits,
 		           greedy ? b->argmax : NULL, 1 };
-	int rc = e->ops->step(e->dev, &st);
+	int rc = e->batch_ops->step(e->batch, &st);
 	for (uint32_t i = 0; !rc && i < m; i++) {
 		run[i]->n_past++;
 		rc = take_token(b, run[i], greedy ? b->argmax[i]
@@ -433,10 +433,10 @@ static int decode(batch *b)
 	return rc;
 }
 
-int infs__ask_device(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
+int infs__ask_batched(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
                      const char *ns, const char *const *questions, size_t n, const infs_ask_options *o)
 {
-	const size_t S = e->max_seqs, T = e->ops->max_tokens(e->dev);
+	const size_t S = e->max_seqs, T = e->batch_ops->max_tokens(e->batch);
 	batch b = { .e = e, .store = store, .embedder = embedder, .ns = ns, .questions = questions, .o = o, .n = n };
 	const size_t dim = embedder ? infs_embedder_dim(embedder) : 1;
 	const size_t n_order = o->fact_ids ? o->n_fact_ids : o->k;
@@ -480,7 +480,7 @@ int infs__ask_device(infs_answer **out, infs_engine *e, infs_store *store, const
 	}
 	/* Injections of a failed call may still be queued: they end before
 	 * the blocks serve another call. */
-	const int sr = e->ops->sync(e->dev);
+	const int sr = e->batch_ops->sync(e->batch);
 	if (!rc)
 		rc = sr;
 	for (size_t i = 0; b.req && i < n; i++) {

@@ -1,6 +1,7 @@
 /* The engine's state and the helpers its files share (engine.c: creation,
  * the host engine's sequence operations and infs_engine_ask;
- * engine_batch.c: requests on a device engine). */
+ * engine_batch.c: requests batched over a block pool, a device engine's or
+ * a host engine's). */
 #ifndef INFS_ENGINE_IMPL_H
 #define INFS_ENGINE_IMPL_H
 
@@ -32,6 +33,10 @@ struct infs_engine {
 	infs__dengine *dev;
 	const infs__dengine_ops *ops;
 	uint32_t max_seqs, n_blocks, block_size, seq_blocks;
+	/* The block pool infs_engine_ask_batch schedules over: the device
+	 * engine's (dev), or a host engine's with max_seqs > 1; else NULL. */
+	infs__dengine *batch;
+	const infs__dengine_ops *batch_ops;
 };
 
 double infs__now_ms(void);
@@ -51,16 +56,17 @@ int infs__fact_tokens(int32_t **out, uint32_t *n_out, uint32_t *lens, infs_store
                       const uint64_t *order, size_t n);
 /* Accuracy recovery of a prompt injected into positions [0, n_past):
  * header, facts order[0..nh), footer; qt[0..nq) the question's tokens.
- * Fills a's n_recomputable and n_recomputed. table: on a device engine the
- * sequence's blocks (host memory), NULL on the host engine. On a device
- * engine with logits (n_vocab floats) and prefilled set, the question's
- * prefill may run in the recompute's pass (positions n_past..): *prefilled
- * says whether it did, its last token's logits then in logits. */
+ * Fills a's n_recomputable and n_recomputed. table: the sequence's blocks
+ * in the engine's block pool (host memory), NULL for the host engine's own
+ * cache. With table, logits (n_vocab floats) and prefilled set, the
+ * question's prefill may run in the recompute's pass (positions n_past..):
+ * *prefilled says whether it did, its last token's logits then in logits. */
 int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char *ns, const uint64_t *order,
                   size_t nh, const int32_t *qt, uint32_t nq, const infs_ask_options *o, uint32_t n_past,
                   const int32_t *table, float *logits, int *prefilled);
-/* infs_engine_ask_batch on a device engine (engine_batch.c); o is taken. */
-int infs__ask_device(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
+/* infs_engine_ask_batch over the engine's block pool (engine_batch.c); o
+ * is taken. */
+int infs__ask_batched(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
                      const char *ns, const char *const *questions, size_t n, const infs_ask_options *o);
 
 #endif

@@ -144,6 +144,7 @@ static int check_args(const infs_model *m, const infs__forward_args *a)
 typedef struct scratch {
 	float *x, *xb, *q, *k, *v, *att, *gate, *up, *cos, *sin, *attn_rows;
 	int32_t *pos;
+	float *kn, *vn;             /* several sequences: the rows' new K and V */
 } scratch;
 
 static void scratch_free(scratch *s)
@@ -160,6 +161,8 @@ static void scratch_free(scratch *s)
 	free(s->sin);
 	free(s->attn_rows);
 	free(s->pos);
+	free(s->kn);
+	free(s->vn);
 }
 
 static float *alloc_f(size_t n, int *fail)
@@ -180,6 +183,7 @@ static int scratch_start(scratch *s, const infs_model *m, const int32_t *tokens,
 	const uint32_t d = c->n_embd, np = m->rope.n_pairs;
 	const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
 	int fail = 0;
+	s->kn = s->vn = NULL;
 	s->x = alloc_f((size_t)n * d, &fail);
 	s->xb = alloc_f((size_t)n * d, &fail);
 	s->q = alloc_f(n * qd, &fail);
@@ -225,16 +229,16 @@ static void gather_past(const infs_kv_layout *kl, const infs__paged_kv *pk, uint
 		}
 }
 
-/* The n rows' K and V of layer l into the cache at their positions, when
- * the cache is written. */
-static void scatter_rows(const infs_kv_layout *kl, const infs__paged_kv *pk, uint32_t l, const scratch *s,
+/* The n rows' K and V of layer l into the cache at their positions pos,
+ * when the cache is written. */
+static void scatter_rows(const infs_kv_layout *kl, const infs__paged_kv *pk, uint32_t l, const int32_t *pos,
                          uint32_t n, const float *k_new, const float *v_new)
 {
 	const size_t hd = kl->head_dim, kvd = (size_t)kl->n_kv_heads * hd;
 	for (uint32_t i = 0; pk->write && i < n; i++)
 		for (uint32_t h = 0; h < kl->n_kv_heads; h++) {
 			size_t o = (size_t)i * kvd + (size_t)h * hd;
-			uint32_t p = (uint32_t)s->pos[i];
+			uint32_t p = (uint32_t)pos[i];
 			cache_scatter(kl, kl->k_layers, l, p, pk->block_table, h, k_new + o);
 			cache_scatter(kl, kl->v_layers, l, p, pk->block_table, h, v_new + o);
 		}
@@ -254,7 +258,32 @@ typedef struct layer_io {
 	infs_dtype kv_dtype;
 	float *dev;
 	uint32_t n_dev;
+	const infs__seqs *seqs;     /* several sequences over pk->cache (s->kn, s->vn) */
 } layer_io;
+
+/* Attention of layer l sequence by sequence: each one's past gathered from
+ * its blocks, its rows' new K/V (k_new, v_new, rotated) written there and
+ * appended, its rows attending to both. */
+static void attend_seqs(const infs_model *m, uint32_t l, scratch *s, const layer_io *io, const float *k_new,
+                        const float *v_new, infs__pool *pool)
+{
+	const infs__model_config *c = &m->cfg;
+	const infs__seqs *sq = io->seqs;
+	const infs_kv_layout *kl = io->pk->cache;
+	const size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+	for (uint32_t q = 0; q < sq->n; q++) {
+		const uint32_t b = (uint32_t)sq->starts[q], n = (uint32_t)sq->starts[q + 1] - b;
+		const uint32_t n_past = (uint32_t)sq->n_past[q];
+		const infs__paged_kv pk = { kl, sq->tables + q * sq->stride, sq->stride, n_past, io->pk->write };
+		gather_past(kl, &pk, l, s);
+		memcpy(s->k + (size_t)n_past * kvd, k_new + b * kvd, n * kvd * sizeof(float));
+		memcpy(s->v + (size_t)n_past * kvd, v_new + b * kvd, n * kvd * sizeof(float));
+		scatter_rows(kl, &pk, l, s->pos + b, n, k_new + b * kvd, v_new + b * kvd);
+		infs__attn_args aa = { s->att + b * qd, s->q + b * qd, s->k, s->v, s->pos + b, n, n_past + n, c->n_heads,
+			               c->n_kv_heads, c->head_dim, c->sliding_window, NULL, s->attn_rows, 0 };
+		infs__attention(&aa, pool);
+	}
+}
 
 /* Layer l over the n rows of s->x at s->pos (s->cos, s->sin): RMSNorm ->
  * q/k/v -> RoPE -> attention over the cache and the rows -> output
@@ -268,6 +297,10 @@ static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, c
 	const uint32_t d = c->n_embd, hd = c->head_dim, np = m->rope.n_pairs, n_past = pk ? pk->n_past : 0;
 	const size_t qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd;
 	float *k_new = s->k + (size_t)n_past * kvd, *v_new = s->v + (size_t)n_past * kvd;
+	if (io->seqs) {
+		k_new = s->kn;
+		v_new = s->vn;
+	}
 	for (uint32_t i = 0; i < n; i++)
 		rmsnorm(s->xb + (size_t)i * d, s->x + (size_t)i * d, L->attn_norm, d, c->norm_eps);
 	infs__matmul(s->q, s->xb, L->wq, L->bq, n, d, (uint32_t)qd, pool);
@@ -290,7 +323,9 @@ static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, c
 		for (uint32_t h = 0; h < c->n_kv_heads; h++)
 			infs__rope_apply(&m->rope, k_new + i * kvd + (size_t)h * hd, cs, sn);
 	}
-	if (pk) {
+	if (io->seqs) {
+		attend_seqs(m, l, s, io, k_new, v_new, pool);
+	} else if (pk) {
 		const infs_kv_layout *kl = pk->cache;
 		for (uint32_t i = 0; io->dev && i < io->n_dev; i++) {
 			double sum = 0;
@@ -307,14 +342,15 @@ static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, c
 		/* In place the rows' own positions take their new K/V before the
 		 * cache is read; otherwise the cache is read first. */
 		if (io->in_place)
-			scatter_rows(kl, pk, l, s, n, k_new, v_new);
+			scatter_rows(kl, pk, l, s->pos, n, k_new, v_new);
 		gather_past(kl, pk, l, s);
 		if (!io->in_place)
-			scatter_rows(kl, pk, l, s, n, k_new, v_new);
+			scatter_rows(kl, pk, l, s->pos, n, k_new, v_new);
 	}
 	infs__attn_args aa = { s->att, s->q, s->k, s->v, s->pos, n, io->in_place ? n_past : n_past + n, c->n_heads,
 		               c->n_kv_heads, hd, c->sliding_window, io->seq, s->attn_rows, io->in_place };
-	infs__attention(&aa, pool);
+	if (!io->seqs) /* attend_seqs has attended */
+		infs__attention(&aa, pool);
 	infs__matmul(s->xb, s->att, L->wo, L->bo, n, (uint32_t)qd, d, pool);
 	for (size_t i = 0; i < (size_t)n * d; i++)
 		s->x[i] += s->xb[i];
@@ -332,6 +368,82 @@ static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, c
 		s->x[i] += s->xb[i];
 }
 
+/* infs__forward over several sequences (a->seqs): every argument checked
+ * as for each sequence alone, then the layers run over all the rows at
+ * once, each sequence attending to its own past. */
+static int forward_seqs(const infs_model *m, const infs__forward_args *a)
+{
+	static const char fn[] = "infs_model_forward";
+	const infs__model_config *c = &m->cfg;
+	const infs__seqs *sq = a->seqs;
+	const infs__paged_kv *past = a->past;
+	if (!sq->n || !sq->starts || !sq->n_past || !sq->tables || !sq->stride || !a->tokens)
+		return infs__error(INFS_EINVAL, "%s: %u sequences: starts, n_past, tables, a table stride and tokens are needed",
+		                   fn, sq->n);
+	if (a->positions || a->seq || a->k_out || a->v_out || a->all_logits || !past || !past->cache)
+		return infs__error(INFS_EINVAL, "%s: several sequences take a cache, and no positions, sequence ids, "
+		                                "K/V outputs or all logits", fn);
+	if (sq->starts[0] != 0 || (uint32_t)sq->starts[sq->n] != a->n_tokens)
+		return infs__error(INFS_EINVAL, "%s: the sequences' tokens run from %d to %d, not 0 to %u", fn,
+		                   sq->starts[0], sq->starts[sq->n], a->n_tokens);
+	int32_t *pos = malloc((size_t)(a->n_tokens ? a->n_tokens : 1) * sizeof *pos);
+	if (!pos)
+		return infs__error(INFS_ENOMEM, "%s: out of memory for %u tokens", fn, a->n_tokens);
+	int rc = INFS_OK;
+	size_t n_ctx = 0;
+	for (uint32_t q = 0; q < sq->n && !rc; q++) {
+		const int32_t b = sq->starts[q], e = sq->starts[q + 1];
+		if (e <= b || sq->n_past[q] < 0) {
+			rc = infs__error(INFS_EINVAL, "%s: sequence %u has tokens [%d, %d) after %d cached positions", fn, q,
+			                 b, e, sq->n_past[q]);
+			break;
+		}
+		for (int32_t i = b; i < e; i++)
+			pos[i] = sq->n_past[q] + (i - b);
+		/* Each sequence as a call of its own would be checked. */
+		const infs__paged_kv pk = { past->cache, sq->tables + q * sq->stride, sq->stride, (uint32_t)sq->n_past[q],
+			                    past->write };
+		const infs__forward_args one = { .tokens = a->tokens + b, .positions = pos + b, .n_tokens = (uint32_t)(e - b),
+			                         .kv_dtype = INFS_DTYPE_F32, .past = &pk };
+		if ((rc = check_args(m, &one)))
+			break;
+		n_ctx = (size_t)sq->n_past[q] + (e - b) > n_ctx ? (size_t)sq->n_past[q] + (e - b) : n_ctx;
+	}
+	infs__pool *pool = a->pool, *own_pool = NULL;
+	if (!rc && !pool)
+		rc = infs__pool_create(&own_pool, m->n_threads);
+	pool = pool ? pool : own_pool;
+	const uint32_t n = a->n_tokens, d = c->n_embd;
+	const size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
+	scratch s;
+	int have_s = !rc && !scratch_start(&s, m, a->tokens, pos, n, n_ctx, pool);
+	if (have_s) {
+		int fail = 0;
+		s.kn = alloc_f(n * kvd, &fail);
+		s.vn = alloc_f(n * kvd, &fail);
+		if (fail) {
+			scratch_free(&s);
+			have_s = 0;
+		}
+	}
+	if (!rc && !have_s)
+		rc = infs__error(INFS_ENOMEM, "%s: out of memory for %u tokens", fn, n);
+	for (uint32_t l = 0; !rc && l < c->n_layers; l++) {
+		const layer_io io = { .pk = past, .kv_dtype = INFS_DTYPE_F32, .seqs = sq };
+		run_layer(m, l, &s, n, &io, pool);
+	}
+	if (!rc && a->logits) {
+		for (uint32_t q = 0; q < sq->n; q++)
+			rmsnorm(s.xb + (size_t)q * d, s.x + (size_t)(sq->starts[q + 1] - 1) * d, m->out_norm, d, c->norm_eps);
+		infs__matmul(a->logits, s.xb, m->output, NULL, sq->n, d, c->n_vocab, pool);
+	}
+	if (have_s)
+		scratch_free(&s);
+	free(pos);
+	infs__pool_free(own_pool);
+	return rc;
+}
+
 int infs__forward(const infs_model *m, const infs__forward_args *a)
 {
 	if (!m)
@@ -342,6 +454,8 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 		return infs__error(INFS_EINVAL, "infs_model_forward: the model has no host weights (a benchmark's "
 		                                "random model, on device %d only: use infs_model_forward_device)",
 		                   m->device);
+	if (a->seqs)
+		return forward_seqs(m, a);
 	int rc = check_args(m, a);
 	if (rc)
 		return rc;
@@ -359,7 +473,7 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 	}
 
 	for (uint32_t l = 0; l < c->n_layers; l++) {
-		const layer_io io = { pk, 0, a->seq, a->k_out, a->v_out, a->kv_dtype, NULL, 0 };
+		const layer_io io = { pk, 0, a->seq, a->k_out, a->v_out, a->kv_dtype, NULL, 0, NULL };
 		run_layer(m, l, &s, n, &io, pool);
 	}
 
@@ -393,7 +507,7 @@ int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model
 	}
 	infs__paged_kv pk = { o.cache, o.block_table, o.block_table_len, o.n_past, o.write_cache };
 	infs__forward_args a = { tokens, positions, n_tokens, logits, o.all_logits, k_out, v_out,
-	                         o.kv_dtype, o.seq_ids, &pk, NULL };
+	                         o.kv_dtype, o.seq_ids, &pk, NULL, NULL };
 	return infs__forward(model, &a);
 }
 
@@ -472,7 +586,7 @@ int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 	for (uint32_t l = 0; !rc && l < c->n_layers && n_act; l++) {
 		const int select = l == a->check_layer && a->n_keep < n_act;
 		const layer_io io = { l <= a->check_layer ? &ext : pk, 1, NULL, NULL, NULL, INFS_DTYPE_F32,
-			              select ? dev : NULL, nt };
+			              select ? dev : NULL, nt, NULL };
 		run_layer(m, l, &s, n_act, &io, pool);
 		if (!select)
 			continue;

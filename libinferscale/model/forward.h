@@ -16,6 +16,17 @@ typedef struct infs__paged_kv {
 	int write;
 } infs__paged_kv;
 
+/* Several sequences in one call, each over its own blocks of one paged
+ * cache: the host engine's batched steps (engine/host_batch.c). */
+typedef struct infs__seqs {
+	uint32_t n;
+	const int32_t *starts;      /* n + 1: sequence s is tokens [starts[s], starts[s + 1]) */
+	const int32_t *n_past;      /* n: sequence s attends to its cache positions [0, n_past[s])
+	                               and its tokens take positions n_past[s].. */
+	const int32_t *tables;      /* sequence s's block table: tables[s * stride ..], stride entries */
+	size_t stride;
+} infs__seqs;
+
 typedef struct infs__forward_args {
 	const int32_t *tokens;
 	const int32_t *positions;   /* NULL: 0, 1, ... */
@@ -28,6 +39,10 @@ typedef struct infs__forward_args {
 	                               within their sequence (no past allowed) */
 	const infs__paged_kv *past; /* NULL: none */
 	infs__pool *pool;           /* NULL: a pool of the model's thread count for this call */
+	/* NULL, or several sequences: past->cache is their cache (past's
+	 * block_table and n_past unused), positions and seq are NULL, no K/V
+	 * out, and logits get one row per sequence, its last token's. */
+	const infs__seqs *seqs;
 } infs__forward_args;
 
 /* Checks every argument, then runs. On error nothing has been written. */
