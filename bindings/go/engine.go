@@ -35,8 +35,10 @@ type EngineOptions struct {
 
 	// UseDevice puts the cache on CUDA device Device, where the model must
 	// have been loaded (ModelOptions.UseDevice). MaxSeqs: sequences decoded
-	// together by AskBatch on a device (0: 32); Blocks: the pool of blocks
-	// all sequences share (0: MaxSeqs * ceil(Ctx / BlockSize)).
+	// together by AskBatch (0: 32 on a device, 1 on the host, one by one;
+	// more than 1 on the host batches them on the CPU, over a pool in host
+	// memory); Blocks: the pool of blocks all sequences share (0: MaxSeqs *
+	// ceil(Ctx / BlockSize), pages mapped as they are first written).
 	UseDevice bool
 	Device    int
 	MaxSeqs   uint32
@@ -90,6 +92,11 @@ type Answer struct {
 
 	Recomputable uint32 // injected fact and footer tokens recovery may recompute
 	Recomputed   uint32 // of which went through every layer again
+
+	// LeftOut is the number of facts retrieved (or given) that the context
+	// could not hold next to the question: left out of the prompt, the
+	// best-ranked that fit kept (see Engine.FactLimit).
+	LeftOut int
 }
 
 // Engine is a model, a prompt layout and a paged KV cache, in host memory or
@@ -238,6 +245,58 @@ func (e *Engine) Prepare(store *Store) error {
 	return check(func() C.int { return C.infs_engine_prepare(c, sc) })
 }
 
+// FactQuestionRoom is the room FactLimit keeps for a question
+// (INFS_ENGINE_QUESTION_ROOM): its tokens, the template's opening of the
+// answer and the answer's first token.
+const FactQuestionRoom = C.INFS_ENGINE_QUESTION_ROOM
+
+// FactLimit is the most tokens one fact may take and still fit a prompt of
+// this engine (infs_engine_fact_limit): Ctx less the header, the footer, the
+// template's opening of the answer and FactQuestionRoom (0 when Ctx cannot
+// hold those). A fact above it could never be injected next to a question:
+// check facts with CheckFact before Store.Encode. A question asked later
+// leaves out the retrieved facts that do not fit (Answer.LeftOut).
+func (e *Engine) FactLimit() (int, error) {
+	const op = "Engine.FactLimit"
+	c, err := e.lock(op)
+	if err != nil {
+		return 0, err
+	}
+	defer e.unlock()
+	var n C.uint32_t
+	if err := check(func() C.int { return C.infs_engine_fact_limit(&n, c) }); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// CheckFact returns the tokens fact text takes in this engine's prompt,
+// rendered with its metadata as RenderFact renders it and tokenized as
+// Store.Encode tokenizes a text (infs_engine_fact_check). A fact above
+// FactLimit fails with ErrRange, its message naming both counts and the
+// context; an empty or blank text with ErrInvalid.
+func (e *Engine) CheckFact(text, metadata string) (int, error) {
+	const op = "Engine.CheckFact"
+	ct, err := cstring(op, "text", text)
+	if err != nil {
+		return 0, err
+	}
+	var cm []byte
+	if metadata != "" {
+		if cm, err = cstring(op, "metadata", metadata); err != nil {
+			return 0, err
+		}
+	}
+	c, err := e.lock(op)
+	if err != nil {
+		return 0, err
+	}
+	defer e.unlock()
+	var n C.uint32_t
+	err = check(func() C.int { return C.infs_engine_fact_check(&n, c, charp(ct), charp(cm)) })
+	return int(n), err
+}
+
 // RenderFact renders a fact as it appears in the prompt:
 //
 //	"- " [ "(" date ") " ] [ speaker ": " ] text "\n"
@@ -279,12 +338,13 @@ func (e *Engine) Ask(store *Store, embedder *Embedder, ns, question string, opts
 }
 
 // AskBatch answers every question as Ask does (same options, every question
-// of namespace ns): answer i is question i's. On a device engine the
-// requests run together with continuous batching: up to MaxSeqs sequences
-// at once, a finished sequence's blocks returned to the pool and the next
-// question admitted in its place; a request's time parts are those of the
-// group it was admitted with. On the host the questions are answered one
-// after another.
+// of namespace ns): answer i is question i's. On a device engine, and on a
+// host engine with MaxSeqs > 1, the requests run together with continuous
+// batching: up to MaxSeqs sequences at once, each step one forward pass over
+// all of them, a finished sequence's blocks returned to the pool and the
+// next question admitted in its place; a request's time parts are those of
+// the group it was admitted with. A host engine with MaxSeqs 1 answers the
+// questions one after another.
 func (e *Engine) AskBatch(store *Store, embedder *Embedder, ns string, questions []string, opts *AskOptions) ([]*Answer, error) {
 	return e.ask("Engine.AskBatch", store, embedder, ns, questions, opts, true)
 }
@@ -430,6 +490,7 @@ func answerFromC(a *C.infs_answer) *Answer {
 		DecodeMs:     float64(a.decode_ms),
 		Recomputable: uint32(a.n_recomputable),
 		Recomputed:   uint32(a.n_recomputed),
+		LeftOut:      int(a.n_left_out),
 	}
 	if n > 0 {
 		copy(r.FactIDs, unsafe.Slice((*uint64)(unsafe.Pointer(a.fact_ids)), n))
