@@ -74,11 +74,17 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 	dtype := fs.String("kv-dtype", "f16", "KV dtype of the store and the engine: f32, f16 or bf16")
 	ctxTokens := fs.Uint("ctx", 2048, "tokens of the engine's cache (prompt and answer)")
 	grace := fs.Duration("shutdown-timeout", 10*time.Second, "how long requests in flight may finish at shutdown")
+	batchSize := fs.Int("batch", 16, "most /ask questions the engine runs together (continuous batching; 1: one at a time)")
+	window := fs.Duration("batch-window", 5*time.Millisecond,
+		"how long an /ask waits for others to join its batch when the engine is idle")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *path == "" {
 		return errors.New("-store is required")
+	}
+	if *batchSize < 1 || *batchSize > 4096 || *window < 0 {
+		return fmt.Errorf("-batch %d is not in 1..4096 or -batch-window %v is negative", *batchSize, *window)
 	}
 	kvDType, ok := map[string]inferscale.DType{"f32": inferscale.F32, "f16": inferscale.F16, "bf16": inferscale.BF16}[*dtype]
 	if !ok {
@@ -121,7 +127,10 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 		return err
 	}
 	closers = append(closers, store)
-	engine, err := inferscale.NewEngine(model, inferscale.EngineOptions{Ctx: uint32(*ctxTokens), KVDType: kvDType})
+	// MaxSeqs > 1: the engine batches AskBatch's questions on the CPU, over
+	// a block pool whose pages are mapped as sequences first use them.
+	engine, err := inferscale.NewEngine(model, inferscale.EngineOptions{Ctx: uint32(*ctxTokens), KVDType: kvDType,
+		MaxSeqs: uint32(*batchSize)})
 	if err != nil {
 		return err
 	}
@@ -129,6 +138,13 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 	if err := engine.Prepare(store); err != nil {
 		return err
 	}
+	factLimit, err := engine.FactLimit()
+	if err != nil {
+		return err
+	}
+	// Closed before the engine, once the HTTP server has let its handlers finish.
+	asker := newBatcher(engine, store, embedder, *batchSize, *window)
+	closers = append(closers, asker)
 	tok, err := model.Tokenizer()
 	if err != nil {
 		return err
@@ -138,10 +154,12 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 	if err != nil {
 		return err
 	}
-	s := &server{store: store, model: model, embedder: embedder, engine: engine, tok: tok}
+	s := &server{store: store, model: model, embedder: embedder, engine: engine, tok: tok, asker: asker,
+		ctx: *ctxTokens, factLimit: factLimit}
 	srv := &http.Server{Handler: accessLog(log, s.routes()), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	log.Info("listening", "addr", ln.Addr().String(), "store", *path, "identity", identity)
+	log.Info("listening", "addr", ln.Addr().String(), "store", *path, "identity", identity, "batch", *batchSize,
+		"batch_window", *window, "fact_limit", factLimit)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

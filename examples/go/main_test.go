@@ -28,9 +28,10 @@ func emb(v ...float32) []float32 {
 }
 
 // startService runs the service as main does, on 127.0.0.1 with a port the
-// kernel picks, its log into logw (nil: discarded), and returns its base
-// URL and a function that stops it and returns run's error.
-func startService(t *testing.T, storePath string, logw io.Writer) (string, func() error) {
+// kernel picks, with the extra flags, its log into logw (nil: discarded),
+// and returns its base URL and a function that stops it and returns run's
+// error.
+func startService(t *testing.T, storePath string, logw io.Writer, extra ...string) (string, func() error) {
 	t.Helper()
 	if logw == nil {
 		logw = io.Discard
@@ -38,7 +39,7 @@ func startService(t *testing.T, storePath string, logw io.Writer) (string, func(
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
-	args := []string{"-store", storePath, "-addr", "127.0.0.1:0"}
+	args := append([]string{"-store", storePath, "-addr", "127.0.0.1:0"}, extra...)
 	go func() { done <- run(ctx, args, logw, func(a string) { addrc <- a }) }()
 	select {
 	case addr := <-addrc:

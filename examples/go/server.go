@@ -18,6 +18,11 @@ type server struct {
 	embedder *inferscale.Embedder
 	engine   *inferscale.Engine
 	tok      *inferscale.Tokenizer
+	asker    *batcher // /ask, batched
+	// factLimit is the most tokens a fact may take (Engine.FactLimit for an
+	// engine of ctx tokens): a longer one is refused when it is added.
+	ctx       uint
+	factLimit int
 }
 
 // maxBody bounds a request: a fact's KV for a long fact of a large model
@@ -241,6 +246,8 @@ func fail(w http.ResponseWriter, err error) {
 		status = http.StatusBadRequest
 	case errors.Is(err, inferscale.ErrReadOnly):
 		status = http.StatusForbidden
+	case errors.Is(err, errStopping):
+		status = http.StatusServiceUnavailable
 	}
 	e := errorJSON{Error: err.Error()}
 	var ie *inferscale.Error

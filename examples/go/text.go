@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
 	inferscale "github.com/inferscale/inferscale/bindings/go"
 )
@@ -49,6 +50,9 @@ type askResponse struct {
 	FactIDs []uint64  `json:"fact_ids"`
 	Scores  []float32 `json:"scores"`
 	Tokens  uint32    `json:"tokens"`
+	// LeftOut counts the facts retrieved that the context could not hold
+	// next to the question (stored before they were checked at add time).
+	LeftOut int `json:"left_out"`
 	Timings struct {
 		Embed    float64 `json:"embed"`
 		Retrieve float64 `json:"retrieve"`
@@ -85,7 +89,7 @@ func (s *server) addTexts(w http.ResponseWriter, r *http.Request) {
 	}
 	in := make([]inferscale.FactInput, len(req.Facts))
 	for i, f := range req.Facts {
-		if f.Text == "" {
+		if strings.TrimSpace(f.Text) == "" {
 			badRequest(w, "fact %d has no text", i)
 			return
 		}
@@ -110,6 +114,15 @@ func (s *server) addTexts(w http.ResponseWriter, r *http.Request) {
 		tokens, err := s.tok.Tokenize(rendered, 0)
 		if err != nil {
 			fail(w, err)
+			return
+		}
+		// What the engine's Engine.CheckFact counts, checked here against
+		// the limit taken at start: adds do not wait for the engine.
+		if len(tokens) > s.factLimit {
+			fail(w, &inferscale.Error{Code: inferscale.ErrRange, Message: fmt.Sprintf("fact %d has %d tokens; "+
+				"the engine's context of %d tokens (-ctx) holds at most %d for one fact next to the prompt's "+
+				"header and a question: split the fact, or start the service with a larger -ctx",
+				i, len(tokens), s.ctx, s.factLimit)})
 			return
 		}
 		in[i] = inferscale.FactInput{Text: f.Text, Tokens: tokens, Metadata: meta, SourceID: f.SourceID,
@@ -140,13 +153,17 @@ func (s *server) ask(w http.ResponseWriter, r *http.Request) {
 	if !noNUL(w, "namespace", req.Namespace, "question", req.Question) {
 		return
 	}
-	a, err := s.engine.Ask(s.store, s.embedder, req.Namespace, req.Question,
-		&inferscale.AskOptions{K: req.K, MaxTokens: req.MaxTokens})
+	if req.K < 0 || req.MaxTokens < 0 {
+		fail(w, &inferscale.Error{Code: inferscale.ErrRange, Message: fmt.Sprintf(
+			"k %d or max_tokens %d is out of range: give 0 (the default) or more", req.K, req.MaxTokens)})
+		return
+	}
+	a, err := s.asker.ask(r.Context(), req.Namespace, req.Question, req.K, req.MaxTokens)
 	if err != nil {
 		fail(w, err)
 		return
 	}
-	out := askResponse{Answer: a.Text, FactIDs: a.FactIDs, Scores: a.Scores, Tokens: a.Tokens}
+	out := askResponse{Answer: a.Text, FactIDs: a.FactIDs, Scores: a.Scores, Tokens: a.Tokens, LeftOut: a.LeftOut}
 	t := &out.Timings
 	t.Embed, t.Retrieve, t.Inject, t.Prefill, t.TTFT, t.Decode = a.EmbedMs, a.RetrieveMs, a.InjectMs, a.PrefillMs,
 		a.TTFTMs, a.DecodeMs
