@@ -1,4 +1,4 @@
-module github.com/inferscale/inferscale/examples/go
+module github.com/inferscale/inferscale/examples/inferscale-service
 
 go 1.22
 

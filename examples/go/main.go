@@ -1,10 +1,10 @@
-// Command memory-service is a small HTTP memory service over an inferscale
+// Command inferscale-service is a small HTTP memory service over an inferscale
 // store, the library's model runtime, embedder and engine: each user's
 // facts are added as text (encoded once into pre-RoPE KV with their
 // embedding), and questions are answered with the best facts injected.
 // JSON over HTTP on the loopback interface.
 //
-//	memory-service -store /tmp/memory.infs
+//	inferscale-service -store /tmp/memory.infs
 //
 //	POST /facts  {"namespace":"maya","facts":["Maya has a cat named Biscuit.", {"text":"...","metadata":{"date":"2024-05-01"}}]}
 //	             -> {"ids":[...]}
@@ -43,7 +43,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stderr, nil); err != nil {
-		fmt.Fprintln(os.Stderr, "memory-service:", err)
+		fmt.Fprintln(os.Stderr, "inferscale-service:", err)
 		os.Exit(1)
 	}
 }
@@ -64,7 +64,7 @@ func cacheDir() string {
 // The log (one line per request) goes to logw. ready, if not nil, receives
 // the address it listens on.
 func run(ctx context.Context, args []string, logw io.Writer, ready func(addr string)) (err error) {
-	fs := flag.NewFlagSet("memory-service", flag.ContinueOnError)
+	fs := flag.NewFlagSet("inferscale-service", flag.ContinueOnError)
 	fs.SetOutput(logw)
 	path := fs.String("store", "", "store file, created for the model if it does not exist (required)")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address (port 0: any free port)")
