@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -86,22 +85,35 @@ func TestDocsExamples(t *testing.T) {
 
 // The steps docs/go.md gives a user: a module of their own, outside the
 // repository, with the documented go.mod (require + replace onto a
-// checkout) and program, built, vetted and run offline against the
-// library pkg-config finds.
+// checkout) and program, and the documented shell steps run as written
+// (vet, build, run) offline against the library pkg-config finds, with Go
+// on PATH only through the install steps' PATH line.
 func TestDocsModule(t *testing.T) {
-	var gomod, program string
+	var gomod, program, pathLine, steps string
 	for _, b := range docBlocks(t) {
 		switch {
 		case strings.HasPrefix(b[1], "module "):
 			gomod = b[1]
 		case b[0] == "go" && strings.HasPrefix(b[1], "package main\n"):
 			program = b[1]
+		case b[0] == "sh" && strings.Contains(b[1], "meson install") && pathLine == "":
+			for _, l := range strings.Split(b[1], "\n") {
+				if strings.HasPrefix(l, "export PATH=") {
+					pathLine = l
+				}
+			}
+		case b[0] == "sh" && strings.Contains(b[1], "cd /path/to/memapp"):
+			steps = b[1]
 		}
 	}
 	const checkout = "/path/to/inferscale"
 	if gomod == "" || program == "" || strings.Count(gomod, checkout) != 1 ||
 		!strings.Contains(gomod, "\nrequire github.com/inferscale/inferscale/bindings/go v0.0.0\n") {
 		t.Fatalf("docs/go.md lacks the go.mod (require, replace => %s/bindings/go) or the program:\n%s", checkout, gomod)
+	}
+	if pathLine == "" || steps == "" {
+		t.Fatalf("docs/go.md's install steps put no Go on PATH (%q) or it shows no steps that build the module "+
+			"(a shell block starting cd /path/to/memapp)", pathLine)
 	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -113,18 +125,33 @@ func TestDocsModule(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GONOSUMDB=*",
-		"GOSUMDB=off", "GOTOOLCHAIN=local")
-	for _, args := range [][]string{{goTool, "vet", "."}, {goTool, "build", "-o", "app", "."}, {"./app"}} {
-		cmd := exec.Command(args[0], args[1:]...)
-		cmd.Dir, cmd.Env = dir, env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	// PATH without the folders that hold a go command: only the doc's line
+	// may bring one.
+	var path []string
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if _, err := os.Stat(filepath.Join(d, "go")); err != nil {
+			path = append(path, d)
 		}
-		if args[0] == "./app" && !slices.Contains(strings.Fields(string(out)), Version()) {
-			t.Fatalf("the program printed %q, want the library's version %s", out, Version())
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "GOROOT=") {
+			env = append(env, kv)
 		}
+	}
+	env = append(env, "PATH="+strings.Join(path, string(filepath.ListSeparator)), "GOFLAGS=-mod=mod",
+		"GOPROXY=off", "GOWORK=off", "GONOSUMDB=*", "GOSUMDB=off", "GOTOOLCHAIN=local")
+	script := pathLine + "\n" + strings.Replace(steps, "/path/to/memapp", dir, 1)
+	cmd := exec.Command("bash", "-euc", script)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the steps of docs/go.md:\n%s\nfailed: %v\n%s", script, err, out)
+	}
+	if !slices.Contains(strings.Fields(string(out)), Version()) {
+		t.Fatalf("the program printed %q, want the library's version %s", out, Version())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "memapp")); err != nil {
+		t.Fatalf("go build did not write ./memapp: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	inferscale "github.com/inferscale/inferscale/bindings/go"
+	"github.com/inferscale/inferscale/bindings/go/memory"
 )
 
 func ExampleStore_Put() {
@@ -233,4 +234,24 @@ func ExampleError() {
 	if errors.As(err, &e) {
 		log.Printf("code %d: %s", e.Code, e.Message)
 	}
+}
+
+func Example_memory() {
+	m, err := memory.Open("alice.infs", nil) // created if absent; SmolLM2 and MiniLM from the cache
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Add("Maya has a cat named Biscuit.", "Maya lives in Lisbon."); err != nil {
+		log.Fatal(err)
+	}
+	hits, err := m.Search("What pet does Maya have?", 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := m.Ask("What is the name of Maya's cat?", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(hits[0].Text, "/", a.Text) // Maya has a cat named Biscuit. / Maya's cat is named Biscuit.
 }

@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 	dtype := fs.String("kv-dtype", "f16", "KV dtype of the store and the engine: f32, f16 or bf16")
 	ctxTokens := fs.Uint("ctx", 2048, "tokens of the engine's cache (prompt and answer)")
 	grace := fs.Duration("shutdown-timeout", 10*time.Second, "how long requests in flight may finish at shutdown")
-	batchSize := fs.Int("batch", 16, "most /ask questions the engine runs together (continuous batching; 1: one at a time)")
+	batchSize := fs.Int("batch", 32, "most /ask questions the engine runs together (continuous batching; 1: one at a time)")
 	window := fs.Duration("batch-window", 5*time.Millisecond,
 		"how long an /ask waits for others to join its batch when the engine is idle")
 	if err := fs.Parse(args); err != nil {
