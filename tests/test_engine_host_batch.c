@@ -3,19 +3,18 @@
  * together over the engine's block pool, and each answer is the one its
  * question gets alone from infs_engine_ask (text, prompt, facts; first
  * logits to float tolerance), with injection, accuracy recovery and full
- * recompute, more questions than sequence slots, and a pool too small for
- * them all at once. argv[1]: examples/memory/facts.jsonl. */
+ * recompute, and a pool too small for them all at once.
+ * argv[1]: examples/memory/facts.jsonl. */
 #include <math.h>
 #include <string.h>
 
 #include "check.h"
 #include "model_store_util.h"
 
-enum { N_FACTS = 12, N_Q = 6 };
+enum { N_FACTS = 12, N_Q = 4 };
 
 static const char *const questions[N_Q] = {
-	"What is the name of Maya's cat?", "Where does Maya live?", "What is Maya's job?",
-	"Who is Biscuit?", "What does Maya like to drink?", "What instrument does Maya play?",
+	"What is the name of Maya's cat?", "Where does Maya live?", "What is Maya's job?", "Who is Biscuit?",
 };
 
 /* The largest |a - b| over n floats, relative to the largest |b|. */
@@ -89,10 +88,10 @@ int main(int argc, char **argv)
 	CHECK_OK(infs_engine_create(&e, m, &eo));
 	eo.max_seqs = N_Q;
 	CHECK_OK(infs_engine_create(&eb, m, &eo));
-	/* Four slots and blocks for three sequences of n_ctx: the pool, not
-	 * only the slots, holds questions back. */
+	/* Four slots and the blocks of one sequence of n_ctx (32; a question
+	 * needs about 9): the pool, not the slots, holds the last one back. */
 	eo.max_seqs = 4;
-	eo.n_blocks = 3 * 512 / 16;
+	eo.n_blocks = 512 / 16;
 	CHECK_OK(infs_engine_create(&small, m, &eo));
 	if (n != N_FACTS || !st || !e || !eb || !small)
 		CHECK_DONE();
@@ -104,7 +103,7 @@ int main(int argc, char **argv)
 
 	infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
 	ao.k = 4;
-	ao.generate.max_tokens = 12;
+	ao.generate.max_tokens = 8;
 	/* Slots for all: one group, one embedding, one prefill step. */
 	CHECK(compare(eb, e, st, emb, &ao, "injection") == 1);
 	/* Fewer slots and blocks than questions: later ones are admitted as
@@ -115,9 +114,8 @@ int main(int argc, char **argv)
 	ao.full_recompute = 0;
 	ao.recompute_ratio = 0.3f;
 	ao.check_layer = 2;
-	CHECK(compare(eb, e, st, emb, &ao, "recovery") >= 1);
 	ao.query_weight = 0.5f;
-	CHECK(compare(eb, e, st, emb, &ao, "recovery by the question") >= 1);
+	CHECK(compare(eb, e, st, emb, &ao, "recovery") == 1);
 
 	/* Sequence ops still run on the host engine's own cache. */
 	CHECK_OK(infs_engine_inject(eb, st, "maya", ids, 1));
