@@ -127,31 +127,28 @@ func TestShutdownAnswersQueuedAsks(t *testing.T) {
 	base, stop := startService(t, storePath, &logBuf, "-batch", "2", "-batch-window", "0")
 	c := &client{t: t, base: base, http: &http.Client{Timeout: 5 * time.Minute}}
 	addMaya(t, c)
-	done := make(chan []askResponse, 1)
-	go func() {
-		hc := &http.Client{Timeout: 5 * time.Minute}
-		out := make([]askResponse, len(batchQuestions))
-		var wg sync.WaitGroup
-		for i, q := range batchQuestions {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if s, a, _, err := askOnce(hc, base, map[string]any{"namespace": "maya", "question": q,
-					"max_tokens": 6}); s == http.StatusOK && err == nil {
-					out[i] = a
-				}
-			}()
-		}
-		wg.Wait()
-		done <- out
-	}()
-	// Six questions on a batch of two: three engine calls, the later ones
-	// queued when the stop comes.
-	time.Sleep(500 * time.Millisecond)
+	hc := &http.Client{Timeout: 5 * time.Minute}
+	out := make([]askResponse, len(batchQuestions))
+	finished := make(chan int, len(batchQuestions))
+	for i, q := range batchQuestions {
+		go func() {
+			if s, a, _, err := askOnce(hc, base, map[string]any{"namespace": "maya", "question": q,
+				"max_tokens": 6}); s == http.StatusOK && err == nil {
+				out[i] = a
+			}
+			finished <- i
+		}()
+	}
+	// Six questions on a batch of two: three engine calls. When the first
+	// call has answered, the others are in their handlers, queued.
+	<-finished
 	if err := stop(); err != nil {
 		t.Fatalf("run returned %v", err)
 	}
-	for i, a := range <-done {
+	for range len(batchQuestions) - 1 {
+		<-finished
+	}
+	for i, a := range out {
 		if a.Tokens == 0 {
 			t.Fatalf("question %d was not answered before the service stopped:\n%s", i, logBuf.String())
 		}
