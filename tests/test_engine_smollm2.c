@@ -95,7 +95,7 @@ int main(int argc, char **argv)
 		CHECK(inj->fact_ids[0] == ids[4]);
 		CHECK(inj->scores[0] >= inj->scores[1] && inj->scores[1] >= inj->scores[3]);
 		CHECK(inj->n_prompt == full->n_prompt);
-		CHECK(inj->n_prefilled < 20 && full->n_prefilled == full->n_prompt);
+		CHECK(inj->n_prefilled < 25 && full->n_prefilled == full->n_prompt); /* footer and question */
 		CHECK(strstr(inj->text, "Biscuit") != NULL);
 		CHECK(strstr(full->text, "Biscuit") != NULL);
 		CHECK(inj->n_tokens >= 1 && inj->n_tokens <= 24);

@@ -113,6 +113,11 @@ static const struct opt {
 	{ "--prefix", "M", C_ASK | C_BENCH | C_EVAL, "prefix: tokens recomputed at each fact's start (default 2)" },
 	{ "--query-weight", "W", C_ASK | C_BENCH | C_EVAL,
 	  "query: the question's attention's weight in the selection, 0..1 (default 0.5)" },
+	{ "--calibration", "T:S", C_ASK | C_BENCH | C_EVAL,
+	  "attention calibration for injected facts: the question's and the answer's scores\n"
+	  "of fact positions divided by T, their weights multiplied by S (auto: 1 / sqrt(facts\n"
+	  "injected); off: 1:1; default: the engine's, 1:auto); eval: a comma-separated list\n"
+	  "of at most 32, each measured" },
 	{ "--context-turns", "W", C_EVAL,
 	  "encode each fact after the W conversation turns up to and including its\n"
 	  "(first) evidence turn, each \"speaker: text\", 0..64 (default 0: none);\n"
@@ -168,6 +173,8 @@ typedef struct args {
 	uint64_t seed;
 	uint32_t ks[32];
 	size_t n_ks;
+	float cal_t[32], cal_s[32];          /* --calibration */
+	size_t n_cal;
 	char model_buf[1024], embedder_buf[1024];
 } args;
 
@@ -264,6 +271,41 @@ static const char *dtype_name(infs_dtype t)
 		if (kv_dtypes[i].dtype == t)
 			return kv_dtypes[i].name;
 	return "?";
+}
+
+/* --calibration: T:S pairs (or off, 1:1), comma-separated, each in
+ * (0, 1000]; one only unless many. */
+static int parse_calibration(args *a, const char *v, int many)
+{
+	a->n_cal = 0;
+	for (const char *p = v; *p;) {
+		size_t len = strcspn(p, ",");
+		char item[64];
+		if (len >= sizeof item || a->n_cal == (many ? sizeof a->cal_t / sizeof a->cal_t[0] : 1))
+			return fail("--calibration: \"%s\" is more than %s T:S pair%s", v, many ? "32" : "one",
+			            many ? "s" : "");
+		memcpy(item, p, len);
+		item[len] = '\0';
+		char *colon = strchr(item, ':'), *e1 = NULL, *e2 = NULL;
+		double t = 1, sc = 1;
+		if (strcmp(item, "off")) {
+			if (colon)
+				*colon = '\0';
+			t = strtod(item, &e1);
+			int autos = colon && !strcmp(colon + 1, "auto"); /* 1 / sqrt(facts): the engine's */
+			sc = colon && !autos ? strtod(colon + 1, &e2) : 0;
+			if (!colon || e1 == item || *e1 || (!autos && (e2 == colon + 1 || *e2 || !(sc > 0 && sc <= 1000))) ||
+			    !(t > 0 && t <= 1000))
+				return fail("--calibration: \"%.*s\" is not T:S with T in (0, 1000] and S in (0, 1000] or auto "
+				            "(or off)", (int)len, p);
+		}
+		a->cal_t[a->n_cal] = (float)t;
+		a->cal_s[a->n_cal++] = (float)sc;
+		p += len;
+		if (*p && !*++p)
+			return fail("--calibration: \"%s\" ends with a comma", v);
+	}
+	return a->n_cal ? 0 : fail("--calibration needs T:S (or off)");
 }
 
 /* --recovery: none, or parts prefix, deviation, query joined by +, each
@@ -415,6 +457,9 @@ static int parse_args(args *a, int argc, char **argv)
 			if (!rc && !(a->query_weight >= 0 && a->query_weight <= 1))
 				rc = fail("--query-weight: \"%s\" is not a weight in 0..1", v);
 			a->query_weight_set = 1;
+		} else if (!strcmp(o, "--calibration")) {
+			TAKE();
+			rc = parse_calibration(a, v, eval);
 		} else if (!strcmp(o, "--context-turns")) {
 			TAKE();
 			rc = parse_range(&a->context_turns, v, o, 0, CLI_CONTEXT_TURNS_MAX);
@@ -961,6 +1006,16 @@ static void ask_options(infs_ask_options *o, const args *a, uint32_t k, int full
 	o->generate.seed = a->seed;
 	if (full)
 		return;
+	if (a->recovery) { /* the mode asked for replaces the engine's default */
+		o->recompute_ratio = 0;
+		o->check_layer = 0;
+		o->prefix_tokens = 0;
+		o->query_weight = 0;
+	}
+	if (a->n_cal) {
+		o->fact_temperature = a->cal_t[0];
+		o->fact_scale = a->cal_s[0];
+	}
 	if (a->select) {
 		o->recompute_ratio = a->recompute_set ? a->recompute : 0.15f;
 		o->check_layer = a->check_set ? a->check_layer : 2;
@@ -1669,10 +1724,12 @@ static int eval_encode(conv *c, const runtime *r, infs_store *store, int ref, co
  * sums over questions, reported as means. */
 typedef struct eval_point {
 	char mode[32];
-	float ratio, weight;
+	float ratio, weight, temp, scale;
 	uint32_t check, prefix;
 	size_t top1, same, ev_found, ev_total;
-	double kl, f1_inject, f1_full, ttft_inject, ttft_full, recomputed;
+	double kl, f1_inject, f1_full, f1_vs_full, ttft_inject, ttft_full, recomputed;
+	size_t floor_top1, floor_same; /* full recompute in two steps against full recompute */
+	double floor_kl;
 	size_t ref_top1, ref_same; /* against injection from the reference store */
 	double ref_kl;
 	str detail;
@@ -1685,30 +1742,43 @@ static void point_options(infs_ask_options *o, const args *a, const eval_point *
 	o->check_layer = p->check;
 	o->prefix_tokens = p->prefix;
 	o->query_weight = p->weight;
+	o->fact_temperature = p->temp;
+	o->fact_scale = p->scale;
 }
 
-/* The point of --recovery MODE (a's other flags, or their defaults) at
- * ratio (< 0: --recompute's). */
-static void point_make(eval_point *p, const args *a, const char *mode, float ratio)
+/* The point of --recovery MODE (a's other flags, or their defaults; no
+ * mode: the engine's default) at ratio (< 0: --recompute's) with
+ * calibration cal of --calibration (none given: the engine's). */
+static void point_make(eval_point *p, const args *a, const char *mode, float ratio, size_t cal)
 {
 	args b = *a;
-	if (mode)
+	if (mode) {
 		parse_recovery(&b, mode);
+		b.recovery = mode;
+	}
 	infs_ask_options o;
 	ask_options(&o, &b, b.k, 0);
 	memset(p, 0, sizeof *p);
-	snprintf(p->mode, sizeof p->mode, "%s", b.mode);
 	p->ratio = ratio < 0 ? o.recompute_ratio : ratio;
 	p->check = o.check_layer;
 	p->prefix = o.prefix_tokens;
 	p->weight = o.query_weight;
+	p->temp = a->n_cal ? a->cal_t[cal] : o.fact_temperature;
+	p->scale = a->n_cal ? a->cal_s[cal] : o.fact_scale;
+	if (b.recovery) /* the name asked for, also where the ratio is 0 */
+		snprintf(p->mode, sizeof p->mode, "%s", b.mode);
+	else /* the engine's default, named by what it does */
+		snprintf(p->mode, sizeof p->mode, "%s%s%s", p->prefix ? "prefix" : "",
+		         p->prefix && p->ratio > 0 ? "+" : "", p->ratio <= 0 ? "" : p->weight > 0 ? "query" : "deviation");
+	if (!p->mode[0])
+		strcpy(p->mode, "none");
 }
 
 /* Adds answer x (TTFT ttft_x, recomputed share frac) of question q against
  * full recompute y (TTFT ttft_y), and against ref (the same facts injected
  * from the reference store; NULL without one), to p's sums. */
 static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer *x, double ttft_x, double frac,
-                      const infs_answer *y, double ttft_y, const infs_answer *ref)
+                      const infs_answer *y, double ttft_y, const infs_answer *ref, const infs_answer *floor2)
 {
 	const jsonl_value *q = c->qs[qi];
 	const jsonl_value *ans = jsonl_get(q, "answer"), *ev = jsonl_get(q, "evidence");
@@ -1721,8 +1791,9 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 	size_t n_gold = ev ? ev->len : 0;
 	const char **golds = calloc(n_gold ? n_gold : 1, sizeof *golds);
 	const char **have = calloc(x->n_facts ? x->n_facts : 1, sizeof *have);
-	double f1i = 0, f1f = 0;
-	int rc = !golds || !have || eval_f1(&f1i, x->text, gold) || eval_f1(&f1f, y->text, gold);
+	double f1i = 0, f1f = 0, f1x = 0;
+	int rc = !golds || !have || eval_f1(&f1i, x->text, gold) || eval_f1(&f1f, y->text, gold) ||
+	         eval_f1(&f1x, x->text, y->text);
 	if (rc)
 		rc = fail("out of memory");
 	if (!rc) {
@@ -1745,6 +1816,14 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 		p->kl += kl;
 		p->f1_inject += f1i;
 		p->f1_full += f1f;
+		p->f1_vs_full += f1x;
+		/* The floor: full recompute against itself in two steps. */
+		int ftop1 = argmax(y->first_logits, y->n_vocab) == argmax(floor2->first_logits, floor2->n_vocab);
+		int fsame = !strcmp(floor2->text, y->text);
+		double fkl = kl_logits(y->first_logits, floor2->first_logits, y->n_vocab);
+		p->floor_top1 += (size_t)ftop1;
+		p->floor_same += (size_t)fsame;
+		p->floor_kl += fkl;
 		p->ttft_inject += ttft_x;
 		p->recomputed += frac;
 		p->ttft_full += ttft_y;
@@ -1754,9 +1833,11 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 		snprintf(buf, sizeof buf,
 		         "%s\n  {\"qa\": %zu, \"facts\": %zu, \"first_token_agree\": %s, \"answer_agree\": %s, "
 		         "\"kl_first_token\": %.6g, \"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_found\": %zu, "
-		         "\"evidence_total\": %zu, \"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f",
+		         "\"evidence_total\": %zu, \"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, "
+		         "\"answer_f1_vs_full\": %.6f, \"floor_first_token_agree\": %s, \"floor_kl_first_token\": %.6g",
 		         p->detail.n ? "," : "", c->qa_index[qi], x->n_facts, top1 ? "true" : "false",
-		         same ? "true" : "false", kl, f1i, f1f, found, total, ttft_x, ttft_y);
+		         same ? "true" : "false", kl, f1i, f1f, found, total, ttft_x, ttft_y, f1x,
+		         ftop1 ? "true" : "false", fkl);
 		str_puts(&p->detail, buf);
 		if (ref) {
 			/* KL(reference || x), as KL(full || x) above. */
@@ -1777,18 +1858,20 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 	return rc;
 }
 
-/* Question qi of c answered at every point (pts[0..np)) and by full
- * recompute of the same facts, added to the points' sums. In a sweep, equal
- * answers are answered once: ratio 0 with the same prefix (plain injection
- * or prefix recompute alone; the check layer and query weight then do
- * nothing), and ratio 1, which is full recompute exactly. With ref_store
+/* Question qi of c answered at every point (pts[0..np)), by full
+ * recompute of the same facts, and by full recompute in two steps (the
+ * floor: header and facts prefilled, injected-style in place, then the
+ * question, as injection's numerics have it), added to the points' sums.
+ * Equal answers are answered once: ratio 0 with the same prefix and
+ * calibration (the check layer and query weight then do nothing), and, in
+ * a sweep, ratio 1, which is full recompute exactly. With ref_store
  * (one point, not a sweep) the facts injection used are also injected from
  * there, by the same engine: the prompts differ only in the store's dtype. */
 static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, runtime *r, infs_store *ref_store,
                          const args *a)
 {
 	const char *question = jsonl_get(c->qs[qi], "question")->str;
-	infs_answer **got = calloc(np, sizeof *got), *first = NULL, *full = NULL, *ref = NULL;
+	infs_answer **got = calloc(np, sizeof *got), *first = NULL, *full = NULL, *ref = NULL, *floor2 = NULL;
 	uint8_t *own = calloc(np, 1);
 	uint64_t *ref_ids = NULL;
 	int rc = !got || !own ? fail("out of memory") : 0;
@@ -1798,8 +1881,9 @@ static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, r
 	for (size_t i = 0; !rc && i < np; i++) {
 		if (a->sweep && pts[i].ratio >= 1.0f)
 			continue; /* full recompute's answer, below */
-		for (size_t j = 0; a->sweep && j < i && !got[i]; j++)
-			if (got[j] && pts[j].ratio == 0 && pts[i].ratio == 0 && pts[j].prefix == pts[i].prefix)
+		for (size_t j = 0; j < i && !got[i]; j++)
+			if (got[j] && pts[j].ratio == 0 && pts[i].ratio == 0 && pts[j].prefix == pts[i].prefix &&
+			    pts[j].temp == pts[i].temp && pts[j].scale == pts[i].scale)
 				got[i] = got[j];
 		if (got[i])
 			continue;
@@ -1819,6 +1903,20 @@ static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, r
 	}
 	if (!rc && infs_engine_ask(&full, r->engine, r->store, r->embedder, EVAL_NS, question, &o))
 		rc = lib_fail("eval");
+	/* The floor: every fact token recomputed in place over the injected
+	 * header (so through every layer), then the question: full recompute's
+	 * prompt, prefilled in two steps, uncalibrated. */
+	if (!rc) {
+		ask_options(&o, a, a->k, 0);
+		o.fact_ids = first->fact_ids;
+		o.n_fact_ids = first->n_facts;
+		o.recompute_ratio = 0;
+		o.query_weight = 0;
+		o.prefix_tokens = UINT32_MAX;
+		o.fact_temperature = o.fact_scale = 1.0f;
+		if (infs_engine_ask(&floor2, r->engine, r->store, r->embedder, EVAL_NS, question, &o))
+			rc = lib_fail("eval: the floor");
+	}
 	if (!rc && ref_store) {
 		/* The same facts by their ids in the reference store. */
 		if (!(ref_ids = calloc(first->n_facts ? first->n_facts : 1, sizeof *ref_ids)))
@@ -1839,12 +1937,13 @@ static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, r
 	for (size_t i = 0; !rc && i < np; i++) {
 		const infs_answer *x = got[i] ? got[i] : full;
 		double frac = !got[i] ? 1 : x->n_recomputable ? (double)x->n_recomputed / x->n_recomputable : 0;
-		rc = eval_score(&pts[i], c, qi, x, got[i] ? x->ttft_ms : ttft_full, frac, full, ttft_full, ref);
+		rc = eval_score(&pts[i], c, qi, x, got[i] ? x->ttft_ms : ttft_full, frac, full, ttft_full, ref, floor2);
 	}
 	for (size_t i = 0; got && i < np; i++)
 		if (own[i])
 			infs_answer_free(got[i]);
 	infs_answer_free(full);
+	infs_answer_free(floor2);
 	infs_answer_free(ref);
 	free(ref_ids);
 	free(got);
@@ -1876,39 +1975,46 @@ static void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c,
 	snprintf(recall_h, sizeof recall_h, "%zu of %zu turns", p->ev_found, p->ev_total);
 	const size_t with_context = c->n_facts - c->n_no_context;
 	fprintf(jf, "{\"mode\": \"%s\", \"recompute_ratio\": %g, \"check_layer\": %u, \"prefix_tokens\": %u, "
-	            "\"query_weight\": %g, \"k\": %u, \"kv_dtype\": \"%s\", \"context_turns\": %u, "
+	            "\"query_weight\": %g, \"fact_temperature\": %g, \"fact_scale\": %g, \"k\": %u, \"kv_dtype\": \"%s\", \"context_turns\": %u, "
 	            "\"facts_without_context\": %zu, \"context_tokens_mean\": %.3f, \"encode_ms\": %.3f, "
 	            "\"n_questions\": %zu, "
 	            "\"recompute_fraction\": %.6f, "
 	            "\"first_token_agreement\": %.6f, \"answer_agreement\": %.6f, \"kl_first_token_mean\": %.6g, "
 	            "\"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_recall\": %s, "
-	            "\"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, ",
-	        p->mode, (double)p->ratio, p->check, p->prefix, (double)p->weight, a->k, dtype_name(a->kv_dtype),
+	            "\"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, \"answer_f1_vs_full\": %.6f, "
+	            "\"floor_first_token_agreement\": %.6f, \"floor_answer_agreement\": %.6f, "
+	            "\"floor_kl_first_token_mean\": %.6g, ",
+	        p->mode, (double)p->ratio, p->check, p->prefix, (double)p->weight, (double)p->temp, (double)p->scale, a->k,
+	        dtype_name(a->kv_dtype),
 	        a->context_turns, c->n_no_context,
 	        a->context_turns && with_context ? (double)c->context_tokens / (double)with_context : 0.0, c->encode_ms, nq,
 	        p->recomputed / n, (double)p->top1 / n, (double)p->same / n, p->kl / n, p->f1_inject / n,
-	        p->f1_full / n, recall, p->ttft_inject / n, p->ttft_full / n);
+	        p->f1_full / n, recall, p->ttft_inject / n, p->ttft_full / n, p->f1_vs_full / n,
+	        (double)p->floor_top1 / n, (double)p->floor_same / n, p->floor_kl / n);
 	if (a->ref)
 		fprintf(jf, "\"reference_kv_dtype\": \"%s\", \"first_token_agreement_vs_reference\": %.6f, "
 		            "\"answer_agreement_vs_reference\": %.6f, \"kl_first_token_vs_reference_mean\": %.6g, ",
 		        dtype_name(a->ref_dtype), (double)p->ref_top1 / n, (double)p->ref_same / n, p->ref_kl / n);
 	fprintf(jf, "\"questions\": [%s\n]}", p->detail.p ? p->detail.p : "");
-	if (a->sweep) {
-		fprintf(stderr, "%-16s r %.2f: recomputed %.3f, first token %5.1f%%, answer %5.1f%%, KL %.4f, "
-		                "F1 %.3f / %.3f, TTFT %.1f / %.1f ms\n",
-		        p->mode, (double)p->ratio, p->recomputed / n, 100.0 * (double)p->top1 / n,
-		        100.0 * (double)p->same / n, p->kl / n, p->f1_inject / n, p->f1_full / n, p->ttft_inject / n,
+	if (a->sweep || a->n_cal > 1) {
+		fprintf(stderr, "%-16s r %.2f T %.2f S %.2f: recomputed %.3f, first token %5.1f%% (floor %5.1f%%), "
+		                "answer %5.1f%% (F1 vs full %.3f), KL %.4f (floor %.4f), F1 %.3f / %.3f, TTFT %.1f / %.1f ms\n",
+		        p->mode, (double)p->ratio, (double)p->temp, (double)p->scale, p->recomputed / n,
+		        100.0 * (double)p->top1 / n, 100.0 * (double)p->floor_top1 / n, 100.0 * (double)p->same / n,
+		        p->f1_vs_full / n, p->kl / n, p->floor_kl / n, p->f1_inject / n, p->f1_full / n, p->ttft_inject / n,
 		        p->ttft_full / n);
 		return;
 	}
 	fprintf(stderr,
-	        "%s: %zu of %zu questions (categories 1-4), %zu facts, k %u, recovery %s\n"
-	        "  agreement with full recompute: first token %.1f%%, answer %.1f%%; first-token KL %.4f nats\n"
+	        "%s: %zu of %zu questions (categories 1-4), %zu facts, k %u, recovery %s, calibration %g:%g\n"
+	        "  agreement with full recompute: first token %.1f%%, answer %.1f%% (token F1 %.3f); first-token KL %.4f nats\n"
+	        "  the floor (full recompute in two steps against one): first token %.1f%%, answer %.1f%%; KL %.4f\n"
 	        "  F1: injection %.3f, full recompute %.3f; evidence recall %s\n"
 	        "  mean TTFT: injection %.1f ms, full recompute %.1f ms\n",
-	        a->positional, nq, c->n_qs, c->n_facts, a->k, p->mode, 100.0 * (double)p->top1 / n,
-	        100.0 * (double)p->same / n, p->kl / n, p->f1_inject / n, p->f1_full / n, recall_h,
-	        p->ttft_inject / n, p->ttft_full / n);
+	        a->positional, nq, c->n_qs, c->n_facts, a->k, p->mode, (double)p->temp, (double)p->scale,
+	        100.0 * (double)p->top1 / n, 100.0 * (double)p->same / n, p->f1_vs_full / n, p->kl / n,
+	        100.0 * (double)p->floor_top1 / n, 100.0 * (double)p->floor_same / n, p->floor_kl / n,
+	        p->f1_inject / n, p->f1_full / n, recall_h, p->ttft_inject / n, p->ttft_full / n);
 	context_summary(c, a);
 	if (a->ref)
 		fprintf(stderr, "  %s KV against %s: first token %.1f%%, answer %.1f%%; first-token KL %.4g nats\n",
@@ -1957,13 +2063,16 @@ static int cmd_eval(const args *a)
 	size_t n = c.n_qs, *pick = rc ? NULL : calloc(n, sizeof *pick);
 	const size_t n_ratios = sizeof sweep_ratios / sizeof sweep_ratios[0];
 	const size_t n_modes = !a->sweep ? 1 : a->recovery ? 1 : sizeof sweep_modes / sizeof sweep_modes[0];
-	const size_t np = a->sweep ? n_modes * n_ratios : 1;
+	const size_t n_cal = a->n_cal ? a->n_cal : 1, multi = a->sweep || n_cal > 1;
+	const size_t np = (a->sweep ? n_modes * n_ratios : 1) * n_cal;
 	eval_point *pts = calloc(np, sizeof *pts);
 	if (!rc && (!pick || !pts))
 		rc = fail("out of memory");
-	for (size_t i = 0; !rc && i < np; i++)
-		point_make(&pts[i], a, a->sweep && !a->recovery ? sweep_modes[i / n_ratios] : NULL,
-		           a->sweep ? sweep_ratios[i % n_ratios] : -1);
+	for (size_t i = 0; !rc && i < np; i++) {
+		const size_t m = i / n_cal; /* each setting at every calibration */
+		point_make(&pts[i], a, a->sweep && !a->recovery ? sweep_modes[m / n_ratios] : NULL,
+		           a->sweep ? sweep_ratios[m % n_ratios] : -1, i % n_cal);
+	}
 	if (!rc && a->limit && a->limit < n) {
 		eval_sample(pick, n, a->limit, a->seed);
 		n = a->limit;
@@ -2013,17 +2122,17 @@ static int cmd_eval(const args *a)
 	}
 	if (show && n)
 		fputc('\n', stderr);
-	if (!rc && a->sweep)
+	if (!rc && multi)
 		fprintf(stderr, "%s: %zu of %zu questions (categories 1-4), %zu facts, k %u; injection / full recompute\n",
 		        a->positional, n, c.n_qs, c.n_facts, a->k);
-	if (!rc && a->sweep)
+	if (!rc && multi)
 		context_summary(&c, a);
 	for (size_t i = 0; !rc && i < np; i++) {
-		fputs(!a->sweep ? "" : i ? ",\n" : "[\n", jf);
+		fputs(!multi ? "" : i ? ",\n" : "[\n", jf);
 		eval_report(jf, &pts[i], n, &c, a);
 	}
 	if (!rc)
-		fputs(a->sweep ? "\n]\n" : "\n", jf);
+		fputs(multi ? "\n]\n" : "\n", jf);
 	if (jf && jf != stdout && fclose(jf) && !rc)
 		rc = fail("%s: %s", a->json, strerror(errno));
 	if (!rc && a->plot)

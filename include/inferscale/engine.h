@@ -143,7 +143,7 @@ INFS_API int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engin
 
 /* --- The main job. --- */
 
-#define INFS_ASK_OPTIONS_VERSION 3
+#define INFS_ASK_OPTIONS_VERSION 4
 
 typedef struct infs_ask_options {
 	unsigned version;
@@ -178,10 +178,24 @@ typedef struct infs_ask_options {
 	 * (summed over tokens and heads); with recompute_ratio 0 it does nothing. */
 	uint32_t prefix_tokens;   /* 0: none */
 	float query_weight;       /* 0..1; 0: the deviation alone */
+	/* version 4: attention calibration for injected facts (APE-style,
+	 * docs/eval.md). Every token after the facts (the question, the answer)
+	 * scores the keys of the injected facts' positions as
+	 *   q.k / sqrt(head_dim) / fact_temperature + ln(fact_scale)
+	 * (their softmax weights multiplied by fact_scale before normalising);
+	 * every other key as usual. Facts encoded apart each draw attention as
+	 * if they alone followed the header, so k of them draw too much of it;
+	 * this gives it back without recomputing anything. 1 and 1: off (plain
+	 * injection, bit for bit). The default, chosen on the LoCoMo
+	 * development split: fact_scale 1 / sqrt(facts injected) (1, so off,
+	 * for one fact), fact_temperature 1. */
+	float fact_temperature;   /* > 0 */
+	float fact_scale;         /* > 0; 0: 1 / sqrt(facts injected) */
 } infs_ask_options;
 
-#define INFS_ASK_OPTIONS_INIT \
-	{ INFS_ASK_OPTIONS_VERSION, 0, 0, INFS_METRIC_COSINE, NULL, 0, INFS_GENERATE_OPTIONS_INIT, 0.0f, 0, 0, 0, 0.0f }
+#define INFS_ASK_OPTIONS_INIT                                                                               \
+	{ INFS_ASK_OPTIONS_VERSION, 0, 0, INFS_METRIC_COSINE, NULL, 0, INFS_GENERATE_OPTIONS_INIT, 0.0f, 0, 0, \
+	  0, 0.0f, 1.0f, 0.0f }
 
 INFS_API int infs_ask_options_init(infs_ask_options *opts, unsigned version);
 

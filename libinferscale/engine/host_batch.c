@@ -81,14 +81,16 @@ static uint32_t host_max_tokens(const infs__dengine *d)
 }
 
 /* Runs tokens[starts[s] .. starts[s + 1]) of each sequence s at n_past[s]..
- * over its blocks, writing their K/V there: one forward pass. */
+ * over its blocks, writing their K/V there, its attention calibrated by
+ * calib[s] (calib NULL: none): one forward pass. */
 static int run(host_pool *h, uint32_t n_seqs, uint32_t n_tokens, const int32_t *tokens, const int32_t *starts,
-               const int32_t *n_past, const int32_t *tables, float *logits)
+               const int32_t *n_past, const int32_t *tables, const infs__calib *calib, float *logits)
 {
 	const infs__seqs sq = { n_seqs, starts, n_past, tables, h->seq_blocks };
 	const infs__paged_kv past = { &h->cache.layout, NULL, 0, 0, 1 };
 	const infs__forward_args a = { .tokens = tokens, .n_tokens = n_tokens, .logits = logits,
-		                       .kv_dtype = INFS_DTYPE_F32, .past = &past, .pool = h->pool, .seqs = &sq };
+		                       .kv_dtype = INFS_DTYPE_F32, .past = &past, .pool = h->pool, .calib = calib,
+		                       .seqs = &sq };
 	return infs__forward(h->model, &a);
 }
 
@@ -98,7 +100,7 @@ static int host_step(infs__dengine *d, const infs__dstep *st)
 	float *logits = st->logits ? st->logits : h->logits;
 	if (!st->logits && st->n_seqs > h->max_seqs)
 		return infs__error(INFS_ERANGE, "a step of %u sequences in a pool of %u", st->n_seqs, h->max_seqs);
-	int rc = run(h, st->n_seqs, st->n_tokens, st->tokens, st->starts, st->n_past, st->tables, logits);
+	int rc = run(h, st->n_seqs, st->n_tokens, st->tokens, st->starts, st->n_past, st->tables, st->calib, logits);
 	for (uint32_t s = 0; !rc && st->argmax && s < st->n_seqs; s++)
 		st->argmax[s] = infs__argmax(logits + (size_t)s * h->n_vocab, h->n_vocab);
 	return rc;
@@ -111,7 +113,8 @@ static int host_sync(infs__dengine *d)
 }
 
 /* Recovery in the sequence's blocks, then (logits set) its question's
- * prefill: what the device fuses into one pass, here two. */
+ * prefill, calibrated by a->calib: what the device fuses into one pass,
+ * here two. */
 static int host_recompute(infs__dengine *d, const infs__recompute_args *a, const int32_t *table, uint32_t n_past,
                           float *logits)
 {
@@ -124,7 +127,7 @@ static int host_recompute(infs__dengine *d, const infs__recompute_args *a, const
 	if (rc || !logits)
 		return rc;
 	const int32_t starts[2] = { 0, (int32_t)a->n_query }, at[1] = { (int32_t)n_past };
-	return run(h, 1, a->n_query, a->query, starts, at, table, logits);
+	return run(h, 1, a->n_query, a->query, starts, at, table, a->calib, logits);
 }
 
 const infs__dengine_ops infs__host_batch_ops = {

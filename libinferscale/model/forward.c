@@ -258,6 +258,7 @@ typedef struct layer_io {
 	infs_dtype kv_dtype;
 	float *dev;
 	uint32_t n_dev;
+	const infs__calib *calib;
 	const infs__seqs *seqs;     /* several sequences over pk->cache (s->kn, s->vn) */
 } layer_io;
 
@@ -280,7 +281,8 @@ static void attend_seqs(const infs_model *m, uint32_t l, scratch *s, const layer
 		memcpy(s->v + (size_t)n_past * kvd, v_new + b * kvd, n * kvd * sizeof(float));
 		scatter_rows(kl, &pk, l, s->pos + b, n, k_new + b * kvd, v_new + b * kvd);
 		infs__attn_args aa = { s->att + b * qd, s->q + b * qd, s->k, s->v, s->pos + b, n, n_past + n, c->n_heads,
-			               c->n_kv_heads, c->head_dim, c->sliding_window, NULL, s->attn_rows, 0 };
+			               c->n_kv_heads, c->head_dim, c->sliding_window, NULL, s->attn_rows, 0,
+			               io->calib ? &io->calib[q] : NULL };
 		infs__attention(&aa, pool);
 	}
 }
@@ -348,7 +350,7 @@ static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, c
 			scatter_rows(kl, pk, l, s->pos, n, k_new, v_new);
 	}
 	infs__attn_args aa = { s->att, s->q, s->k, s->v, s->pos, n, io->in_place ? n_past : n_past + n, c->n_heads,
-		               c->n_kv_heads, hd, c->sliding_window, io->seq, s->attn_rows, io->in_place };
+		               c->n_kv_heads, hd, c->sliding_window, io->seq, s->attn_rows, io->in_place, io->calib };
 	if (!io->seqs) /* attend_seqs has attended */
 		infs__attention(&aa, pool);
 	infs__matmul(s->xb, s->att, L->wo, L->bo, n, (uint32_t)qd, d, pool);
@@ -429,7 +431,7 @@ static int forward_seqs(const infs_model *m, const infs__forward_args *a)
 	if (!rc && !have_s)
 		rc = infs__error(INFS_ENOMEM, "%s: out of memory for %u tokens", fn, n);
 	for (uint32_t l = 0; !rc && l < c->n_layers; l++) {
-		const layer_io io = { .pk = past, .kv_dtype = INFS_DTYPE_F32, .seqs = sq };
+		const layer_io io = { .pk = past, .kv_dtype = INFS_DTYPE_F32, .calib = a->calib, .seqs = sq };
 		run_layer(m, l, &s, n, &io, pool);
 	}
 	if (!rc && a->logits) {
@@ -473,7 +475,7 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 	}
 
 	for (uint32_t l = 0; l < c->n_layers; l++) {
-		const layer_io io = { pk, 0, a->seq, a->k_out, a->v_out, a->kv_dtype, NULL, 0, NULL };
+		const layer_io io = { pk, 0, a->seq, a->k_out, a->v_out, a->kv_dtype, NULL, 0, a->calib, NULL };
 		run_layer(m, l, &s, n, &io, pool);
 	}
 
@@ -507,7 +509,7 @@ int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model
 	}
 	infs__paged_kv pk = { o.cache, o.block_table, o.block_table_len, o.n_past, o.write_cache };
 	infs__forward_args a = { tokens, positions, n_tokens, logits, o.all_logits, k_out, v_out,
-	                         o.kv_dtype, o.seq_ids, &pk, NULL, NULL };
+	                         o.kv_dtype, o.seq_ids, &pk, NULL, NULL, NULL };
 	return infs__forward(model, &a);
 }
 
@@ -586,7 +588,7 @@ int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 	for (uint32_t l = 0; !rc && l < c->n_layers && n_act; l++) {
 		const int select = l == a->check_layer && a->n_keep < n_act;
 		const layer_io io = { l <= a->check_layer ? &ext : pk, 1, NULL, NULL, NULL, INFS_DTYPE_F32,
-			              select ? dev : NULL, nt, NULL };
+			              select ? dev : NULL, nt, NULL, NULL };
 		run_layer(m, l, &s, n_act, &io, pool);
 		if (!select)
 			continue;
