@@ -538,6 +538,13 @@ int infs_fact_render(char **out, const char *text, const char *metadata);
 
 int infs_engine_prepare(infs_engine *engine, infs_store *store);
 
+#define INFS_ENGINE_QUESTION_ROOM 64
+
+int infs_engine_fact_limit(uint32_t *out_tokens, const infs_engine *engine);
+
+int infs_engine_fact_check(uint32_t *out_tokens, const infs_engine *engine, const char *text,
+               const char *metadata);
+
 void infs_engine_reset(infs_engine *engine);
 
 uint32_t infs_engine_n_past(const infs_engine *engine);
@@ -597,6 +604,7 @@ typedef struct infs_answer {
 	double embed_ms, retrieve_ms, inject_ms, prefill_ms, ttft_ms, decode_ms;
 	uint32_t n_recomputable;
 	uint32_t n_recomputed;
+	size_t n_left_out;
 } infs_answer;
 
 int infs_engine_ask(infs_answer **out, infs_engine *engine, infs_store *store,
