@@ -33,8 +33,10 @@ class Answer:
     (uint64 ids) with their retrieval scores (float32; 0 for given facts), the
     first answer token's logits (float32, n_vocab), the time to first token
     in milliseconds split into embed, retrieve, inject and prefill (ttft_ms is
-    their sum) and the decoding time, and what accuracy recovery could and
-    did recompute."""
+    their sum) and the decoding time, what accuracy recovery could and did
+    recompute, and how many facts retrieved (or given) the context could not
+    hold next to the question and left out (n_left_out; the best-ranked that
+    fit are the ones used)."""
     text: str
     n_tokens: int
     n_prompt: int
@@ -50,6 +52,7 @@ class Answer:
     decode_ms: float
     n_recomputable: int
     n_recomputed: int
+    n_left_out: int
 
     @classmethod
     def _from_c(cls, a: Any) -> "Answer":
@@ -60,7 +63,8 @@ class Answer:
         logits = np.frombuffer(ffi.buffer(a.first_logits, 4 * nv), np.float32).copy() if nv else np.zeros(0, np.float32)
         return cls(pystr(a.text), int(a.n_tokens), int(a.n_prompt), int(a.n_prefilled), ids, scores, logits,
                    float(a.embed_ms), float(a.retrieve_ms), float(a.inject_ms), float(a.prefill_ms),
-                   float(a.ttft_ms), float(a.decode_ms), int(a.n_recomputable), int(a.n_recomputed))
+                   float(a.ttft_ms), float(a.decode_ms), int(a.n_recomputable), int(a.n_recomputed),
+                   int(a.n_left_out))
 
 
 def render_fact(text: str, metadata: Union[None, str, dict] = None) -> str:
@@ -154,6 +158,29 @@ class Engine:
         encoded after (``Store.encode(..., context=engine.header)``), so that a
         fact's KV is computed as it will be read, right after the header."""
         return self._header.copy()
+
+    @property
+    def max_fact_tokens(self) -> int:
+        """The most tokens one fact may have and still fit a prompt of this
+        engine with a question (``infs_engine_fact_limit``): n_ctx less the
+        header, the footer and room for a question."""
+        out = ffi.new("uint32_t *")
+        with self._lock:
+            check(lib.infs_engine_fact_limit(out, self._p))
+        return int(out[0])
+
+    def check_fact(self, text: str, metadata: Union[None, str, dict] = None) -> int:
+        """The tokens fact text takes in this engine's prompt (rendered with
+        metadata as render_fact renders it); RangeError, naming both counts and
+        n_ctx, when it is above max_fact_tokens, InvalidArgumentError when it
+        is empty or only white space (``infs_engine_fact_check``)."""
+        if isinstance(metadata, dict):
+            metadata = json.dumps(metadata, ensure_ascii=False)
+        ctext, cmeta = cstr(text, "text"), cstr(metadata, "metadata", none_ok=True)
+        out = ffi.new("uint32_t *")
+        with self._lock:
+            check(lib.infs_engine_fact_check(out, self._p, ctext, cmeta))
+        return int(out[0])
 
     def prepare(self, store: Store) -> None:
         """Encodes the header and footer segments into the store's namespace
