@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "charts.h"
+#include "cli_hints.h"
+#include "cli_usage.h"
 #include "eval_metrics.h"
 #include "inferscale/inferscale.h"
 #include "jsonl.h"
@@ -42,7 +44,8 @@ static const char usage[] =
 	"  verify STORE         re-check every checksum of a store\n"
 	"  plot IN.json OUT.png draw a result file as a chart\n"
 	"\n"
-	"inferscale COMMAND --help lists the command's options.\n";
+	"inferscale COMMAND --help lists the command's options; inferscale --version the version.\n"
+	"The default models: scripts/fetch-models.sh, or inferscale fetch-models with the Python package.\n";
 
 /* The commands that parse_args reads, as bits of opt.cmds. */
 enum { C_ENCODE = 1, C_ASK = 2, C_BENCH = 4, C_EVAL = 8, C_ALL = 15 };
@@ -719,6 +722,9 @@ static int runtime_open(runtime *r, const args *a, int create)
 	 * models load. */
 	infs_store_options so = INFS_STORE_OPTIONS_INIT;
 	so.device = a->device;
+	if ((!create && cli_need_store(a->store)) || cli_need_model(a->model, "model", "--model PATH") ||
+	    cli_need_model(a->embedder, "embedder", "--embedder DIR"))
+		return 1;
 	if (!create) {
 		so.flags = INFS_OPEN_READONLY;
 		if (infs_store_open(&r->store, a->store, &so))
@@ -874,7 +880,7 @@ static int cmd_encode(const args *a)
 		const jsonl_value *o = line_at(&L, i);
 		line_metadata(&meta[i], o);
 		const char *text = jsonl_get(o, "text")->str;
-		if (infs_fact_render(&rendered[i], text, meta[i].p)) {
+		if (infs_fact_render(&rendered[i], text, meta[i].p) || infs_engine_fact_check(NULL, r.engine, text, meta[i].p)) {
 			rc = fail("%s: fact %zu: %s", a->positional, i + 1, infs_error_last());
 			break;
 		}
@@ -1061,6 +1067,8 @@ static int cmd_ask(const args *a)
 	str_puts(&j, "[\n");
 	int modes = a->compare ? 2 : 1;
 	double sum[2] = { 0, 0 };
+	if (!rc)
+		cli_warn_empty(r.store, Q.ns, Q.n);
 	/* Several questions: a first one untimed, so that the mean holds no
 	 * cold start (first touches of the weights, thread start-up). */
 	if (!rc && Q.n > 1) {
@@ -1085,6 +1093,7 @@ static int cmd_ask(const args *a)
 				break;
 			}
 			sum[mode] += x->ttft_ms;
+			cli_warn_left_out(x, CLI_N_CTX);
 			if (jf)
 				answer_json(&j, x, Q.q[q], Q.ns[q], full);
 			if (a->compare) {
@@ -2046,6 +2055,8 @@ static int cmd_verify(int argc, char **argv)
 {
 	if (argc != 3)
 		return fail("usage: inferscale verify STORE") + 1;
+	if (cli_need_store(argv[2]))
+		return 1;
 	infs_store_options o = INFS_STORE_OPTIONS_INIT;
 	o.flags = INFS_OPEN_READONLY;
 	infs_store *s;
@@ -2082,6 +2093,9 @@ int main(int argc, char **argv)
 {
 	/* Whole lines as they come, also into a pipe or a log. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	const int usage_rc = cli_usage(argc, argv);
+	if (usage_rc >= 0)
+		return usage_rc;
 	if (argc >= 2 && !strcmp(argv[1], "verify"))
 		return cmd_verify(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "plot"))
