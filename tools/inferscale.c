@@ -735,12 +735,12 @@ static int runtime_open(runtime *r, const args *a, int create)
 	mo.device = a->device;
 	mo.device_max_tokens = CLI_N_CTX;
 	if (infs_model_load(&r->model, a->model, &mo))
-		return lib_fail(a->model);
+		return lib_fail("model"); /* the library's message names the path */
 	infs_embedder_options eo = INFS_EMBEDDER_OPTIONS_INIT;
 	eo.n_threads = a->threads;
 	eo.device = a->device;
 	if (infs_embedder_load(&r->embedder, a->embedder, &eo))
-		return lib_fail(a->embedder);
+		return lib_fail("embedder");
 	struct stat st;
 	if (create && stat(a->store, &st) != 0) {
 		if (store_create(&r->store, a->store, r, a->kv_dtype, a->device))
