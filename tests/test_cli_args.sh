@@ -65,13 +65,13 @@ check_err 1 "$tmp/missing.infs: no such store" verify "$tmp/missing.infs"
 # A model or embedder that is not there: how to get the models, its path once,
 # and no store created.
 printf '{"namespace": "n", "text": "Maya sings."}\n' > "$tmp/f.jsonl"
-check_err 1 "scripts/fetch-models.sh" encode --store "$tmp/new.infs" --model "$tmp/no-model.gguf" "$tmp/f.jsonl"
+check_err 1 "$tmp/no-model.gguf: no such model: get the default models with scripts/fetch-models.sh" encode --store "$tmp/new.infs" --model "$tmp/no-model.gguf" "$tmp/f.jsonl"
 grep -qF "inferscale fetch-models" "$tmp/e" || fail "a missing model: no word of the Python command: $(cat "$tmp/e")"
 [ "$(grep -o "no-model.gguf" "$tmp/e" | wc -l)" = 1 ] || fail "a missing model's path is not printed once: $(cat "$tmp/e")"
 [ ! -e "$tmp/new.infs" ] || fail "encode with a missing model created the store"
 check_err 1 "model: " encode --store "$tmp/new.infs" --model /dev/null "$tmp/f.jsonl"
 [ "$(grep -o "/dev/null" "$tmp/e" | wc -l)" = 1 ] || fail "a file that is not a model: its path not once: $(cat "$tmp/e")"
-check_err 1 "embedder $tmp/no-minilm does not exist" encode --store "$tmp/new.infs" --embedder "$tmp/no-minilm" \
+check_err 1 "$tmp/no-minilm: no such embedder" encode --store "$tmp/new.infs" --embedder "$tmp/no-minilm" \
 	--model /dev/null "$tmp/f.jsonl"
 
 # --version, and --help of every command, verify and plot included.

@@ -24,9 +24,9 @@ int cli_need_model(const char *path, const char *what, const char *option)
 	struct stat st;
 	if (stat(path, &st) == 0 || errno != ENOENT)
 		return 0;
-	fprintf(stderr, "inferscale: %s %s does not exist: get the default models with scripts/fetch-models.sh "
+	fprintf(stderr, "inferscale: %s: no such %s: get the default models with scripts/fetch-models.sh "
 	        "(a source checkout) or inferscale fetch-models (the Python package: python -m inferscale "
-	        "fetch-models), or give %s\n", what, path, option);
+	        "fetch-models), or give %s\n", path, what, option);
 	return 1;
 }
 

@@ -880,7 +880,8 @@ static int cmd_encode(const args *a)
 		const jsonl_value *o = line_at(&L, i);
 		line_metadata(&meta[i], o);
 		const char *text = jsonl_get(o, "text")->str;
-		if (infs_fact_render(&rendered[i], text, meta[i].p) || infs_engine_fact_check(NULL, r.engine, text, meta[i].p)) {
+		if (infs_fact_render(&rendered[i], text, meta[i].p) ||
+		    infs_engine_fact_check(NULL, r.engine, text, meta[i].p)) {
 			rc = fail("%s: fact %zu: %s", a->positional, i + 1, infs_error_last());
 			break;
 		}

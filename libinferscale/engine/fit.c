@@ -4,7 +4,6 @@
  * fit next to it (infs__fit_facts), so that one over-long stored fact never
  * makes every question of its namespace fail. */
 #include <ctype.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "engine/fit.h"
@@ -80,8 +79,9 @@ int infs__fit_facts(infs_hit *hits, size_t *n, size_t *n_left_out, const infs_en
 	 * question's, to weigh them) in one step of the model. */
 	if (e->dev && !o->full_recompute && o->recompute_ratio > 0.0f) {
 		const uint64_t used = (uint64_t)e->prompt.n_footer + (o->query_weight > 0.0f ? n_question : 0);
-		const uint64_t step = e->ops->max_tokens(e->dev);
-		room = room < (step > used ? step - used : 0) ? room : (step > used ? step - used : 0);
+		const uint64_t step = e->ops->max_tokens(e->dev), rows = step > used ? step - used : 0;
+		if (rows < room)
+			room = rows;
 	}
 	size_t kept = 0;
 	uint64_t taken = 0;
