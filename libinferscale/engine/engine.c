@@ -14,6 +14,7 @@
 #include "model/forward.h"
 #include "cuda/device.h"
 #include "engine/engine_impl.h"
+#include "engine/fit.h"
 #include "engine/sampling.h"
 #include "store/store.h"
 
@@ -647,6 +648,8 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 			goto fail;
 	}
 	double t2 = infs__now_ms();
+	if ((rc = infs__fit_facts(hits, &nh, &a->n_left_out, e, store, ns, nq, &o)))
+		goto fail;
 	/* Best fact nearest the question: injected last. */
 	for (size_t i = 0; i < nh; i++)
 		order[i] = hits[nh - 1 - i].id;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/engine_impl.h"
+#include "engine/fit.h"
 #include "engine/sampling.h"
 #include "util/error.h"
 
@@ -360,8 +361,12 @@ static int admit(batch *b)
 		if (rc)
 			return rc;
 		for (size_t i = first; i < first + m; i++) {
-			b->req[i].a->embed_ms = em;
-			b->req[i].a->retrieve_ms = rm;
+			request *r = &b->req[i];
+			r->a->embed_ms = em;
+			r->a->retrieve_ms = rm;
+			if ((rc = infs__fit_facts(r->hits, &r->n_hits, &r->a->n_left_out, e, b->store, b->ns,
+			                          r->n_question, b->o)))
+				return rc;
 		}
 	}
 	if (!m)
