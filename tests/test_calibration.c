@@ -5,9 +5,9 @@
  * injected by hand, the footer and question prefilled by hand); a
  * calibration is the prefill with the calibrated attention over exactly
  * the facts' positions (the same by hand through the engine's own state);
- * the default (scale 1 / sqrt(facts)) moves the first logits with four
- * facts and is plain injection with one; decoding sees the calibration
- * too; bad values are refused. argv[1]: examples/memory/facts.jsonl. */
+ * the default is off; scale 0 (1 / sqrt(facts)) moves the first logits with
+ * four facts and is plain injection with one; decoding sees the
+ * calibration too; bad values are refused. argv[1]: examples/memory/facts.jsonl. */
 #include <math.h>
 #include <string.h>
 
@@ -80,10 +80,7 @@ int main(int argc, char **argv)
 	CHECK(nf == N_FACTS);
 	infs_store *st = model_store_create(m, INFS_DTYPE_F16, infs_embedder_dim(emb), "calibration", "maya.infs", spath,
 	                                    sizeof spath);
-	infs_engine_options eo = INFS_ENGINE_OPTIONS_INIT;
-	eo.n_ctx = 1024;
-	infs_engine *e = NULL;
-	CHECK_OK(infs_engine_create(&e, m, &eo));
+	infs_engine *e = host_engine_f16(m, 1024);
 	if (nf != N_FACTS || !st || !e)
 		CHECK_DONE();
 	CHECK_OK(infs_engine_prepare(e, st));
@@ -99,18 +96,26 @@ int main(int argc, char **argv)
 	float *cal_hand = by_hand(e, st, order, 4, &sharp);
 	infs_answer *off = ask(e, st, best_first, 4, 1.0f, 1.0f, 1);
 	infs_answer *cal = ask(e, st, best_first, 4, 0.5f, 0.25f, 1);
-	infs_answer *dflt = ask(e, st, best_first, 4, 1.0f, 0.0f, 1);
+	infs_answer *dflt = ask(e, st, best_first, 4, 1.0f, 0.0f, 1); /* 1 / sqrt(4) */
 	infs_answer *half = ask(e, st, best_first, 4, 1.0f, 0.5f, 1);
 	if (plain && cal_hand && off && cal && dflt && half) {
 		const size_t bytes = V * sizeof(float);
 		CHECK(!memcmp(off->first_logits, plain, bytes));        /* 1:1 is plain injection */
+		infs_answer *init = NULL;
+		infs_ask_options io = INFS_ASK_OPTIONS_INIT;              /* the default: off */
+		io.fact_ids = best_first;
+		io.n_fact_ids = 4;
+		io.generate.max_tokens = 1;
+		CHECK_OK(infs_engine_ask(&init, e, st, NULL, "maya", question, &io));
+		CHECK(init && !memcmp(init->first_logits, plain, bytes));
+		infs_answer_free(init);
 		CHECK(!memcmp(cal->first_logits, cal_hand, bytes));     /* over exactly the facts */
 		CHECK(!memcmp(dflt->first_logits, half->first_logits, bytes)); /* 1 / sqrt(4) */
 		const float moved = max_diff(cal->first_logits, plain, V), dmoved = max_diff(dflt->first_logits, plain, V);
-		printf("first logits moved by 0.5:0.25 %.3f, by the default %.3f\n", moved, dmoved);
+		printf("first logits moved by 0.5:0.25 %.3f, by 1:auto %.3f\n", moved, dmoved);
 		CHECK(moved > 1.0f && dmoved > 0.1f);
 	}
-	/* One fact: the default is off, bit for bit. */
+	/* One fact: auto is off, bit for bit. */
 	infs_answer *one_off = ask(e, st, best_first, 1, 1.0f, 1.0f, 4);
 	infs_answer *one_dflt = ask(e, st, best_first, 1, 1.0f, 0.0f, 4);
 	if (one_off && one_dflt) {

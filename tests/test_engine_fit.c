@@ -42,11 +42,7 @@ int main(void)
 		CHECK_DONE();
 	infs_store *st = model_store_create(m, INFS_DTYPE_F16, infs_embedder_dim(emb), "engine-fit", "maya.infs", spath,
 	                                    sizeof spath);
-	infs_engine_options eo = INFS_ENGINE_OPTIONS_INIT;
-	eo.n_ctx = 1024;
-	eo.kv_dtype = INFS_DTYPE_F16;
-	infs_engine *e = NULL;
-	CHECK_OK(infs_engine_create(&e, m, &eo));
+	infs_engine *e = host_engine_f16(m, 1024);
 	if (!st || !e)
 		CHECK_DONE();
 	CHECK_OK(infs_engine_prepare(e, st));

@@ -104,12 +104,12 @@ static void modes(infs_engine *e, infs_store *st, const infs_embedder *emb, char
 		CHECK_OK(infs_engine_ask(&zero, e, st, NULL, "maya", qs[q], &o));
 		o.version = 2; /* its bytes end before prefix_tokens: the later fields are the defaults */
 		o.prefix_tokens = 3;
+		o.fact_scale = 0.5f;
 		CHECK_OK(infs_engine_ask(&v2, e, st, NULL, "maya", qs[q], &o));
 		o.version = INFS_ASK_OPTIONS_VERSION;
 		o.prefix_tokens = 0;
-		o.fact_scale = 0.0f;
-		CHECK_OK(infs_engine_ask(&v2ref, e, st, NULL, "maya", qs[q], &o));
 		o.fact_scale = 1.0f;
+		CHECK_OK(infs_engine_ask(&v2ref, e, st, NULL, "maya", qs[q], &o));
 		o.query_weight = 0;
 		o.prefix_tokens = 4096;
 		CHECK_OK(infs_engine_ask(&pall, e, st, NULL, "maya", qs[q], &o));

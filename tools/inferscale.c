@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "charts.h"
+#include "cli_hints.h"
+#include "cli_usage.h"
 #include "eval_metrics.h"
 #include "inferscale/inferscale.h"
 #include "jsonl.h"
@@ -42,7 +44,8 @@ static const char usage[] =
 	"  verify STORE         re-check every checksum of a store\n"
 	"  plot IN.json OUT.png draw a result file as a chart\n"
 	"\n"
-	"inferscale COMMAND --help lists the command's options.\n";
+	"inferscale COMMAND --help lists the command's options; inferscale --version the version.\n"
+	"The default models: scripts/fetch-models.sh, or inferscale fetch-models with the Python package.\n";
 
 /* The commands that parse_args reads, as bits of opt.cmds. */
 enum { C_ENCODE = 1, C_ASK = 2, C_BENCH = 4, C_EVAL = 8, C_ALL = 15 };
@@ -116,7 +119,7 @@ static const struct opt {
 	{ "--calibration", "T:S", C_ASK | C_BENCH | C_EVAL,
 	  "attention calibration for injected facts: the question's and the answer's scores\n"
 	  "of fact positions divided by T, their weights multiplied by S (auto: 1 / sqrt(facts\n"
-	  "injected); off: 1:1; default: the engine's, 1:auto); eval: a comma-separated list\n"
+	  "injected); off: 1:1, the engine's default); eval: a comma-separated list\n"
 	  "of at most 32, each measured" },
 	{ "--context-turns", "W", C_EVAL,
 	  "encode each fact after the W conversation turns up to and including its\n"
@@ -292,7 +295,7 @@ static int parse_calibration(args *a, const char *v, int many)
 			if (colon)
 				*colon = '\0';
 			t = strtod(item, &e1);
-			int autos = colon && !strcmp(colon + 1, "auto"); /* 1 / sqrt(facts): the engine's */
+			int autos = colon && !strcmp(colon + 1, "auto"); /* 1 / sqrt(facts injected) */
 			sc = colon && !autos ? strtod(colon + 1, &e2) : 0;
 			if (!colon || e1 == item || *e1 || (!autos && (e2 == colon + 1 || *e2 || !(sc > 0 && sc <= 1000))) ||
 			    !(t > 0 && t <= 1000))
@@ -764,6 +767,9 @@ static int runtime_open(runtime *r, const args *a, int create)
 	 * models load. */
 	infs_store_options so = INFS_STORE_OPTIONS_INIT;
 	so.device = a->device;
+	if ((!create && cli_need_store(a->store)) || cli_need_model(a->model, "model", "--model PATH") ||
+	    cli_need_model(a->embedder, "embedder", "--embedder DIR"))
+		return 1;
 	if (!create) {
 		so.flags = INFS_OPEN_READONLY;
 		if (infs_store_open(&r->store, a->store, &so))
@@ -774,12 +780,12 @@ static int runtime_open(runtime *r, const args *a, int create)
 	mo.device = a->device;
 	mo.device_max_tokens = CLI_N_CTX;
 	if (infs_model_load(&r->model, a->model, &mo))
-		return lib_fail(a->model);
+		return lib_fail("model"); /* the library's message names the path */
 	infs_embedder_options eo = INFS_EMBEDDER_OPTIONS_INIT;
 	eo.n_threads = a->threads;
 	eo.device = a->device;
 	if (infs_embedder_load(&r->embedder, a->embedder, &eo))
-		return lib_fail(a->embedder);
+		return lib_fail("embedder");
 	struct stat st;
 	if (create && stat(a->store, &st) != 0) {
 		if (store_create(&r->store, a->store, r, a->kv_dtype, a->device))
@@ -919,7 +925,8 @@ static int cmd_encode(const args *a)
 		const jsonl_value *o = line_at(&L, i);
 		line_metadata(&meta[i], o);
 		const char *text = jsonl_get(o, "text")->str;
-		if (infs_fact_render(&rendered[i], text, meta[i].p)) {
+		if (infs_fact_render(&rendered[i], text, meta[i].p) ||
+		    infs_engine_fact_check(NULL, r.engine, text, meta[i].p)) {
 			rc = fail("%s: fact %zu: %s", a->positional, i + 1, infs_error_last());
 			break;
 		}
@@ -1116,6 +1123,8 @@ static int cmd_ask(const args *a)
 	str_puts(&j, "[\n");
 	int modes = a->compare ? 2 : 1;
 	double sum[2] = { 0, 0 };
+	if (!rc)
+		cli_warn_empty(r.store, Q.ns, Q.n);
 	/* Several questions: a first one untimed, so that the mean holds no
 	 * cold start (first touches of the weights, thread start-up). */
 	if (!rc && Q.n > 1) {
@@ -1140,6 +1149,7 @@ static int cmd_ask(const args *a)
 				break;
 			}
 			sum[mode] += x->ttft_ms;
+			cli_warn_left_out(x, CLI_N_CTX);
 			if (jf)
 				answer_json(&j, x, Q.q[q], Q.ns[q], full);
 			if (a->compare) {
@@ -2155,6 +2165,8 @@ static int cmd_verify(int argc, char **argv)
 {
 	if (argc != 3)
 		return fail("usage: inferscale verify STORE") + 1;
+	if (cli_need_store(argv[2]))
+		return 1;
 	infs_store_options o = INFS_STORE_OPTIONS_INIT;
 	o.flags = INFS_OPEN_READONLY;
 	infs_store *s;
@@ -2191,6 +2203,9 @@ int main(int argc, char **argv)
 {
 	/* Whole lines as they come, also into a pipe or a log. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	const int usage_rc = cli_usage(argc, argv);
+	if (usage_rc >= 0)
+		return usage_rc;
 	if (argc >= 2 && !strcmp(argv[1], "verify"))
 		return cmd_verify(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "plot"))

@@ -185,17 +185,19 @@ typedef struct infs_ask_options {
 	 * (their softmax weights multiplied by fact_scale before normalising);
 	 * every other key as usual. Facts encoded apart each draw attention as
 	 * if they alone followed the header, so k of them draw too much of it;
-	 * this gives it back without recomputing anything. 1 and 1: off (plain
-	 * injection, bit for bit). The default, chosen on the LoCoMo
-	 * development split: fact_scale 1 / sqrt(facts injected) (1, so off,
-	 * for one fact), fact_temperature 1. */
+	 * a scale below 1 gives it back without recomputing anything, and
+	 * brings the first token nearer full recompute's, but answers then lean
+	 * less on the facts' content (docs/eval.md): off by default (1 and 1,
+	 * plain injection bit for bit). fact_scale 0 is 1 / sqrt(facts
+	 * injected), the scale nearest full recompute's first token measured on
+	 * the LoCoMo development split (1, so off, for one fact). */
 	float fact_temperature;   /* > 0 */
 	float fact_scale;         /* > 0; 0: 1 / sqrt(facts injected) */
 } infs_ask_options;
 
 #define INFS_ASK_OPTIONS_INIT                                                                               \
 	{ INFS_ASK_OPTIONS_VERSION, 0, 0, INFS_METRIC_COSINE, NULL, 0, INFS_GENERATE_OPTIONS_INIT, 0.0f, 0, 0, \
-	  0, 0.0f, 1.0f, 0.0f }
+	  0, 0.0f, 1.0f, 1.0f }
 
 INFS_API int infs_ask_options_init(infs_ask_options *opts, unsigned version);
 
@@ -238,8 +240,9 @@ INFS_API void infs_answer_free(infs_answer *answer);
 /* Answers n questions as infs_engine_ask answers each (same options, every
  * question of namespace ns): out[i] is question i's answer, released with
  * infs_answer_free. On a device engine, and on a host engine with
- * max_seqs > 1, the requests run together with continuous batching: up to max_seqs sequences at once, the newly
- * admitted ones' prompts prefilled in one batched forward, every running
+ * max_seqs > 1, the requests run together with continuous batching: up to
+ * max_seqs sequences at once, the newly admitted ones' prompts prefilled in
+ * one batched forward, every running
  * sequence advanced by one batched decode step, a finished sequence's
  * blocks returned to the pool and the next question admitted in its place.
  * A request is admitted once the pool has blocks for its prompt and its
@@ -248,8 +251,8 @@ INFS_API void infs_answer_free(infs_answer *answer);
  * positions or more fails the call (INFS_ERANGE). Its
  * time parts are those of the group it was admitted with (embedded,
  * retrieved, injected and prefilled together). A host engine with
- * max_seqs 1 answers them one after another. On error every out[i] is NULL. Calls
- * from several threads take turns: a server gets batches, and with them
+ * max_seqs 1 answers them one after another. On error every out[i] is
+ * NULL. Calls from several threads take turns: a server gets batches, and with them
  * the device's throughput, by collecting its threads' requests into one
  * call (docs/end-to-end.md, "The engine on a GPU"). */
 INFS_API int infs_engine_ask_batch(infs_answer **out, infs_engine *engine, infs_store *store,

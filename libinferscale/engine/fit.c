@@ -4,7 +4,6 @@
  * fit next to it (infs__fit_facts), so that one over-long stored fact never
  * makes every question of its namespace fail. */
 #include <ctype.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "engine/fit.h"
@@ -74,14 +73,16 @@ int infs_engine_fact_check(uint32_t *out, const infs_engine *e, const char *text
 int infs__fit_facts(infs_hit *hits, size_t *n, size_t *n_left_out, const infs_engine *e, infs_store *store,
                     const char *ns, uint32_t n_question, const infs_ask_options *o)
 {
-	const uint64_t fixed = (uint64_t)e->prompt.n_header + e->prompt.n_footer + n_question + 1;
+	/* n_question counts the footer, prefilled with the question. */
+	const uint64_t fixed = (uint64_t)e->prompt.n_header + n_question + 1;
 	uint64_t room = capacity(e) > fixed ? capacity(e) - fixed : 0;
-	/* Recovery on a device runs the facts' and footer's rows (and the
-	 * question's, to weigh them) in one step of the model. */
+	/* Recovery on a device runs the facts' rows (and the question's, to
+	 * weigh them) in one step of the model. */
 	if (e->dev && !o->full_recompute && o->recompute_ratio > 0.0f) {
-		const uint64_t used = (uint64_t)e->prompt.n_footer + (o->query_weight > 0.0f ? n_question : 0);
-		const uint64_t step = e->ops->max_tokens(e->dev);
-		room = room < (step > used ? step - used : 0) ? room : (step > used ? step - used : 0);
+		const uint64_t used = o->query_weight > 0.0f ? n_question : 0;
+		const uint64_t step = e->ops->max_tokens(e->dev), rows = step > used ? step - used : 0;
+		if (rows < room)
+			room = rows;
 	}
 	size_t kept = 0;
 	uint64_t taken = 0;

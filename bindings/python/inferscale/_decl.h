@@ -572,7 +572,7 @@ int infs_generate_options_init(infs_generate_options *opts, unsigned version);
 int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *engine,
                const infs_generate_options *opts);
 
-#define INFS_ASK_OPTIONS_VERSION 3
+#define INFS_ASK_OPTIONS_VERSION 4
 
 typedef struct infs_ask_options {
 	unsigned version;
@@ -587,6 +587,8 @@ typedef struct infs_ask_options {
 	int ignore_eos;
 	uint32_t prefix_tokens;
 	float query_weight;
+	float fact_temperature;
+	float fact_scale;
 } infs_ask_options;
 
 int infs_ask_options_init(infs_ask_options *opts, unsigned version);
