@@ -530,25 +530,38 @@ int infs__commit(infs_store *s)
 	return INFS_OK;
 }
 
-/* Allocates the file for a put of total bytes plus INFS__RESERVE past it,
+uint64_t infs__reserve_after_put(const infs_store *s, const infs__ns *ns)
+{
+	return s->ix.erase_bytes + ns->erase_len + INFS__RESERVE;
+}
+
+uint64_t infs__reserve_quietly(int fd, uint64_t end, uint64_t keep)
+{
+	int err = errno;
+	int rc = fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)end, (off_t)keep);
+	errno = err;
+	return rc == 0 ? end + keep : end;
+}
+
+/* Allocates the file for a record of total bytes plus keep bytes past it,
  * which only deletes and drops may use, so that they fit when the disk is
  * full. File systems without fallocate get no reserve. */
-static int reserve(infs_store *s, uint64_t total, const char *fn)
+static int reserve(infs_store *s, uint64_t total, uint64_t keep, const char *fn)
 {
-	uint64_t need = s->end + total + INFS__RESERVE;
+	uint64_t need = s->end + total + keep;
 	if (need <= s->reserved)
 		return INFS_OK;
 	if (fallocate(s->fd, FALLOC_FL_KEEP_SIZE, (off_t)s->end, (off_t)(need - s->end)) != 0) {
 		if (errno == EOPNOTSUPP || errno == ENOSYS)
 			return INFS_OK;
-		return infs__error(INFS_EIO, "%s: no room in %s for a %llu-byte record and the %u bytes kept for deletes: %s",
-		                   fn, s->path, (unsigned long long)total, INFS__RESERVE, strerror(errno));
+		return infs__error(INFS_EIO, "%s: no room in %s for a %llu-byte record and the %llu bytes kept for deletes: %s",
+		                   fn, s->path, (unsigned long long)total, (unsigned long long)keep, strerror(errno));
 	}
 	s->reserved = need;
 	return INFS_OK;
 }
 
-int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const char *fn)
+int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, uint64_t keep, const char *fn)
 {
 	unsigned char head[INFS__REC_HEAD];
 	uint64_t body_len = infs__head_encode(head, type, iov + 1, n - 1);
@@ -558,7 +571,7 @@ int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const c
 	int rc = infs__map_reserve(s, s->end + total);
 	if (rc)
 		return infs__error_wrap(rc, "%s", fn);
-	if (type == INFS__REC_PUT && (rc = reserve(s, total, fn)))
+	if (keep && (rc = reserve(s, total, keep, fn)))
 		return rc;
 	if (infs__write_all(s->fd, s->end, iov, n) == 0 &&
 	    (s->opts.sync != INFS_SYNC_FULL || fdatasync(s->fd) == 0)) {

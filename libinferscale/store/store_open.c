@@ -462,7 +462,9 @@ int infs__store_open(infs_store **out, const char *path, const infs_store_option
 	char *torn = NULL;
 	if (!s->readonly && (s->dropped_tail || s->lost) && (rc = set_aside(s, &torn, (uint64_t)st.st_size)))
 		goto fail;
-	s->reserved = s->end;
+	/* A writer takes the reserve for deletes now, while there is room:
+	 * the repair above may have cut it off, and an older library kept less. */
+	s->reserved = s->readonly ? s->end : infs__reserve_quietly(s->fd, s->end, s->ix.erase_bytes + INFS__RESERVE);
 	if ((rc = infs__map_reserve(s, s->end))) {
 		rc = infs__error_wrap(rc, "infs_store_open");
 		goto fail;
