@@ -459,6 +459,8 @@ int infs_store_stats_get(infs_store_stats *out, infs_store *s)
 		if (s->ext[i].data && s->ext[i].bytes)
 			st.device_bytes += s->ext[i].bytes(s->ext[i].data);
 	st.lost_records = s->lost;
+	st.torn_bytes = s->torn_bytes;
+	st.torn_records = s->torn_records;
 	for (int i = 0; i < INFS_EXT_COUNT; i++)
 		if (s->ext[i].data && s->ext[i].stats)
 			s->ext[i].stats(s->ext[i].data, &st);

@@ -86,6 +86,9 @@ struct infs_store {
 	uint64_t dropped_tail;
 	uint64_t lost;      /* acknowledged records missing at open */
 	uint64_t slot_end;  /* end of the log per the newest sound slot; 0 when none */
+	uint64_t lost_slot_end; /* slot_end as the open found it, before a repair's commit */
+	bool newer_damaged; /* a damaged slot was the newest commit: lost counts its records */
+	uint64_t torn_bytes, torn_records; /* in the .torn files found at open */
 	const unsigned char *map; /* PROT_READ, MAP_SHARED; map_cap may run past end */
 	size_t map_cap;
 	dev_t dev;
