@@ -2,13 +2,13 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jsonl.h"
 #include "plot.h"
+#include "say.h"
 
 #define WIDTH 1200
 #define GROUPS_MAX 8
@@ -23,16 +23,6 @@
 #define C_PEER2 0xda8bc3u
 #define C_PEER3 0x404040u
 #define C_GROUP 0x707070u
-
-static int say(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int say(char *err, size_t n, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, n, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 /* Draws charts c[i] in horizontal strips heights[i] high, one under the
  * other, and writes the PNG. png NULL: laid out and drawn the same, into a

@@ -5,6 +5,7 @@
 
 #include "inferscale/inferscale.h"
 #include "json_number.h"
+#include "say.h"
 
 void fact_lines_free(fact_lines *F)
 {
@@ -101,21 +102,25 @@ static int metadata(char **out, const jsonl_value *o)
 
 /* The library's rules for a namespace (store.h), so that a bad one is
  * refused before any other is written: 1..255 bytes, no C0 or C1 control
- * character nor DEL (UTF-8: the JSON reader's), not reserved. NULL when
- * it passes, else what is wrong. */
-static const char *namespace_fault(const char *ns, size_t len, size_t *at)
+ * character nor DEL (UTF-8: the JSON reader's), not reserved. 0 when it
+ * passes, else what is wrong in fault: 1, or 2 when it holds a control
+ * character (the name itself is then not printed). */
+static int namespace_fault(char *fault, size_t n, const char *ns, size_t len)
 {
 	const unsigned char *s = (const unsigned char *)ns;
-	if (!len)
-		return "is empty";
-	if (len > INFS_NAMESPACE_MAX)
-		return "is longer than 255 bytes";
-	for (*at = 0; *at < len; (*at)++)
-		if (s[*at] < 0x20 || s[*at] == 0x7f || (s[*at] == 0xc2 && *at + 1 < len && s[*at + 1] <= 0x9f))
-			return "holds a control character";
-	if (!strncmp(ns, INFS_RESERVED_PREFIX, sizeof INFS_RESERVED_PREFIX - 1))
-		return "is reserved (names starting with \"" INFS_RESERVED_PREFIX "\" belong to the library)";
-	return NULL;
+	for (size_t i = 0; i < len; i++)
+		if (s[i] < 0x20 || s[i] == 0x7f || (s[i] == 0xc2 && i + 1 < len && s[i + 1] <= 0x9f)) {
+			snprintf(fault, n, "holds a control character at byte %zu", i);
+			return 2;
+		}
+	const char *what = !len ? "is empty"
+	                 : len > INFS_NAMESPACE_MAX ? "is longer than 255 bytes"
+	                 : !strncmp(ns, INFS_RESERVED_PREFIX, sizeof INFS_RESERVED_PREFIX - 1)
+	                         ? "is reserved (names starting with \"" INFS_RESERVED_PREFIX "\" belong to the library)"
+	                         : NULL;
+	if (what)
+		snprintf(fault, n, "%s", what);
+	return what != NULL;
 }
 
 /* Members a fact leaves out, named on warn once each. */
@@ -149,8 +154,7 @@ static int integer(uint64_t *u, int64_t *i, const jsonl_value *o, const char *ke
 	const char *fault = NULL;
 	if (!v || v->type != JSONL_NUMBER || !(u ? json_u64(u, v, &fault) : json_i64(i, v, &fault)))
 		return 0;
-	snprintf(why, n_why, "%s:%zu: \"%s\" %.*s %s", path, no, key, (int)v->len, v->str, fault);
-	return -1;
+	return say(why, n_why, "%s:%zu: \"%s\" %.*s %s", path, no, key, (int)v->len, v->str, fault);
 }
 
 /* Checks line i and fills fact f from it. */
@@ -158,74 +162,55 @@ static int read_fact(fact_line *f, const fact_lines *F, size_t i, const char *pa
                      size_t n_why)
 {
 	const jsonl_value *o = F->lines.doc[i].v, *t = jsonl_get(o, "text"), *n = jsonl_get(o, "namespace");
-	size_t no = F->lines.no[i], at = 0;
+	size_t no = F->lines.no[i];
+	char fault[128];
 	f->line = no;
-	if (!t || t->type != JSONL_STRING || !t->len) {
-		snprintf(why, n_why, "%s:%zu: no \"text\" (a non-empty string)", path, no);
-		return -1;
-	}
-	if (t->len >= INFS_TEXT_MAX) {
-		snprintf(why, n_why, "%s:%zu: \"text\" is %zu bytes; a fact's text is at most %u", path, no, t->len,
-		         INFS_TEXT_MAX - 1);
-		return -1;
-	}
-	if (!ns && (!n || n->type != JSONL_STRING)) {
-		snprintf(why, n_why, "%s:%zu: no \"namespace\" (a string; or give --namespace)", path, no);
-		return -1;
-	}
-	const char *fault = ns ? NULL : namespace_fault(n->str, n->len, &at);
-	if (fault && !strncmp(fault, "holds", 5)) {
-		snprintf(why, n_why, "%s:%zu: \"namespace\" %s at byte %zu", path, no, fault, at);
-		return -1;
-	}
-	if (fault) {
-		snprintf(why, n_why, "%s:%zu: namespace \"%.64s%s\" %s", path, no, n->str, n->len > 64 ? "..." : "", fault);
-		return -1;
-	}
+	if (!t || t->type != JSONL_STRING || !t->len)
+		return say(why, n_why, "%s:%zu: no \"text\" (a non-empty string)", path, no);
+	if (t->len >= INFS_TEXT_MAX)
+		return say(why, n_why, "%s:%zu: \"text\" is %zu bytes, and a fact's text is at most %u", path, no, t->len,
+		           INFS_TEXT_MAX - 1);
+	if (!ns && (!n || n->type != JSONL_STRING))
+		return say(why, n_why, "%s:%zu: no \"namespace\" (a string), and no --namespace", path, no);
+	int bad = ns ? 0 : namespace_fault(fault, sizeof fault, n->str, n->len);
+	if (bad == 2)
+		return say(why, n_why, "%s:%zu: \"namespace\" %s", path, no, fault);
+	if (bad)
+		return say(why, n_why, "%s:%zu: namespace \"%.64s%s\" %s", path, no, n->str, n->len > 64 ? "..." : "",
+		           fault);
 	f->text = t->str;
 	f->ns = ns ? ns : n->str;
 	if (integer(&f->source_id, NULL, o, "source_id", path, no, why, n_why) ||
 	    integer(NULL, &f->timestamp, o, "timestamp", path, no, why, n_why))
 		return -1;
 	int rc = metadata(&f->meta, o);
-	if (rc) {
-		snprintf(why, n_why, rc > 0 ? "%s:%zu: the metadata (the string members besides \"text\" and \"namespace\", "
-		                              "and those of \"metadata\") is more than %u bytes as JSON"
-		                            : "%s:%zu: out of memory (%u)", path, no, INFS_METADATA_MAX - 1);
-		return -1;
-	}
-	if (infs_fact_render(&f->rendered, f->text, f->meta)) {
-		snprintf(why, n_why, "%s:%zu: %s", path, no, infs_error_last());
-		return -1;
-	}
+	if (rc > 0)
+		return say(why, n_why, "%s:%zu: the metadata (the string members besides \"text\" and \"namespace\", and "
+		           "those of \"metadata\") is more than %u bytes as JSON", path, no, INFS_METADATA_MAX - 1);
+	if (rc)
+		return say(why, n_why, "%s:%zu: out of memory", path, no);
+	if (infs_fact_render(&f->rendered, f->text, f->meta))
+		return say(why, n_why, "%s:%zu: %s", path, no, infs_error_last());
 	size_t len = strlen(f->rendered);
-	if (len >= INFS_TEXT_MAX) {
-		snprintf(why, n_why, "%s:%zu: \"text\" with its date and speaker is %zu bytes; a fact's text is at most %u",
-		         path, no, len, INFS_TEXT_MAX - 1);
-		return -1;
-	}
+	if (len >= INFS_TEXT_MAX)
+		return say(why, n_why, "%s:%zu: \"text\" with its date and speaker is %zu bytes, and a fact's text is at most %u",
+		           path, no, len, INFS_TEXT_MAX - 1);
 	return 0;
 }
 
 int fact_lines_read(fact_lines *out, const char *path, const char *ns, FILE *warn, char *why, size_t n_why)
 {
 	memset(out, 0, sizeof *out);
-	size_t at = 0;
-	const char *fault = ns ? namespace_fault(ns, strlen(ns), &at) : NULL;
-	if (fault && !strncmp(fault, "holds", 5)) {
-		snprintf(why, n_why, "--namespace %s at byte %zu", fault, at);
-		return -1;
-	}
-	if (fault) {
-		snprintf(why, n_why, "--namespace \"%.64s\" %s", ns, fault);
-		return -1;
-	}
+	char fault[128];
+	int bad = ns ? namespace_fault(fault, sizeof fault, ns, strlen(ns)) : 0;
+	if (bad == 2)
+		return say(why, n_why, "--namespace %s", fault);
+	if (bad)
+		return say(why, n_why, "--namespace \"%.64s\" %s", ns, fault);
 	if (jsonl_lines_read(&out->lines, path, why, n_why))
 		return -1;
-	if (!(out->f = calloc(out->lines.n ? out->lines.n : 1, sizeof *out->f))) {
-		snprintf(why, n_why, "%s: out of memory", path);
-		return -1;
-	}
+	if (!(out->f = calloc(out->lines.n ? out->lines.n : 1, sizeof *out->f)))
+		return say(why, n_why, "%s: out of memory", path);
 	for (size_t i = 0; i < out->lines.n; i++, out->n++)
 		if (read_fact(&out->f[i], out, i, path, ns, why, n_why)) {
 			out->n++; /* its buffers, for fact_lines_free */

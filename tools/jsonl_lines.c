@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "say.h"
+
 void jsonl_lines_free(jsonl_lines *l)
 {
 	for (size_t i = 0; i < l->n; i++) {
@@ -43,10 +45,8 @@ int jsonl_lines_read(jsonl_lines *out, const char *path, char *why, size_t n_why
 {
 	memset(out, 0, sizeof *out);
 	FILE *f = fopen(path, "rb");
-	if (!f) {
-		snprintf(why, n_why, "%s: %s", path, strerror(errno));
-		return -1;
-	}
+	if (!f)
+		return say(why, n_why, "%s: %s", path, strerror(errno));
 	size_t cap = 0;
 	int rc = 0;
 	for (size_t no = 1; !rc; no++) {
@@ -63,8 +63,7 @@ int jsonl_lines_read(jsonl_lines *out, const char *path, char *why, size_t n_why
 		}
 		if (grow(out, &cap)) {
 			free(line);
-			snprintf(why, n_why, "%s: out of memory at line %zu", path, no);
-			rc = -1;
+			rc = say(why, n_why, "%s: out of memory at line %zu", path, no);
 			break;
 		}
 		/* Kept with its document, whose strings it holds. */
@@ -73,26 +72,19 @@ int jsonl_lines_read(jsonl_lines *out, const char *path, char *why, size_t n_why
 		out->text[out->n] = line;
 		out->no[out->n++] = no;
 		char where[256];
-		if (jsonl_parse_limited(doc, line, (size_t)len, JSONL_LINE_VALUES_MAX)) {
-			if (!strcmp(doc->err, "more values than the limit"))
-				snprintf(why, n_why, "%s:%zu: more than %u JSON values in one line", path, no,
-				         JSONL_LINE_VALUES_MAX);
-			else
-				snprintf(why, n_why, "%s:%zu: JSON line %zu column %zu: %s", path, no, doc->line, doc->col,
-				         doc->err);
-			rc = -1;
-		} else if (doc->v->type != JSONL_OBJECT) {
-			snprintf(why, n_why, "%s:%zu: not a JSON object", path, no);
-			rc = -1;
-		} else if (jsonl_find_nul(doc->v, "", where, sizeof where)) {
-			snprintf(why, n_why, "%s:%zu: \"%s\" holds a NUL character", path, no, where);
-			rc = -1;
-		}
+		if (jsonl_parse_limited(doc, line, (size_t)len, JSONL_LINE_VALUES_MAX))
+			rc = !strcmp(doc->err, "more values than the limit")
+			             ? say(why, n_why, "%s:%zu: more than %u JSON values in one line", path, no,
+			                   JSONL_LINE_VALUES_MAX)
+			             : say(why, n_why, "%s:%zu: JSON line %zu column %zu: %s", path, no, doc->line, doc->col,
+			                   doc->err);
+		else if (doc->v->type != JSONL_OBJECT)
+			rc = say(why, n_why, "%s:%zu: not a JSON object", path, no);
+		else if (jsonl_find_nul(doc->v, "", where, sizeof where))
+			rc = say(why, n_why, "%s:%zu: \"%s\" holds a NUL character", path, no, where);
 	}
-	if (!rc && ferror(f)) {
-		snprintf(why, n_why, "%s: %s", path, strerror(errno));
-		rc = -1;
-	}
+	if (!rc && ferror(f))
+		rc = say(why, n_why, "%s: %s", path, strerror(errno));
 	fclose(f);
 	if (rc)
 		jsonl_lines_free(out);

@@ -1,9 +1,9 @@
 #include "locomo_read.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "say.h"
 
 void locomo_free(locomo_doc *d)
 {
@@ -46,16 +46,6 @@ static int cmp_session(const void *x, const void *y)
 		return a->n_digits < b->n_digits ? -1 : 1;
 	int c = memcmp(a->digits, b->digits, a->n_digits);
 	return c ? c : (a->at > b->at) - (a->at < b->at);
-}
-
-static int say(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int say(char *why, size_t n, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, n, fmt, ap);
-	va_end(ap);
-	return -1;
 }
 
 /* Evidence e (a string, or a list of strings) joined by ';'. */
