@@ -98,6 +98,9 @@ sed 's/"prefill": 34.0/"prefill": -1e308/' "$fx/bench.json" > "$tmp/b.json"
 refused "$tmp/b.json" 'results[3]: "injection_ms.prefill" -1e+308 is out of its range (at least 0)'
 sed 's/"hf_full_ms": 71.2/"hf_full_ms": -71.2/' "$fx/gpu-engine.json" > "$tmp/g.json"
 refused "$tmp/g.json" 'rows[2]: "hf_full_ms" -71.2 is out of its range (at least 0)'
+sed 's/"max_tokens": [0-9]*/"max_tokens": 2.5/' "$fx/bench.json" > "$tmp/b.json"
+grep -q '"max_tokens": 2.5' "$tmp/b.json" || fail "bench.json has no max_tokens"
+refused "$tmp/b.json" 'b.json: "max_tokens" is not a count of tokens (1..8192)'
 # Huge values in range still draw, in bounded time.
 sed 's/"ttft_full_ms": 5300.0/"ttft_full_ms": 1e308/g' "$fx/sweep.json" > "$tmp/s.json"
 timeout 30 "$cli" plot "$tmp/s.json" "$tmp/big.png" > /dev/null || fail "a sweep with 1e308 ms"

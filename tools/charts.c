@@ -332,9 +332,13 @@ static int bench_file(const char *png, const jsonl_value *root, const char *file
 		ks[i].top1 /= c;
 		ks[i].answer /= c;
 	}
-	double max_tokens = jsonl_num(jsonl_get(root, "max_tokens"), 1);
+	/* the answers' budget: answer agreement is drawn when it is above 1 */
+	const jsonl_value *mt = jsonl_get(root, "max_tokens");
+	double max_tokens = jsonl_num(mt, 1);
+	if (!rc && mt && !(max_tokens >= 1 && max_tokens <= 8192 && max_tokens == floor(max_tokens)))
+		rc = say(err, n_err, "%s: \"max_tokens\" is not a count of tokens (1..8192)", file);
 	if (!rc)
-		rc = chart_bench(png, ks, n, questions, max_tokens >= 1 && max_tokens < 1e9 ? (unsigned)max_tokens : 1, err, n_err);
+		rc = chart_bench(png, ks, n, questions, (unsigned)max_tokens, err, n_err);
 	free(ks);
 	free(count);
 	return rc;
