@@ -70,6 +70,8 @@ refused "2: namespace \"$(printf '%064d' 0)...\" is longer than 255 bytes" "$ok
 {\"text\": \"x\", \"namespace\": \"$long\"}"
 accepted "{\"text\": \"x\", \"namespace\": \"${long#0}\"}"
 refused '1: no "text" (a non-empty string)' '{"text": "", "namespace": "s"}'
+# A key spelled with a newline is quoted on the message's one line.
+refused '1: "a\u000ab" holds a NUL character' '{"text": "x", "namespace": "s", "a\nb": "\u0000"}'
 
 # Lines of 100 MB: a text, a metadata string, an array. Each is refused at
 # its line, and the peak memory stays within 4 times the line's size.

@@ -168,6 +168,24 @@ static void test_utf8(void)
 	free(t);
 }
 
+/* Where a NUL is, named on one line however the keys on the way are
+ * spelled (a fuzzing finding: a key of escaped newlines made the tool's
+ * one-line error several lines). */
+static void test_nul_path(void)
+{
+	jsonl d = { 0 };
+	char *t, where[256], shown[16];
+	CHECK(!parse(&d, &t, "{\"a\\nb\": [\"x\", {\"\\u0001\": \"y\\u0000\"}]}"));
+	CHECK(jsonl_find_nul(d.v, "", where, sizeof where));
+	CHECK(!strcmp(where, "a\\u000ab[1].\\u0001"));
+	jsonl_free(&d);
+	free(t);
+	CHECK(!strcmp(jsonl_shown(shown, sizeof shown, "ab\tc"), "ab\\u0009c"));
+	CHECK(!strcmp(jsonl_shown(shown, sizeof shown, "abcdefghijklmnopq"), "abcdefghijkl..."));
+	CHECK(!strcmp(jsonl_shown(shown, sizeof shown, "abcdefghijklmno"), "abcdefghijklmno"));
+	CHECK(!strcmp(jsonl_shown(shown, sizeof shown, "abcdefghijk\n"), "abcdefghijk..."));
+}
+
 /* A number keeps its text as written, for readers that need it exactly. */
 static void test_number_text(void)
 {
@@ -224,6 +242,7 @@ int main(void)
 	test_numbers();
 	test_errors();
 	test_utf8();
+	test_nul_path();
 	test_number_text();
 	test_limit();
 	test_depth();

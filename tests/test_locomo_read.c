@@ -77,6 +77,13 @@ static void test_sessions(void)
 	CHECK(!strcmp(why, "t.json: no questions of categories 1-4 in \"qa\"") && d.n_facts == 1);
 	locomo_free(&d);
 	free(t);
+	/* A speaker named with a newline is quoted on one line (a fuzzing
+	 * finding). */
+	CHECK(read_text(&d, &t, "{\"session_1_observation\": {\"Be\\n\": [[ []]]}, \"qa\": []}", why, sizeof why) == -1);
+	CHECK(!strcmp(why, "t.json: \"session_1_observation\".\"Be\\u000a\"[0] is not [fact text, evidence turn or list of "
+	                   "them]"));
+	locomo_free(&d);
+	free(t);
 	snprintf(doc, sizeof doc, "{\"session_0_observation\": {\"A\": [[\"x\",\"D0:1\"]]}, %s}", qa);
 	CHECK(!read_text(&d, &t, doc, why, sizeof why) && d.n_facts == 1);
 	locomo_free(&d);

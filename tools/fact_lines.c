@@ -138,8 +138,10 @@ static void warn_unused(const fact_lines *F, const char *path, FILE *warn)
 				known |= !strcmp(seen[k], v->key);
 			if (used || known)
 				continue;
+			char shown[128];
 			fprintf(warn, "inferscale: warning: %s:%zu: \"%s\" is not a string, the \"metadata\" object, "
-			        "\"source_id\" or \"timestamp\": left out of the fact\n", path, F->lines.no[i], v->key);
+			        "\"source_id\" or \"timestamp\": left out of the fact\n", path, F->lines.no[i],
+			        jsonl_shown(shown, sizeof shown, v->key));
 			if (n_seen < sizeof seen / sizeof seen[0])
 				snprintf(seen[n_seen++], sizeof seen[0], "%s", v->key);
 		}

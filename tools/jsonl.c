@@ -380,13 +380,34 @@ int jsonl_find_nul(const jsonl_value *v, const char *name, char *where, size_t n
 		return 0;
 	const jsonl_value *m = v + 1;
 	for (size_t i = 0; i < v->len; i++, m = jsonl_next(m)) {
-		char sub[256];
+		char sub[256], key[128];
 		if (v->type == JSONL_OBJECT)
-			snprintf(sub, sizeof sub, "%s%s%s", name, *name ? "." : "", m->key);
+			snprintf(sub, sizeof sub, "%s%s%s", name, *name ? "." : "", jsonl_shown(key, sizeof key, m->key));
 		else
 			snprintf(sub, sizeof sub, "%s[%zu]", name, i);
 		if (jsonl_find_nul(m, sub, where, n))
 			return 1;
 	}
 	return 0;
+}
+
+const char *jsonl_shown(char *buf, size_t n, const char *s)
+{
+	const unsigned char *c = (const unsigned char *)s;
+	size_t full = 0, at = 0;
+	for (size_t i = 0; c[i]; i++)
+		full += c[i] < 0x20 || c[i] == 0x7f ? 6 : 1;
+	/* cut: room kept for "..." */
+	size_t room = full < n ? n - 1 : n - 4;
+	for (; *c; c++) {
+		int ctl = *c < 0x20 || *c == 0x7f;
+		if (at + (ctl ? 6 : 1) > room)
+			break;
+		if (ctl)
+			at += (size_t)snprintf(buf + at, n - at, "\\u%04x", *c);
+		else
+			buf[at++] = (char)*c;
+	}
+	snprintf(buf + at, n - at, "%s", *c ? "..." : "");
+	return buf;
 }

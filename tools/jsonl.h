@@ -54,8 +54,12 @@ void jsonl_free(jsonl *doc);
 
 /* Whether a string of v, at any depth, holds a NUL (the reader keeps them;
  * everything after it would read the text cut): *where names it, as
- * name.key and name[index] from name. */
+ * name.key and name[index] from name, keys as jsonl_shown shows them. */
 int jsonl_find_nul(const jsonl_value *v, const char *name, char *where, size_t n);
+
+/* s as a one-line message may quote it, in buf (n >= 8): control
+ * characters as \u00XX escapes, and "..." when it is cut to fit. */
+const char *jsonl_shown(char *buf, size_t n, const char *s);
 
 /* The member key of object obj (the last one when repeated), or NULL when
  * obj is NULL, not an object or lacks it. */

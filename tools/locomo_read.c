@@ -86,9 +86,11 @@ static int read_session(locomo_doc *out, const session *s, const char *path, cha
 	if (obs->type != JSONL_OBJECT)
 		return say(why, n_why, "%s: \"%s\" is not an object {speaker: [[fact, evidence], ...]}", path, key);
 	const jsonl_value *sp = obs + 1;
+	char shown[128];
 	for (size_t i = 0; i < obs->len; i++, sp = jsonl_next(sp)) {
 		if (sp->type != JSONL_ARRAY)
-			return say(why, n_why, "%s: \"%s\".\"%s\" is not a list of [fact, evidence]", path, key, sp->key);
+			return say(why, n_why, "%s: \"%s\".\"%s\" is not a list of [fact, evidence]", path, key,
+			           jsonl_shown(shown, sizeof shown, sp->key));
 		const jsonl_value *e = sp + 1;
 		for (size_t j = 0; j < sp->len; j++, e = jsonl_next(e)) {
 			/* Members only of an array: after any other value may lie
@@ -100,7 +102,7 @@ static int read_session(locomo_doc *out, const session *s, const char *path, cha
 				ok = ev[1 + m].type == JSONL_STRING; /* strings: one value each */
 			if (!ok)
 				return say(why, n_why, "%s: \"%s\".\"%s\"[%zu] is not [fact text, evidence turn or list of them]",
-				           path, key, sp->key, j);
+				           path, key, jsonl_shown(shown, sizeof shown, sp->key), j);
 			locomo_fact *f = &out->facts[out->n_facts];
 			*f = (locomo_fact){ t->str, key, sp->key, j, dv ? dv->str : "", join_evidence(ev) };
 			if (!f->evidence)
