@@ -376,7 +376,7 @@ static int sweep_file(const char *png, const jsonl_value *list, const char *file
 		if (!rc && !isnan(layer) && !(layer == floor(layer) && layer < 1e6))
 			rc = say(err, n_err, "%s: runs[%zu]: \"check_layer\" %g is not a layer (an integer from 0)", file, i,
 			         layer);
-		p->check_layer = isnan(layer) ? -1 : (int)layer;
+		p->check_layer = rc || isnan(layer) ? -1 : (int)layer;
 	}
 	if (!rc)
 		rc = chart_sweep(png, runs, list->len, err, n_err);
