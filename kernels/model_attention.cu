@@ -208,6 +208,14 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 3) flas
 		tile -= tiles;
 	}
 	const uint32_t tok0 = sp.start + tile * per_tile;
+	/* This sequence's calibration of its facts' keys, if any. */
+	uint32_t c_lo = 0, c_hi = 0;
+	float c_it = 1.0f, c_l2s = 0.0f;
+	if (p.calib) {
+		const int32_t *c = p.calib + 4 * (size_t)sp.index;
+		c_lo = (uint32_t)c[0], c_hi = (uint32_t)c[1], c_it = __int_as_float(c[2]), c_l2s = __int_as_float(c[3]);
+	}
+	const bool calib = c_hi > c_lo;
 	const uint32_t ntok = sp.end - tok0 < per_tile ? sp.end - tok0 : per_tile;
 
 	if (threadIdx.x == 0)
@@ -296,7 +304,7 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 3) flas
 		/* A tile every row sees whole needs no mask: full, its positions
 		 * (implicit) all at or below the first row's, within the window. */
 		const int64_t pos_lo = cached ? (int64_t)j0 : (int64_t)sp.n_past + j0;
-		const bool unmasked = !p.seqs.positions && count == (uint32_t)KEYS && pos_lo + KEYS - 1 <= qmin &&
+		const bool unmasked = !calib && !p.seqs.positions && count == (uint32_t)KEYS && pos_lo + KEYS - 1 <= qmin &&
 		                      (!p.sliding_window || qmax - pos_lo < (int64_t)p.sliding_window);
 
 		float sc[NT][4];
@@ -325,11 +333,15 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 3) flas
 			for (int e = 0; e < 4; e++) {
 				const int r = e / 2;
 				bool seen = true;
+				int32_t k = 0;
 				if (!unmasked) {
-					const int32_t k = kp[n * 8 + tq * 2 + e % 2];
+					k = kp[n * 8 + tq * 2 + e % 2];
 					seen = k >= 0 && k <= qpos[r] && (!p.sliding_window || qpos[r] - k < (int64_t)p.sliding_window);
 				}
-				sc[n][e] = seen ? sc[n][e] * scale : -INFINITY;
+				float v = sc[n][e] * scale;
+				if (calib && seen && qpos[r] >= (int64_t)c_hi && (uint32_t)k >= c_lo && (uint32_t)k < c_hi)
+					v = fmaf(v, c_it, c_l2s);
+				sc[n][e] = seen ? v : -INFINITY;
 				mx[r] = fmaxf(mx[r], sc[n][e]);
 			}
 		float corr[2], base[2];

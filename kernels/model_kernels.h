@@ -140,6 +140,11 @@ typedef struct infs_k_attn_params {
 	uint32_t n_splits;
 	float *part_o, *part_ml;
 	int in_place;
+	/* NULL, or per sequence {lo, hi, inv_temp, log2_scale} (the floats as
+	 * their bits): a token at a position >= hi scores the keys at
+	 * positions [lo, hi) as s * inv_temp + log2_scale, s in log2 units
+	 * (attention calibration for injected facts; lo == hi: none). */
+	const int32_t *calib;
 } infs_k_attn_params;
 
 /* Query rows one attention block takes. */

@@ -49,6 +49,18 @@ static inline infs_store *model_store_create(const infs_model *m, infs_dtype dt,
 	return st;
 }
 
+/* A host engine over m with a context of n_ctx tokens in an f16 cache (NULL,
+ * a failed check recorded, when it cannot be made). */
+static inline infs_engine *host_engine_f16(const infs_model *m, uint32_t n_ctx)
+{
+	infs_engine_options eo = INFS_ENGINE_OPTIONS_INIT;
+	eo.n_ctx = n_ctx;
+	eo.kv_dtype = INFS_DTYPE_F16;
+	infs_engine *e = NULL;
+	CHECK_OK(infs_engine_create(&e, m, &eo));
+	return e;
+}
+
 /* Encodes n facts (texts, and embed_texts to embed instead when not NULL)
  * into namespace ns after the engine's header, as an application would;
  * their ids go to ids. */

@@ -2,7 +2,8 @@
  * against a double-precision reference: grouped heads, earlier tokens,
  * positions out of order and repeated, a sliding window, independent
  * sequences interleaved, queries in place (their own rows among the
- * cache's: selective recompute); 1 and 3 threads. */
+ * cache's: selective recompute), calibration of a span of keys (only for
+ * queries past it); 1 and 3 threads. */
 #include <math.h>
 
 #include "check.h"
@@ -24,7 +25,11 @@ static void reference(float *out, const infs__attn_args *a)
 				double d = 0;
 				for (uint32_t e = 0; e < hd; e++)
 					d += (double)a->q[i * qs + h * hd + e] * a->k[j * ks + g * hd + e];
-				w[j] = vis ? d / sqrt(hd) : -INFINITY;
+				d /= sqrt(hd);
+				if (a->calib && p >= (int64_t)a->calib->hi && pj >= (int64_t)a->calib->lo &&
+				    pj < (int64_t)a->calib->hi)
+					d = d * a->calib->inv_temp + a->calib->log_scale;
+				w[j] = vis ? d : -INFINITY;
 				mx = w[j] > mx ? w[j] : mx;
 			}
 			for (uint32_t j = 0; j < a->n_ctx; j++) {
@@ -42,7 +47,7 @@ static void reference(float *out, const infs__attn_args *a)
 }
 
 static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv, uint32_t hd, uint32_t window,
-                       int shuffled, int seqs, int in_place, infs__pool *pool)
+                       int shuffled, int seqs, int in_place, const infs__calib *calib, infs__pool *pool)
 {
 	uint64_t seed = n * 977 + n_past * 31 + heads + window + (uint64_t)in_place;
 	uint32_t n_ctx = in_place ? n_past : n + n_past;
@@ -66,7 +71,8 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 			pos[i] = (int32_t)(i / 3);
 	for (uint32_t i = 0; in_place && i < n; i++) /* rows of the cache, out of order */
 		pos[i] = (int32_t)((i * 7 + 3) % n_past);
-	infs__attn_args a = { o1, q, k, v, pos, n, n_ctx, heads, kv, hd, window, seqs ? seq : NULL, rows, in_place };
+	infs__attn_args a = { o1, q, k, v, pos, n, n_ctx, heads, kv, hd, window, seqs ? seq : NULL, rows, in_place,
+		              calib };
 	infs__attention(&a, pool);
 	a.out = o2;
 	infs__attention_rows(&a, pool);
@@ -81,6 +87,14 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 		        window, d1, d2);
 	CHECK(d1 < 1e-5f);
 	CHECK(d2 < 1e-5f);
+	if (calib) { /* the calibration changed something: it cannot pass unapplied */
+		a.calib = NULL;
+		reference(o2, &a);
+		float moved = 0;
+		for (size_t i = 0; i < qn; i++)
+			moved = fabsf(o2[i] - want[i]) > moved ? fabsf(o2[i] - want[i]) : moved;
+		CHECK(moved > 1e-3f);
+	}
 	free(q);
 	free(k);
 	free(v);
@@ -99,17 +113,24 @@ int main(void)
 		CHECK_OK(infs__pool_create(&pool, threads));
 		if (!pool)
 			break;
-		check_case(1, 0, 2, 1, 8, 0, 0, 0, 0, pool);
-		check_case(1, 9, 4, 2, 16, 0, 0, 0, 0, pool);
-		check_case(17, 0, 4, 2, 16, 0, 0, 0, 0, pool);
-		check_case(17, 5, 6, 3, 18, 0, 1, 0, 0, pool);
-		check_case(30, 4, 4, 1, 8, 6, 0, 0, 0, pool);
-		check_case(300, 10, 2, 2, 4, 0, 1, 0, 0, pool);
-		check_case(31, 0, 4, 2, 16, 0, 0, 1, 0, pool);
-		check_case(40, 0, 4, 2, 8, 5, 0, 1, 0, pool);
-		check_case(1, 9, 4, 2, 16, 0, 0, 0, 1, pool);
-		check_case(12, 40, 4, 2, 16, 0, 0, 0, 1, pool);
-		check_case(25, 33, 6, 3, 8, 7, 0, 0, 1, pool);
+		check_case(1, 0, 2, 1, 8, 0, 0, 0, 0, NULL, pool);
+		check_case(1, 9, 4, 2, 16, 0, 0, 0, 0, NULL, pool);
+		check_case(17, 0, 4, 2, 16, 0, 0, 0, 0, NULL, pool);
+		check_case(17, 5, 6, 3, 18, 0, 1, 0, 0, NULL, pool);
+		check_case(30, 4, 4, 1, 8, 6, 0, 0, 0, NULL, pool);
+		check_case(300, 10, 2, 2, 4, 0, 1, 0, 0, NULL, pool);
+		check_case(31, 0, 4, 2, 16, 0, 0, 1, 0, NULL, pool);
+		check_case(40, 0, 4, 2, 8, 5, 0, 1, 0, NULL, pool);
+		check_case(1, 9, 4, 2, 16, 0, 0, 0, 1, NULL, pool);
+		check_case(12, 40, 4, 2, 16, 0, 0, 0, 1, NULL, pool);
+		check_case(25, 33, 6, 3, 8, 7, 0, 0, 1, NULL, pool);
+		/* Keys [3, 15) calibrated: all queries past them, then some before. */
+		const infs__calib sharp = { 3, 15, 1.0f / 0.7f, -0.4f }, flat = { 2, 30, 1.0f / 1.5f, 0.3f };
+		check_case(1, 20, 4, 2, 16, 0, 0, 0, 0, &sharp, pool);
+		check_case(17, 20, 4, 2, 16, 0, 0, 0, 0, &sharp, pool);
+		check_case(17, 5, 6, 3, 18, 0, 1, 0, 0, &sharp, pool);
+		check_case(30, 4, 4, 1, 8, 6, 0, 0, 0, &flat, pool);
+		check_case(25, 33, 6, 3, 8, 0, 0, 0, 1, &flat, pool);
 		infs__pool_free(pool);
 	}
 	CHECK_DONE();

@@ -52,7 +52,37 @@ check_err 2 "--k: 5000 is not in 1..4096" ask --store "$tmp/s.infs" --namespace 
 check_err 2 "-k: 0 is not in 1..4096" ask --store "$tmp/s.infs" --namespace n -k 0 "q"
 check_err 2 "-k: \"10,20\" is not a count" ask --store "$tmp/s.infs" --namespace n -k 10,20 "q"
 # bench takes the list with either spelling and gets as far as the store
-check_err 1 "does not exist" bench --store "$tmp/missing.infs" --namespace n -k 10,20 "q"
-check_err 1 "does not exist" bench --store "$tmp/missing.infs" --namespace n --k 10,20 "q"
-check_err 1 "does not exist" ask --store "$tmp/missing.infs" --namespace n --k 20 "q"
+check_err 1 "no such store" bench --store "$tmp/missing.infs" --namespace n -k 10,20 "q"
+check_err 1 "no such store" bench --store "$tmp/missing.infs" --namespace n --k 10,20 "q"
+check_err 1 "no such store" ask --store "$tmp/missing.infs" --namespace n --k 20 "q"
+
+# A store that is not there: the next step, in the tool's words (no C flags).
+check_err 1 "$tmp/missing.infs: no such store: run inferscale encode --store $tmp/missing.infs FACTS.jsonl first" \
+	ask --store "$tmp/missing.infs" --namespace n "q"
+if grep -q INFS_ "$tmp/e"; then fail "ask on a missing store names a C flag: $(cat "$tmp/e")"; fi
+check_err 1 "$tmp/missing.infs: no such store" verify "$tmp/missing.infs"
+
+# A model or embedder that is not there: how to get the models, its path once,
+# and no store created.
+printf '{"namespace": "n", "text": "Maya sings."}\n' > "$tmp/f.jsonl"
+check_err 1 "$tmp/no-model.gguf: no such model: get the default models with scripts/fetch-models.sh" encode --store "$tmp/new.infs" --model "$tmp/no-model.gguf" "$tmp/f.jsonl"
+grep -qF "inferscale fetch-models" "$tmp/e" || fail "a missing model: no word of the Python command: $(cat "$tmp/e")"
+[ "$(grep -o "no-model.gguf" "$tmp/e" | wc -l)" = 1 ] || fail "a missing model's path is not printed once: $(cat "$tmp/e")"
+[ ! -e "$tmp/new.infs" ] || fail "encode with a missing model created the store"
+check_err 1 "model: " encode --store "$tmp/new.infs" --model /dev/null "$tmp/f.jsonl"
+[ "$(grep -o "/dev/null" "$tmp/e" | wc -l)" = 1 ] || fail "a file that is not a model: its path not once: $(cat "$tmp/e")"
+check_err 1 "$tmp/no-minilm: no such embedder" encode --store "$tmp/new.infs" --embedder "$tmp/no-minilm" \
+	--model /dev/null "$tmp/f.jsonl"
+
+# --version, and --help of every command, verify and plot included.
+"$cli" --version > "$tmp/v" || fail "--version: exit $?"
+grep -qE "^inferscale [0-9]+\.[0-9]+\.[0-9]+" "$tmp/v" || fail "--version: $(cat "$tmp/v")"
+"$cli" --help | grep -q -- "--version" || fail "--help does not name --version"
+for cmd in encode ask bench eval verify plot; do
+	for h in --help -h; do
+		"$cli" "$cmd" $h > "$tmp/h" 2> "$tmp/e" || fail "$cmd $h: exit $?: $(cat "$tmp/e")"
+		head -n 1 "$tmp/h" | grep -q "^usage: inferscale $cmd" || fail "$cmd $h: $(head -n 1 "$tmp/h")"
+	done
+done
+"$cli" verify "$tmp/x.infs" --help | grep -q "^usage: inferscale verify STORE" || fail "verify STORE --help"
 echo "cli-args: ok"

@@ -85,6 +85,9 @@ check_err 2 "eval: --max-tokens does not apply" eval "$tiny" --max-tokens 4
 check_err 2 "bench: --limit does not apply" bench --store "$tmp/s.infs" --limit 2 "q"
 check_err 2 "--recompute needs --recovery deviation" eval "$tiny" --recompute 0.2
 check_err 2 "--check-layer needs --recovery deviation" eval "$tiny" --recovery none --check-layer 1
+check_err 2 "--calibration: \"0:1\" is not T:S" eval "$tiny" --calibration 0:1
+check_err 2 "--calibration: \"1:x\" is not T:S" eval "$tiny" --calibration off,1:x
+check_err 2 "--calibration: \"1:1,1:auto\" is more than one T:S pair" ask --store s --namespace n q --calibration 1:1,1:auto
 check_err 2 "--recompute: \"1.5\" is not a share in 0..1" eval "$tiny" --recovery deviation --recompute 1.5
 check_err 2 "encode: --recovery does not apply" encode --store "$tmp/s.infs" --recovery none x.jsonl
 check_err 2 "--recovery: \"deviation+query\" is not a recovery mode" eval "$tiny" --recovery deviation+query
@@ -136,6 +139,8 @@ grep -q "3 of 3 questions (categories 1-4), 6 facts, k 50, recovery none" "$tmp/
 cat "$tmp/ref8.txt"
 grep -q "^  f16 KV against f16: first token 100.0%, answer 100.0%; first-token KL 0 nats" "$tmp/ref16.txt" ||
 	fail "reference summary: $(cat "$tmp/ref16.txt")"
+# Attention calibration: three points, each answered.
+"$cli" eval "$tiny" --k 50 --quiet --limit 1 --seed 1 --calibration off,1:auto,2:0.25 > "$tmp/cal.json" 2> /dev/null
 # Recovery: everything recomputed is full recompute exactly; half of it,
 # half of the fact tokens.
 "$cli" eval "$tiny" --k 50 --quiet --recovery deviation --recompute 1 > "$tmp/r1.json" 2> /dev/null
@@ -161,7 +166,9 @@ python3 - "$tmp" <<'PY'
 import json, sys
 t = sys.argv[1]
 d = json.load(open(t + "/all.json"))
-keys = {"mode", "recompute_ratio", "check_layer", "prefix_tokens", "query_weight", "k", "kv_dtype", "context_turns",
+keys = {"mode", "recompute_ratio", "check_layer", "prefix_tokens", "query_weight", "fact_temperature", "fact_scale",
+        "answer_f1_vs_full", "floor_first_token_agreement", "floor_answer_agreement", "floor_kl_first_token_mean",
+        "k", "kv_dtype", "context_turns",
         "facts_without_context", "context_tokens_mean", "encode_ms", "n_questions", "recompute_fraction", "first_token_agreement", "answer_agreement",
         "kl_first_token_mean", "f1_inject", "f1_full", "evidence_recall", "ttft_inject_ms", "ttft_full_ms",
         "questions"}
@@ -174,6 +181,10 @@ assert d["encode_ms"] > 0, d
 for k in ("first_token_agreement", "answer_agreement", "f1_inject", "f1_full"):
     assert 0 <= d[k] <= 1, (k, d[k])
 assert d["kl_first_token_mean"] >= 0 and d["ttft_inject_ms"] > 0 and d["ttft_full_ms"] > 0, d
+# The engine's default calibration (off); the floor: full recompute in two
+# steps against one, in f32 on the CPU, the same first tokens.
+assert (d["fact_temperature"], d["fact_scale"]) == (1, 1), d
+assert d["floor_first_token_agreement"] == 1 and d["floor_kl_first_token_mean"] < 1e-3, d
 q = d["questions"]
 # The question of category 5 (qa[1]) is skipped; qa[2]'s "D2:1; D2:2" is two turns.
 assert [x["qa"] for x in q] == [0, 2, 3], q
@@ -188,6 +199,14 @@ assert near(d["answer_agreement"], mean(lambda x: x["answer_agree"])), d
 assert near(d["kl_first_token_mean"], mean(lambda x: x["kl_first_token"])), d
 assert near(d["f1_inject"], mean(lambda x: x["f1_inject"])), d
 assert near(d["f1_full"], mean(lambda x: x["f1_full"])), d
+assert near(d["answer_f1_vs_full"], mean(lambda x: x["answer_f1_vs_full"])), d
+assert near(d["floor_kl_first_token_mean"], mean(lambda x: x["floor_kl_first_token"])), d
+assert all(x["answer_f1_vs_full"] == 1 for x in q if x["answer_agree"]), q
+# Calibration points: one question, each setting, the same facts.
+cal = json.load(open(t + "/cal.json"))
+assert [(p["fact_temperature"], p["fact_scale"]) for p in cal] == [(1, 1), (1, 0), (2, 0.25)], cal
+assert len({p["questions"][0]["qa"] for p in cal}) == 1 and len({p["f1_full"] for p in cal}) == 1, cal
+assert len({p["kl_first_token_mean"] for p in cal}) == 3, cal
 assert abs(d["ttft_full_ms"] - mean(lambda x: x["ttft_full_ms"])) < 1e-2, d
 # Identical answers begin with the same token.
 assert all(x["first_token_agree"] for x in q if x["answer_agree"]), q
@@ -226,6 +245,7 @@ assert all(0 < x["kl_first_token_vs_reference"] for x in r8["questions"]), r8
 r1, r5 = (json.load(open("%s/%s.json" % (t, n))) for n in ("r1", "r5"))
 assert r1["mode"] == "deviation" and r1["first_token_agreement"] == 1 and r1["answer_agreement"] == 1, r1
 assert r1["kl_first_token_mean"] == 0 and r1["f1_inject"] == r1["f1_full"] and r1["recompute_fraction"] == 1, r1
+assert r1["answer_f1_vs_full"] == 1, r1
 assert r5["mode"] == "deviation" and abs(r5["recompute_fraction"] - 0.5) < 0.02, r5
 assert r5["f1_full"] == d["f1_full"], (r5, d)
 assert (r5["recompute_ratio"], r5["check_layer"], r5["prefix_tokens"]) == (0.5, 1, 0), r5

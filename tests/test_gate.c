@@ -253,7 +253,9 @@ static void gate_model(const char *path, const char *name)
 		for (int d = 0; d < 3; d++) {
 			infs_dtype dt = d == 2 ? INFS_DTYPE_FP8_E4M3 : d ? INFS_DTYPE_F16 : INFS_DTYPE_F32;
 			gate_a(m, name, dt, fact, nf, 37);
-			gate_b(m, name, dt, hdr, nh, fact, nf, v->prompt->footer, v->prompt->n_footer, q, nq);
+			/* q opens with the footer: gate (b) takes the question after it. */
+			gate_b(m, name, dt, hdr, nh, fact, nf, v->prompt->footer, v->prompt->n_footer, q + v->prompt->n_footer,
+			       nq - v->prompt->n_footer);
 		}
 		free(fact);
 		free(q);

@@ -1,7 +1,7 @@
 /* Accuracy recovery (infs_ask_options.recompute_ratio) on the real models
  * (SmolLM2 and all-MiniLM-L6-v2 from $INFS_CACHE), over the example
  * memory's facts and questions: ratio 0 is plain injection bit for bit,
- * ratio 1 full recompute bit for bit; every fact and footer token
+ * ratio 1 full recompute bit for bit; every fact token
  * recomputed through every layer (check layer the last) gives full
  * recompute's logits up to float rounding; a partial recompute keeps the
  * share asked for, is deterministic, and brings the first-token
@@ -76,7 +76,7 @@ static void check_near_full(const infs_answer *x, const infs_answer *full)
 /* Prefix recompute and query-aware selection (infs_ask_options v3) on the
  * first two questions: at prefix 0 and ratio 0 they are plain injection
  * exactly, a version 2 struct never reads their fields, a prefix that
- * covers every fact and the footer is full recompute up to rounding (alone
+ * covers every fact is full recompute up to rounding (alone
  * and with a ratio that would keep less: the prefixes are always kept), as
  * is query-aware selection past the last layer (the question's tokens run
  * with the facts but never change them); the counts are the prefixes' and
@@ -87,10 +87,11 @@ static void modes(infs_engine *e, infs_store *st, const infs_embedder *emb, char
 	int weight_changed = 0;
 	for (int q = 0; q < 2; q++) {
 		infs_ask_options o = INFS_ASK_OPTIONS_INIT;
+		o.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 		o.k = K;
 		o.generate.max_tokens = 4;
 		infs_answer *inj = NULL, *full = NULL, *zero = NULL, *v2 = NULL, *pall = NULL, *pmix = NULL,
-			    *qall = NULL, *q1 = NULL, *q2 = NULL, *dev = NULL, *pre = NULL, *pre5 = NULL;
+			    *qall = NULL, *q1 = NULL, *q2 = NULL, *dev = NULL, *pre = NULL, *pre5 = NULL, *v2ref = NULL;
 		CHECK_OK(infs_engine_ask(&inj, e, st, emb, "maya", qs[q], &o));
 		if (!inj)
 			break;
@@ -101,10 +102,14 @@ static void modes(infs_engine *e, infs_store *st, const infs_embedder *emb, char
 		o.full_recompute = 0;
 		o.query_weight = 0.5f; /* ratio 0: nothing to select */
 		CHECK_OK(infs_engine_ask(&zero, e, st, NULL, "maya", qs[q], &o));
-		o.version = 2; /* its bytes end before prefix_tokens */
+		o.version = 2; /* its bytes end before prefix_tokens: the later fields are the defaults */
 		o.prefix_tokens = 3;
+		o.fact_scale = 0.5f;
 		CHECK_OK(infs_engine_ask(&v2, e, st, NULL, "maya", qs[q], &o));
 		o.version = INFS_ASK_OPTIONS_VERSION;
+		o.prefix_tokens = 0;
+		o.fact_scale = 1.0f;
+		CHECK_OK(infs_engine_ask(&v2ref, e, st, NULL, "maya", qs[q], &o));
 		o.query_weight = 0;
 		o.prefix_tokens = 4096;
 		CHECK_OK(infs_engine_ask(&pall, e, st, NULL, "maya", qs[q], &o));
@@ -130,19 +135,19 @@ static void modes(infs_engine *e, infs_store *st, const infs_embedder *emb, char
 			o.check_layer = 2;
 			CHECK_OK(infs_engine_ask(&pmix, e, st, NULL, "maya", qs[q], &o));
 		}
-		if (!full || !zero || !v2 || !pall || !pre || !pre5 || !dev || !q1 || (q == 0 && (!q2 || !qall || !pmix)))
+		if (!full || !zero || !v2 || !v2ref || !pall || !pre || !pre5 || !dev || !q1 || (q == 0 && (!q2 || !qall || !pmix)))
 			break;
-		const uint32_t V = inj->n_vocab, n = pall->n_recomputable, n_pre = 2 * (uint32_t)(inj->n_facts + 1);
+		const uint32_t V = inj->n_vocab, n = pall->n_recomputable, n_pre = 2 * (uint32_t)inj->n_facts;
 		const size_t bytes = V * sizeof(float);
 		CHECK(!memcmp(zero->first_logits, inj->first_logits, bytes) && !strcmp(zero->text, inj->text));
-		CHECK(!memcmp(v2->first_logits, inj->first_logits, bytes) && zero->n_recomputed == 0 && v2->n_recomputed == 0);
+		CHECK(!memcmp(v2->first_logits, v2ref->first_logits, bytes) && zero->n_recomputed == 0 && v2->n_recomputed == 0);
 		check_near_full(pall, full);
 		if (q == 0) {
 			check_near_full(qall, full);
 			check_near_full(pmix, full);
 			CHECK(!memcmp(q1->first_logits, q2->first_logits, bytes) && !strcmp(q1->text, q2->text));
 		}
-		/* Two tokens of each of the facts and the footer (all longer). */
+		/* Two tokens of each of the facts (all longer); the footer is prefilled. */
 		CHECK(pre->n_recomputed == n_pre && pre->n_recomputable == n);
 		CHECK(memcmp(pre->first_logits, inj->first_logits, bytes) != 0);
 		const uint32_t share = (uint32_t)(0.05 * n + 0.5);
@@ -152,13 +157,14 @@ static void modes(infs_engine *e, infs_store *st, const infs_embedder *emb, char
 		printf("%-45s KL(full||inj) %.4f  prefix 2 %.4f  25%%@2 deviation %.4f  query %.4f\n", qs[q],
 		       kl(full->first_logits, inj->first_logits, V), kl(full->first_logits, pre->first_logits, V),
 		       kl(full->first_logits, dev->first_logits, V), kl(full->first_logits, q1->first_logits, V));
-		infs_answer *as[] = { inj, full, zero, v2, pall, pmix, qall, q1, q2, dev, pre, pre5 };
+		infs_answer *as[] = { inj, full, zero, v2, v2ref, pall, pmix, qall, q1, q2, dev, pre, pre5 };
 		for (size_t i = 0; i < sizeof as / sizeof as[0]; i++)
 			infs_answer_free(as[i]);
 	}
 	CHECK(weight_changed);
 
 	infs_ask_options o = INFS_ASK_OPTIONS_INIT;
+	o.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 	infs_answer *ans = NULL;
 	o.recompute_ratio = 0.5f;
 	const float bad[] = { -0.1f, 1.5f, NAN };
@@ -204,6 +210,7 @@ int main(int argc, char **argv)
 	}
 	for (int q = 0; q < N_Q; q++) {
 		infs_ask_options o = INFS_ASK_OPTIONS_INIT;
+		o.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 		o.k = K;
 		o.generate.max_tokens = 8;
 		infs_answer *inj = NULL, *full = NULL, *zero = NULL, *one = NULL, *all = NULL, *p1 = NULL, *p2 = NULL;
@@ -267,6 +274,7 @@ int main(int argc, char **argv)
 
 	/* Refusals. */
 	infs_ask_options o = INFS_ASK_OPTIONS_INIT;
+	o.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 	infs_answer *ans = NULL;
 	o.recompute_ratio = -0.1f;
 	CHECK_ERR(infs_engine_ask(&ans, e, st, emb, "maya", qs[0], &o), INFS_ERANGE);

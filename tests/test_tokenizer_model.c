@@ -176,10 +176,13 @@ static void test_engine_question(void)
 	size_t nw = 0;
 	CHECK_OK(infs_tokenize(tok, q, strlen(q), 0, want, 64, &nw));
 	CHECK(nw >= 2 && want[0] == 6004 && want[1] == 11527); /* "hi", "there": 0x14 dropped */
-	CHECK(ids && n > nw && memcmp(ids, want, nw * sizeof *want) == 0);
+	/* The footer first, prefilled with the question. */
+	const uint32_t nf = c.n_footer;
+	CHECK(ids && n > nf + nw && memcmp(ids, c.footer, nf * sizeof *ids) == 0);
+	CHECK(ids && n > nf + nw && memcmp(ids + nf, want, nw * sizeof *want) == 0);
 	for (size_t i = 0; ids && i < nw; i++)
-		CHECK(!infs_tokenizer_is_special(tok, ids[i]));
-	CHECK(ids && n > nw && infs_tokenizer_is_special(tok, ids[nw])); /* the suffix's <|im_end|> */
+		CHECK(!infs_tokenizer_is_special(tok, ids[nf + i]));
+	CHECK(ids && n > nf + nw && infs_tokenizer_is_special(tok, ids[nf + nw])); /* the suffix's <|im_end|> */
 	free(ids);
 	infs__compose_free(&c);
 	infs_model_free(m);

@@ -19,6 +19,8 @@
 #include <unistd.h>
 
 #include "charts.h"
+#include "cli_hints.h"
+#include "cli_usage.h"
 #include "eval_metrics.h"
 #include "fact_lines.h"
 #include "inferscale/inferscale.h"
@@ -45,7 +47,8 @@ static const char usage[] =
 	"  verify STORE         re-check every checksum of a store\n"
 	"  plot IN.json OUT.png draw a result file as a chart\n"
 	"\n"
-	"inferscale COMMAND --help lists the command's options.\n";
+	"inferscale COMMAND --help lists the command's options; inferscale --version the version.\n"
+	"The default models: scripts/fetch-models.sh, or inferscale fetch-models with the Python package.\n";
 
 /* The commands that parse_args reads, as bits of opt.cmds. */
 enum { C_ENCODE = 1, C_ASK = 2, C_BENCH = 4, C_EVAL = 8, C_ALL = 15 };
@@ -116,6 +119,11 @@ static const struct opt {
 	{ "--prefix", "M", C_ASK | C_BENCH | C_EVAL, "prefix: tokens recomputed at each fact's start (default 2)" },
 	{ "--query-weight", "W", C_ASK | C_BENCH | C_EVAL,
 	  "query: the question's attention's weight in the selection, 0..1 (default 0.5)" },
+	{ "--calibration", "T:S", C_ASK | C_BENCH | C_EVAL,
+	  "attention calibration for injected facts: the question's and the answer's scores\n"
+	  "of fact positions divided by T, their weights multiplied by S (auto: 1 / sqrt(facts\n"
+	  "injected); off: 1:1, the engine's default); eval: a comma-separated list\n"
+	  "of at most 32, each measured" },
 	{ "--context-turns", "W", C_EVAL,
 	  "encode each fact after the W conversation turns up to and including its\n"
 	  "(first) evidence turn, each \"speaker: text\", 0..64 (default 0: none);\n"
@@ -171,6 +179,8 @@ typedef struct args {
 	uint64_t seed;
 	uint32_t ks[32];
 	size_t n_ks;
+	float cal_t[32], cal_s[32];          /* --calibration */
+	size_t n_cal;
 	char model_buf[1024], embedder_buf[1024];
 } args;
 
@@ -267,6 +277,41 @@ static const char *dtype_name(infs_dtype t)
 		if (kv_dtypes[i].dtype == t)
 			return kv_dtypes[i].name;
 	return "?";
+}
+
+/* --calibration: T:S pairs (or off, 1:1), comma-separated, each in
+ * (0, 1000]; one only unless many. */
+static int parse_calibration(args *a, const char *v, int many)
+{
+	a->n_cal = 0;
+	for (const char *p = v; *p;) {
+		size_t len = strcspn(p, ",");
+		char item[64];
+		if (len >= sizeof item || a->n_cal == (many ? sizeof a->cal_t / sizeof a->cal_t[0] : 1))
+			return fail("--calibration: \"%s\" is more than %s T:S pair%s", v, many ? "32" : "one",
+			            many ? "s" : "");
+		memcpy(item, p, len);
+		item[len] = '\0';
+		char *colon = strchr(item, ':'), *e1 = NULL, *e2 = NULL;
+		double t = 1, sc = 1;
+		if (strcmp(item, "off")) {
+			if (colon)
+				*colon = '\0';
+			t = strtod(item, &e1);
+			int autos = colon && !strcmp(colon + 1, "auto"); /* 1 / sqrt(facts injected) */
+			sc = colon && !autos ? strtod(colon + 1, &e2) : 0;
+			if (!colon || e1 == item || *e1 || (!autos && (e2 == colon + 1 || *e2 || !(sc > 0 && sc <= 1000))) ||
+			    !(t > 0 && t <= 1000))
+				return fail("--calibration: \"%.*s\" is not T:S with T in (0, 1000] and S in (0, 1000] or auto "
+				            "(or off)", (int)len, p);
+		}
+		a->cal_t[a->n_cal] = (float)t;
+		a->cal_s[a->n_cal++] = (float)sc;
+		p += len;
+		if (*p && !*++p)
+			return fail("--calibration: \"%s\" ends with a comma", v);
+	}
+	return a->n_cal ? 0 : fail("--calibration needs T:S (or off)");
 }
 
 /* --recovery: none, or parts prefix, deviation, query joined by +, each
@@ -418,6 +463,9 @@ static int parse_args(args *a, int argc, char **argv)
 			if (!rc && !(a->query_weight >= 0 && a->query_weight <= 1))
 				rc = fail("--query-weight: \"%s\" is not a weight in 0..1", v);
 			a->query_weight_set = 1;
+		} else if (!strcmp(o, "--calibration")) {
+			TAKE();
+			rc = parse_calibration(a, v, eval);
 		} else if (!strcmp(o, "--context-turns")) {
 			TAKE();
 			rc = parse_range(&a->context_turns, v, o, 0, CLI_CONTEXT_TURNS_MAX);
@@ -592,6 +640,9 @@ static int runtime_open(runtime *r, const args *a, int create)
 	 * models load. */
 	infs_store_options so = INFS_STORE_OPTIONS_INIT;
 	so.device = a->device;
+	if ((!create && cli_need_store(a->store)) || cli_need_model(a->model, "model", "--model PATH") ||
+	    cli_need_model(a->embedder, "embedder", "--embedder DIR"))
+		return 1;
 	if (!create) {
 		so.flags = INFS_OPEN_READONLY;
 		if (infs_store_open(&r->store, a->store, &so))
@@ -603,12 +654,12 @@ static int runtime_open(runtime *r, const args *a, int create)
 	mo.device = a->device;
 	mo.device_max_tokens = CLI_N_CTX;
 	if (infs_model_load(&r->model, a->model, &mo))
-		return lib_fail(a->model);
+		return lib_fail("model"); /* the library's message names the path */
 	infs_embedder_options eo = INFS_EMBEDDER_OPTIONS_INIT;
 	eo.n_threads = a->threads;
 	eo.device = a->device;
 	if (infs_embedder_load(&r->embedder, a->embedder, &eo))
-		return lib_fail(a->embedder);
+		return lib_fail("embedder");
 	struct stat st;
 	if (create && stat(a->store, &st) != 0) {
 		if (store_create(&r->store, a->store, r, a->kv_dtype, a->device))
@@ -713,6 +764,11 @@ static int cmd_encode(const args *a)
 	char *done = calloc(n, 1);
 	if (!rc && (!batch || !ids || !ids_ns || !done))
 		rc = fail("out of memory");
+	/* What only the model can tell (a fact too long for the context), for
+	 * every fact before any is written. */
+	for (size_t i = 0; !rc && i < F.n; i++)
+		if (infs_engine_fact_check(NULL, r.engine, F.f[i].text, F.f[i].meta))
+			rc = fail("%s:%zu: %s", a->positional, F.f[i].line, infs_error_last());
 	/* One call per namespace, in order of first appearance. */
 	progress pg = { 0, F.n, a->quiet ? 0 : isatty(2) ? 1 : 2, now_s(), now_s() };
 	infs_encode_options eo = INFS_ENCODE_OPTIONS_INIT;
@@ -785,6 +841,16 @@ static void ask_options(infs_ask_options *o, const args *a, uint32_t k, int full
 	o->generate.seed = a->seed;
 	if (full)
 		return;
+	if (a->recovery) { /* the mode asked for replaces the engine's default */
+		o->recompute_ratio = 0;
+		o->check_layer = 0;
+		o->prefix_tokens = 0;
+		o->query_weight = 0;
+	}
+	if (a->n_cal) {
+		o->fact_temperature = a->cal_t[0];
+		o->fact_scale = a->cal_s[0];
+	}
 	if (a->select) {
 		o->recompute_ratio = a->recompute_set ? a->recompute : 0.15f;
 		o->check_layer = a->check_set ? a->check_layer : 2;
@@ -886,6 +952,8 @@ static int cmd_ask(const args *a)
 	str_puts(&j, "[\n");
 	int modes = a->compare ? 2 : 1;
 	double sum[2] = { 0, 0 };
+	if (!rc)
+		cli_warn_empty(r.store, Q.ns, Q.n);
 	/* Several questions: a first one untimed, so that the mean holds no
 	 * cold start (first touches of the weights, thread start-up). */
 	if (!rc && Q.n > 1) {
@@ -910,6 +978,7 @@ static int cmd_ask(const args *a)
 				break;
 			}
 			sum[mode] += x->ttft_ms;
+			cli_warn_left_out(x, CLI_N_CTX);
 			if (jf)
 				answer_json(&j, x, Q.q[q], Q.ns[q], full);
 			if (a->compare) {
@@ -1383,10 +1452,12 @@ static int eval_encode(conv *c, const runtime *r, infs_store *store, int ref, co
  * sums over questions, reported as means. */
 typedef struct eval_point {
 	char mode[32];
-	float ratio, weight;
+	float ratio, weight, temp, scale;
 	uint32_t check, prefix;
 	size_t top1, same, ev_found, ev_total;
-	double kl, f1_inject, f1_full, ttft_inject, ttft_full, recomputed;
+	double kl, f1_inject, f1_full, f1_vs_full, ttft_inject, ttft_full, recomputed;
+	size_t floor_top1, floor_same; /* full recompute in two steps against full recompute */
+	double floor_kl;
 	size_t ref_top1, ref_same; /* against injection from the reference store */
 	double ref_kl;
 	str detail;
@@ -1399,30 +1470,43 @@ static void point_options(infs_ask_options *o, const args *a, const eval_point *
 	o->check_layer = p->check;
 	o->prefix_tokens = p->prefix;
 	o->query_weight = p->weight;
+	o->fact_temperature = p->temp;
+	o->fact_scale = p->scale;
 }
 
-/* The point of --recovery MODE (a's other flags, or their defaults) at
- * ratio (< 0: --recompute's). */
-static void point_make(eval_point *p, const args *a, const char *mode, float ratio)
+/* The point of --recovery MODE (a's other flags, or their defaults; no
+ * mode: the engine's default) at ratio (< 0: --recompute's) with
+ * calibration cal of --calibration (none given: the engine's). */
+static void point_make(eval_point *p, const args *a, const char *mode, float ratio, size_t cal)
 {
 	args b = *a;
-	if (mode)
+	if (mode) {
 		parse_recovery(&b, mode);
+		b.recovery = mode;
+	}
 	infs_ask_options o;
 	ask_options(&o, &b, b.k, 0);
 	memset(p, 0, sizeof *p);
-	snprintf(p->mode, sizeof p->mode, "%s", b.mode);
 	p->ratio = ratio < 0 ? o.recompute_ratio : ratio;
 	p->check = o.check_layer;
 	p->prefix = o.prefix_tokens;
 	p->weight = o.query_weight;
+	p->temp = a->n_cal ? a->cal_t[cal] : o.fact_temperature;
+	p->scale = a->n_cal ? a->cal_s[cal] : o.fact_scale;
+	if (b.recovery) /* the name asked for, also where the ratio is 0 */
+		snprintf(p->mode, sizeof p->mode, "%s", b.mode);
+	else /* the engine's default, named by what it does */
+		snprintf(p->mode, sizeof p->mode, "%s%s%s", p->prefix ? "prefix" : "",
+		         p->prefix && p->ratio > 0 ? "+" : "", p->ratio <= 0 ? "" : p->weight > 0 ? "query" : "deviation");
+	if (!p->mode[0])
+		strcpy(p->mode, "none");
 }
 
 /* Adds answer x (TTFT ttft_x, recomputed share frac) of question q against
  * full recompute y (TTFT ttft_y), and against ref (the same facts injected
  * from the reference store; NULL without one), to p's sums. */
 static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer *x, double ttft_x, double frac,
-                      const infs_answer *y, double ttft_y, const infs_answer *ref)
+                      const infs_answer *y, double ttft_y, const infs_answer *ref, const infs_answer *floor2)
 {
 	const jsonl_value *q = c->lc.qs[qi];
 	const jsonl_value *ans = jsonl_get(q, "answer"), *ev = jsonl_get(q, "evidence");
@@ -1435,8 +1519,9 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 	size_t n_gold = ev ? ev->len : 0;
 	const char **golds = calloc(n_gold ? n_gold : 1, sizeof *golds);
 	const char **have = calloc(x->n_facts ? x->n_facts : 1, sizeof *have);
-	double f1i = 0, f1f = 0;
-	int rc = !golds || !have || eval_f1(&f1i, x->text, gold) || eval_f1(&f1f, y->text, gold);
+	double f1i = 0, f1f = 0, f1x = 0;
+	int rc = !golds || !have || eval_f1(&f1i, x->text, gold) || eval_f1(&f1f, y->text, gold) ||
+	         eval_f1(&f1x, x->text, y->text);
 	if (rc)
 		rc = fail("out of memory");
 	if (!rc) {
@@ -1459,6 +1544,14 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 		p->kl += kl;
 		p->f1_inject += f1i;
 		p->f1_full += f1f;
+		p->f1_vs_full += f1x;
+		/* The floor: full recompute against itself in two steps. */
+		int ftop1 = argmax(y->first_logits, y->n_vocab) == argmax(floor2->first_logits, floor2->n_vocab);
+		int fsame = !strcmp(floor2->text, y->text);
+		double fkl = kl_logits(y->first_logits, floor2->first_logits, y->n_vocab);
+		p->floor_top1 += (size_t)ftop1;
+		p->floor_same += (size_t)fsame;
+		p->floor_kl += fkl;
 		p->ttft_inject += ttft_x;
 		p->recomputed += frac;
 		p->ttft_full += ttft_y;
@@ -1468,9 +1561,11 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 		snprintf(buf, sizeof buf,
 		         "%s\n  {\"qa\": %zu, \"facts\": %zu, \"first_token_agree\": %s, \"answer_agree\": %s, "
 		         "\"kl_first_token\": %.6g, \"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_found\": %zu, "
-		         "\"evidence_total\": %zu, \"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f",
+		         "\"evidence_total\": %zu, \"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, "
+		         "\"answer_f1_vs_full\": %.6f, \"floor_first_token_agree\": %s, \"floor_kl_first_token\": %.6g",
 		         p->detail.n ? "," : "", c->lc.qa_index[qi], x->n_facts, top1 ? "true" : "false",
-		         same ? "true" : "false", kl, f1i, f1f, found, total, ttft_x, ttft_y);
+		         same ? "true" : "false", kl, f1i, f1f, found, total, ttft_x, ttft_y, f1x,
+		         ftop1 ? "true" : "false", fkl);
 		str_puts(&p->detail, buf);
 		if (ref) {
 			/* KL(reference || x), as KL(full || x) above. */
@@ -1491,18 +1586,20 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 	return rc;
 }
 
-/* Question qi of c answered at every point (pts[0..np)) and by full
- * recompute of the same facts, added to the points' sums. In a sweep, equal
- * answers are answered once: ratio 0 with the same prefix (plain injection
- * or prefix recompute alone; the check layer and query weight then do
- * nothing), and ratio 1, which is full recompute exactly. With ref_store
+/* Question qi of c answered at every point (pts[0..np)), by full
+ * recompute of the same facts, and by full recompute in two steps (the
+ * floor: header and facts prefilled, injected-style in place, then the
+ * question, as injection's numerics have it), added to the points' sums.
+ * Equal answers are answered once: ratio 0 with the same prefix and
+ * calibration (the check layer and query weight then do nothing), and, in
+ * a sweep, ratio 1, which is full recompute exactly. With ref_store
  * (one point, not a sweep) the facts injection used are also injected from
  * there, by the same engine: the prompts differ only in the store's dtype. */
 static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, runtime *r, infs_store *ref_store,
                          const args *a)
 {
 	const char *question = jsonl_get(c->lc.qs[qi], "question")->str;
-	infs_answer **got = calloc(np, sizeof *got), *first = NULL, *full = NULL, *ref = NULL;
+	infs_answer **got = calloc(np, sizeof *got), *first = NULL, *full = NULL, *ref = NULL, *floor2 = NULL;
 	uint8_t *own = calloc(np, 1);
 	uint64_t *ref_ids = NULL;
 	int rc = !got || !own ? fail("out of memory") : 0;
@@ -1512,8 +1609,9 @@ static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, r
 	for (size_t i = 0; !rc && i < np; i++) {
 		if (a->sweep && pts[i].ratio >= 1.0f)
 			continue; /* full recompute's answer, below */
-		for (size_t j = 0; a->sweep && j < i && !got[i]; j++)
-			if (got[j] && pts[j].ratio == 0 && pts[i].ratio == 0 && pts[j].prefix == pts[i].prefix)
+		for (size_t j = 0; j < i && !got[i]; j++)
+			if (got[j] && pts[j].ratio == 0 && pts[i].ratio == 0 && pts[j].prefix == pts[i].prefix &&
+			    pts[j].temp == pts[i].temp && pts[j].scale == pts[i].scale)
 				got[i] = got[j];
 		if (got[i])
 			continue;
@@ -1533,6 +1631,20 @@ static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, r
 	}
 	if (!rc && infs_engine_ask(&full, r->engine, r->store, r->embedder, EVAL_NS, question, &o))
 		rc = lib_fail("eval");
+	/* The floor: every fact token recomputed in place over the injected
+	 * header (so through every layer), then the question: full recompute's
+	 * prompt, prefilled in two steps, uncalibrated. */
+	if (!rc) {
+		ask_options(&o, a, a->k, 0);
+		o.fact_ids = first->fact_ids;
+		o.n_fact_ids = first->n_facts;
+		o.recompute_ratio = 0;
+		o.query_weight = 0;
+		o.prefix_tokens = UINT32_MAX;
+		o.fact_temperature = o.fact_scale = 1.0f;
+		if (infs_engine_ask(&floor2, r->engine, r->store, r->embedder, EVAL_NS, question, &o))
+			rc = lib_fail("eval: the floor");
+	}
 	if (!rc && ref_store) {
 		/* The same facts by their ids in the reference store. */
 		if (!(ref_ids = calloc(first->n_facts ? first->n_facts : 1, sizeof *ref_ids)))
@@ -1553,12 +1665,13 @@ static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, r
 	for (size_t i = 0; !rc && i < np; i++) {
 		const infs_answer *x = got[i] ? got[i] : full;
 		double frac = !got[i] ? 1 : x->n_recomputable ? (double)x->n_recomputed / x->n_recomputable : 0;
-		rc = eval_score(&pts[i], c, qi, x, got[i] ? x->ttft_ms : ttft_full, frac, full, ttft_full, ref);
+		rc = eval_score(&pts[i], c, qi, x, got[i] ? x->ttft_ms : ttft_full, frac, full, ttft_full, ref, floor2);
 	}
 	for (size_t i = 0; got && i < np; i++)
 		if (own[i])
 			infs_answer_free(got[i]);
 	infs_answer_free(full);
+	infs_answer_free(floor2);
 	infs_answer_free(ref);
 	free(ref_ids);
 	free(got);
@@ -1590,39 +1703,46 @@ static void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c,
 	snprintf(recall_h, sizeof recall_h, "%zu of %zu turns", p->ev_found, p->ev_total);
 	const size_t with_context = c->n_facts - c->n_no_context;
 	fprintf(jf, "{\"mode\": \"%s\", \"recompute_ratio\": %g, \"check_layer\": %u, \"prefix_tokens\": %u, "
-	            "\"query_weight\": %g, \"k\": %u, \"kv_dtype\": \"%s\", \"context_turns\": %u, "
+	            "\"query_weight\": %g, \"fact_temperature\": %g, \"fact_scale\": %g, \"k\": %u, \"kv_dtype\": \"%s\", \"context_turns\": %u, "
 	            "\"facts_without_context\": %zu, \"context_tokens_mean\": %.3f, \"encode_ms\": %.3f, "
 	            "\"n_questions\": %zu, "
 	            "\"recompute_fraction\": %.6f, "
 	            "\"first_token_agreement\": %.6f, \"answer_agreement\": %.6f, \"kl_first_token_mean\": %.6g, "
 	            "\"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_recall\": %s, "
-	            "\"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, ",
-	        p->mode, (double)p->ratio, p->check, p->prefix, (double)p->weight, a->k, dtype_name(a->kv_dtype),
+	            "\"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, \"answer_f1_vs_full\": %.6f, "
+	            "\"floor_first_token_agreement\": %.6f, \"floor_answer_agreement\": %.6f, "
+	            "\"floor_kl_first_token_mean\": %.6g, ",
+	        p->mode, (double)p->ratio, p->check, p->prefix, (double)p->weight, (double)p->temp, (double)p->scale, a->k,
+	        dtype_name(a->kv_dtype),
 	        a->context_turns, c->n_no_context,
 	        a->context_turns && with_context ? (double)c->context_tokens / (double)with_context : 0.0, c->encode_ms, nq,
 	        p->recomputed / n, (double)p->top1 / n, (double)p->same / n, p->kl / n, p->f1_inject / n,
-	        p->f1_full / n, recall, p->ttft_inject / n, p->ttft_full / n);
+	        p->f1_full / n, recall, p->ttft_inject / n, p->ttft_full / n, p->f1_vs_full / n,
+	        (double)p->floor_top1 / n, (double)p->floor_same / n, p->floor_kl / n);
 	if (a->ref)
 		fprintf(jf, "\"reference_kv_dtype\": \"%s\", \"first_token_agreement_vs_reference\": %.6f, "
 		            "\"answer_agreement_vs_reference\": %.6f, \"kl_first_token_vs_reference_mean\": %.6g, ",
 		        dtype_name(a->ref_dtype), (double)p->ref_top1 / n, (double)p->ref_same / n, p->ref_kl / n);
 	fprintf(jf, "\"questions\": [%s\n]}", p->detail.p ? p->detail.p : "");
-	if (a->sweep) {
-		fprintf(stderr, "%-16s r %.2f: recomputed %.3f, first token %5.1f%%, answer %5.1f%%, KL %.4f, "
-		                "F1 %.3f / %.3f, TTFT %.1f / %.1f ms\n",
-		        p->mode, (double)p->ratio, p->recomputed / n, 100.0 * (double)p->top1 / n,
-		        100.0 * (double)p->same / n, p->kl / n, p->f1_inject / n, p->f1_full / n, p->ttft_inject / n,
+	if (a->sweep || a->n_cal > 1) {
+		fprintf(stderr, "%-16s r %.2f T %.2f S %.2f: recomputed %.3f, first token %5.1f%% (floor %5.1f%%), "
+		                "answer %5.1f%% (F1 vs full %.3f), KL %.4f (floor %.4f), F1 %.3f / %.3f, TTFT %.1f / %.1f ms\n",
+		        p->mode, (double)p->ratio, (double)p->temp, (double)p->scale, p->recomputed / n,
+		        100.0 * (double)p->top1 / n, 100.0 * (double)p->floor_top1 / n, 100.0 * (double)p->same / n,
+		        p->f1_vs_full / n, p->kl / n, p->floor_kl / n, p->f1_inject / n, p->f1_full / n, p->ttft_inject / n,
 		        p->ttft_full / n);
 		return;
 	}
 	fprintf(stderr,
-	        "%s: %zu of %zu questions (categories 1-4), %zu facts, k %u, recovery %s\n"
-	        "  agreement with full recompute: first token %.1f%%, answer %.1f%%; first-token KL %.4f nats\n"
+	        "%s: %zu of %zu questions (categories 1-4), %zu facts, k %u, recovery %s, calibration %g:%g\n"
+	        "  agreement with full recompute: first token %.1f%%, answer %.1f%% (token F1 %.3f); first-token KL %.4f nats\n"
+	        "  the floor (full recompute in two steps against one): first token %.1f%%, answer %.1f%%; KL %.4f\n"
 	        "  F1: injection %.3f, full recompute %.3f; evidence recall %s\n"
 	        "  mean TTFT: injection %.1f ms, full recompute %.1f ms\n",
-	        a->positional, nq, c->lc.n_qs, c->n_facts, a->k, p->mode, 100.0 * (double)p->top1 / n,
-	        100.0 * (double)p->same / n, p->kl / n, p->f1_inject / n, p->f1_full / n, recall_h,
-	        p->ttft_inject / n, p->ttft_full / n);
+	        a->positional, nq, c->lc.n_qs, c->n_facts, a->k, p->mode, (double)p->temp, (double)p->scale,
+	        100.0 * (double)p->top1 / n, 100.0 * (double)p->same / n, p->f1_vs_full / n, p->kl / n,
+	        100.0 * (double)p->floor_top1 / n, 100.0 * (double)p->floor_same / n, p->floor_kl / n,
+	        p->f1_inject / n, p->f1_full / n, recall_h, p->ttft_inject / n, p->ttft_full / n);
 	context_summary(c, a);
 	if (a->ref)
 		fprintf(stderr, "  %s KV against %s: first token %.1f%%, answer %.1f%%; first-token KL %.4g nats\n",
@@ -1671,13 +1791,16 @@ static int cmd_eval(const args *a)
 	size_t n = c.lc.n_qs, *pick = rc ? NULL : calloc(n, sizeof *pick);
 	const size_t n_ratios = sizeof sweep_ratios / sizeof sweep_ratios[0];
 	const size_t n_modes = !a->sweep ? 1 : a->recovery ? 1 : sizeof sweep_modes / sizeof sweep_modes[0];
-	const size_t np = a->sweep ? n_modes * n_ratios : 1;
+	const size_t n_cal = a->n_cal ? a->n_cal : 1, multi = a->sweep || n_cal > 1;
+	const size_t np = (a->sweep ? n_modes * n_ratios : 1) * n_cal;
 	eval_point *pts = calloc(np, sizeof *pts);
 	if (!rc && (!pick || !pts))
 		rc = fail("out of memory");
-	for (size_t i = 0; !rc && i < np; i++)
-		point_make(&pts[i], a, a->sweep && !a->recovery ? sweep_modes[i / n_ratios] : NULL,
-		           a->sweep ? sweep_ratios[i % n_ratios] : -1);
+	for (size_t i = 0; !rc && i < np; i++) {
+		const size_t m = i / n_cal; /* each setting at every calibration */
+		point_make(&pts[i], a, a->sweep && !a->recovery ? sweep_modes[m / n_ratios] : NULL,
+		           a->sweep ? sweep_ratios[m % n_ratios] : -1, i % n_cal);
+	}
 	if (!rc && a->limit && a->limit < n) {
 		eval_sample(pick, n, a->limit, a->seed);
 		n = a->limit;
@@ -1727,17 +1850,17 @@ static int cmd_eval(const args *a)
 	}
 	if (show && n)
 		fputc('\n', stderr);
-	if (!rc && a->sweep)
+	if (!rc && multi)
 		fprintf(stderr, "%s: %zu of %zu questions (categories 1-4), %zu facts, k %u; injection / full recompute\n",
 		        a->positional, n, c.lc.n_qs, c.n_facts, a->k);
-	if (!rc && a->sweep)
+	if (!rc && multi)
 		context_summary(&c, a);
 	for (size_t i = 0; !rc && i < np; i++) {
-		fputs(!a->sweep ? "" : i ? ",\n" : "[\n", jf);
+		fputs(!multi ? "" : i ? ",\n" : "[\n", jf);
 		eval_report(jf, &pts[i], n, &c, a);
 	}
 	if (!rc)
-		fputs(a->sweep ? "\n]\n" : "\n", jf);
+		fputs(multi ? "\n]\n" : "\n", jf);
 	if (jf && jf != stdout && fclose(jf) && !rc)
 		rc = fail("%s: %s", a->json, strerror(errno));
 	if (!rc && a->plot)
@@ -1760,6 +1883,8 @@ static int cmd_verify(int argc, char **argv)
 {
 	if (argc != 3)
 		return fail("usage: inferscale verify STORE") + 1;
+	if (cli_need_store(argv[2]))
+		return 1;
 	infs_store_options o = INFS_STORE_OPTIONS_INIT;
 	o.flags = INFS_OPEN_READONLY;
 	infs_store *s;
@@ -1799,6 +1924,9 @@ int main(int argc, char **argv)
 {
 	/* Whole lines as they come, also into a pipe or a log. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	const int usage_rc = cli_usage(argc, argv);
+	if (usage_rc >= 0)
+		return usage_rc;
 	if (argc >= 2 && !strcmp(argv[1], "verify"))
 		return cmd_verify(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "plot"))

@@ -61,7 +61,7 @@ type AskOptions struct {
 	Stop        string  // stop string, cut from the answer; "": none
 
 	// Accuracy recovery (docs/end-to-end.md): the share RecomputeRatio of
-	// the injected fact and footer tokens whose keys deviate most at layer
+	// the injected fact tokens whose keys deviate most at layer
 	// CheckLayer run again through every later layer (0: plain injection;
 	// 1: the whole prompt prefilled, as FullRecompute).
 	RecomputeRatio float32
@@ -71,7 +71,18 @@ type AskOptions struct {
 	// tokens that end an answer, as benchmarks of decoding do; those tokens
 	// are left out of the text.
 	IgnoreEOS bool
+
+	// Attention calibration for the injected facts (docs/eval.md): the
+	// question's and the answer's scores of the facts' positions divided by
+	// FactTemperature (0: 1), their weights multiplied by FactScale (0: 1;
+	// FactScaleAuto: 1 / sqrt(facts injected)); 1 and 1, the default: off.
+	FactTemperature float32
+	FactScale       float32
 }
+
+// FactScaleAuto as AskOptions.FactScale scales the facts' attention by
+// 1 / sqrt(facts injected).
+const FactScaleAuto float32 = -1
 
 // Answer is what Ask returns, copied out of the library. Times are
 // milliseconds; the time to first token TTFTMs = EmbedMs + RetrieveMs +
@@ -408,6 +419,15 @@ func askOptionsToC(op string, o *AskOptions, pin *runtime.Pinner) (*C.infs_ask_o
 	co.check_layer = C.uint32_t(o.CheckLayer)
 	if o.IgnoreEOS {
 		co.ignore_eos = 1
+	}
+	if o.FactTemperature != 0 {
+		co.fact_temperature = C.float(o.FactTemperature)
+	}
+	switch {
+	case o.FactScale == FactScaleAuto:
+		co.fact_scale = 0
+	case o.FactScale != 0:
+		co.fact_scale = C.float(o.FactScale)
 	}
 	return co, nil
 }

@@ -115,6 +115,31 @@ func engineSetup(t *testing.T, n int) (*Model, *Embedder, *Engine, *Store, []uin
 	return m, emb, eng, s, ids
 }
 
+// The attention calibration reaches the library: the default is 1 and 1;
+// FactScaleAuto (1 / sqrt(4 facts)) equals an explicit 0.5 and differs from
+// it; a temperature of -1 is refused.
+func TestEngineCalibration(t *testing.T) {
+	_, _, eng, s, ids := engineSetup(t, 12)
+	facts := []uint64{ids[4], ids[1], ids[7], ids[2]}
+	ask := func(temp, scale float32) *Answer {
+		a, err := eng.Ask(s, nil, "maya", demoQuestion, &AskOptions{FactIDs: facts, MaxTokens: 1,
+			FactTemperature: temp, FactScale: scale})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	off, def, half, auto := ask(1, 1), ask(0, 0), ask(1, 0.5), ask(0, FactScaleAuto)
+	if !slices.Equal(def.FirstLogits, off.FirstLogits) || !slices.Equal(auto.FirstLogits, half.FirstLogits) ||
+		slices.Equal(off.FirstLogits, auto.FirstLogits) {
+		t.Fatal("the calibration did not reach the library")
+	}
+	_, err := eng.Ask(s, nil, "maya", demoQuestion, &AskOptions{FactIDs: facts, FactTemperature: -1})
+	if !errors.Is(err, ErrRange) {
+		t.Fatalf("a temperature of -1: %v", err)
+	}
+}
+
 // The demo question on the example memory, by injection and by full
 // recompute; a batch equals the questions asked one by one; the options
 // reach the library.
@@ -141,7 +166,7 @@ func TestEngineSmolLM2(t *testing.T) {
 	if !slices.IsSortedFunc(inj.Scores, func(a, b float32) int { return -cmpFloat(a, b) }) || len(inj.Scores) != 4 {
 		t.Fatalf("scores %v", inj.Scores)
 	}
-	if inj.Prompt != full.Prompt || inj.Prefilled >= 20 || full.Prefilled != full.Prompt {
+	if inj.Prompt != full.Prompt || inj.Prefilled >= 25 || full.Prefilled != full.Prompt { // footer + question
 		t.Fatalf("prompt %d/%d, prefilled %d/%d", inj.Prompt, full.Prompt, inj.Prefilled, full.Prefilled)
 	}
 	if inj.Tokens < 1 || inj.Tokens > 24 || len(inj.FirstLogits) != int(m.Info().Vocab) {

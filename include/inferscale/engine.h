@@ -77,6 +77,28 @@ INFS_API int infs_fact_render(char **out, const char *text, const char *metadata
  * store. Needed before infs_engine_ask on that store. */
 INFS_API int infs_engine_prepare(infs_engine *engine, infs_store *store);
 
+/* Positions infs_engine_fact_limit keeps for a question: its tokens, the
+ * template's opening of the answer and the answer's first token. */
+#define INFS_ENGINE_QUESTION_ROOM 64u
+
+/* The most tokens one fact may have and still fit a prompt of this engine:
+ * n_ctx less the header, the footer, the template's opening of the answer
+ * and INFS_ENGINE_QUESTION_ROOM (0 when n_ctx cannot hold even those).
+ * A fact above it could never be injected with a question; check facts
+ * against it before storing them (infs_engine_fact_check). A question asked
+ * later leaves out the retrieved facts that do not fit next to it
+ * (infs_answer.n_left_out), never failing for them. */
+INFS_API int infs_engine_fact_limit(uint32_t *out_tokens, const infs_engine *engine);
+
+/* The tokens fact text takes in this engine's prompt, rendered with its
+ * metadata as infs_fact_render renders it and tokenized as infs_fact_encode
+ * tokenizes text, into *out_tokens (may be NULL); INFS_ERANGE, with a
+ * message naming both counts and n_ctx, when it is above
+ * infs_engine_fact_limit, and INFS_EINVAL for a text of only white space.
+ * What an application calls before infs_fact_encode. */
+INFS_API int infs_engine_fact_check(uint32_t *out_tokens, const infs_engine *engine, const char *text,
+                                    const char *metadata);
+
 /* --- Low-level sequence operations: positions are appended. A device
  * engine answers them with INFS_EUNSUPPORTED: it runs whole requests
  * (infs_engine_ask, infs_engine_ask_batch). --- */
@@ -119,7 +141,7 @@ INFS_API int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engin
 
 /* --- The main job. --- */
 
-#define INFS_ASK_OPTIONS_VERSION 3
+#define INFS_ASK_OPTIONS_VERSION 4
 
 typedef struct infs_ask_options {
 	unsigned version;
@@ -154,10 +176,26 @@ typedef struct infs_ask_options {
 	 * (summed over tokens and heads); with recompute_ratio 0 it does nothing. */
 	uint32_t prefix_tokens;   /* 0: none */
 	float query_weight;       /* 0..1; 0: the deviation alone */
+	/* version 4: attention calibration for injected facts (APE-style,
+	 * docs/eval.md). Every token after the facts (the question, the answer)
+	 * scores the keys of the injected facts' positions as
+	 *   q.k / sqrt(head_dim) / fact_temperature + ln(fact_scale)
+	 * (their softmax weights multiplied by fact_scale before normalising);
+	 * every other key as usual. Facts encoded apart each draw attention as
+	 * if they alone followed the header, so k of them draw too much of it;
+	 * a scale below 1 gives it back without recomputing anything, and
+	 * brings the first token nearer full recompute's, but answers then lean
+	 * less on the facts' content (docs/eval.md): off by default (1 and 1,
+	 * plain injection bit for bit). fact_scale 0 is 1 / sqrt(facts
+	 * injected), the scale nearest full recompute's first token measured on
+	 * the LoCoMo development split (1, so off, for one fact). */
+	float fact_temperature;   /* > 0 */
+	float fact_scale;         /* > 0; 0: 1 / sqrt(facts injected) */
 } infs_ask_options;
 
-#define INFS_ASK_OPTIONS_INIT \
-	{ INFS_ASK_OPTIONS_VERSION, 0, 0, INFS_METRIC_COSINE, NULL, 0, INFS_GENERATE_OPTIONS_INIT, 0.0f, 0, 0, 0, 0.0f }
+#define INFS_ASK_OPTIONS_INIT                                                                               \
+	{ INFS_ASK_OPTIONS_VERSION, 0, 0, INFS_METRIC_COSINE, NULL, 0, INFS_GENERATE_OPTIONS_INIT, 0.0f, 0, 0, \
+	  0, 0.0f, 1.0f, 1.0f }
 
 INFS_API int infs_ask_options_init(infs_ask_options *opts, unsigned version);
 
@@ -179,6 +217,10 @@ typedef struct infs_answer {
 	/* Accuracy recovery (infs_ask_options.recompute_ratio): */
 	uint32_t n_recomputable;    /* injected fact and footer tokens it may recompute */
 	uint32_t n_recomputed;      /* of which went through every layer again */
+	/* Appended (the library allocates answers, so old callers are unaffected): */
+	size_t n_left_out;          /* facts retrieved (or given) that the context could not
+	                               hold next to the question: left out of the prompt, the
+	                               best-ranked that fit kept (infs_engine_fact_limit) */
 } infs_answer;
 
 /* Answers question for namespace ns of store: embeds it with embedder,

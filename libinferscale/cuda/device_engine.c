@@ -24,7 +24,7 @@ static const char fn[] = "device engine";
 
 typedef struct shape {
 	uint32_t n_seqs, n_tokens;
-	int logits, argmax;
+	int logits, argmax, calib;
 	cudaGraphExec_t exec;   /* NULL: seen once, not captured */
 } shape;
 
@@ -37,7 +37,7 @@ struct infs__dengine {
 	infs_kv_layout layout;
 	uint32_t max_tokens;
 	/* device inputs and outputs of a step, and their pinned mirrors */
-	int32_t *d_in, *h_in;       /* tokens | starts | n_past | tables */
+	int32_t *d_in, *h_in;       /* tokens | starts | n_past | tables | calibrations */
 	float *d_logits, *h_logits; /* max_seqs rows */
 	int32_t *d_argmax, *h_argmax;
 	int32_t *d_table;           /* a sequence's blocks, for recovery */
@@ -91,7 +91,8 @@ static int dopen(infs__dengine **out, const infs__dengine_config *cfg)
 	const size_t es = infs_dtype_size(cfg->kv_dtype), row = (size_t)g->n_kv_heads * g->head_dim;
 	const size_t per = (size_t)cfg->n_blocks * cfg->block_size * row * es; /* bytes of K (or V) per layer */
 	const size_t pool_bytes = 2 * (size_t)g->n_layers * per;
-	d->in_elems = (size_t)d->max_tokens + 2 * (size_t)cfg->max_seqs + 1 + (size_t)cfg->max_seqs * cfg->seq_blocks;
+	d->in_elems = (size_t)d->max_tokens + 2 * (size_t)cfg->max_seqs + 1 + (size_t)cfg->max_seqs * cfg->seq_blocks +
+	              4 * (size_t)cfg->max_seqs;
 	const size_t logit_bytes = (size_t)cfg->max_seqs * cfg->n_vocab * sizeof(float);
 	int prev, rc = infs__device_enter(&prev, d->device, fn);
 	if (rc) {
@@ -183,6 +184,7 @@ static int queue_step(infs__dengine *d, const shape *sh)
 		.block_table_len = c->seq_blocks, .stream = d->stream, .n_seqs = ns, .seq_starts = starts,
 		.seq_n_past = n_past, .table_stride = c->seq_blocks,
 		.max_context = c->seq_blocks * c->block_size,
+		.calib = sh->calib ? tables + (size_t)c->max_seqs * c->seq_blocks : NULL,
 	};
 	int rc = infs__cuda->model_forward(c->model, &a);
 	if (rc)
@@ -204,7 +206,7 @@ static int graph_of(cudaGraphExec_t *out, infs__dengine *d, const shape *want)
 	for (uint32_t i = 0; i < d->n_graphs && !s; i++) {
 		shape *g = &d->graphs[i];
 		if (g->n_seqs == want->n_seqs && g->n_tokens == want->n_tokens && g->logits == want->logits &&
-		    g->argmax == want->argmax)
+		    g->argmax == want->argmax && g->calib == want->calib)
 			s = g;
 	}
 	if (s && s->exec) {
@@ -252,7 +254,10 @@ static int dstep(infs__dengine *d, const infs__dstep *st)
 	memcpy(starts, st->starts, (ns + 1) * sizeof *starts);
 	memcpy(n_past, st->n_past, ns * sizeof *n_past);
 	memcpy(tables, st->tables, (size_t)ns * c->seq_blocks * sizeof *tables);
-	const shape want = { ns, st->n_tokens, st->logits != NULL, st->argmax != NULL, NULL };
+	int32_t *calib = tables + (size_t)c->max_seqs * c->seq_blocks;
+	for (uint32_t i = 0; st->calib && i < ns; i++)
+		infs__calib_pack(calib + 4 * i, &st->calib[i]);
+	const shape want = { ns, st->n_tokens, st->logits != NULL, st->argmax != NULL, st->calib != NULL, NULL };
 	int prev, rc = infs__device_enter(&prev, d->device, fn);
 	if (rc)
 		return rc;

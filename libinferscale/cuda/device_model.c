@@ -59,7 +59,7 @@ static void layout(struct infs__model_dev *d, const infs_model *m, infs__carve *
 	d->part_tokens = MAX_SPLITS * (T < 128 ? T : 128);
 	d->part_o = infs__carve_take(c, (uint64_t)d->part_tokens * qd * 4);
 	d->part_ml = infs__carve_take(c, (uint64_t)d->part_tokens * g->n_heads * 2 * 4);
-	d->rc_in = infs__carve_take(c, 3 * T * 4);
+	d->rc_in = infs__carve_take(c, (3 * T + 4) * 4); /* tokens, positions, rows, a calibration */
 	d->rc_dev = infs__carve_take(c, T * g->n_kv_heads * 4);
 	d->rc_mass = infs__carve_take(c, T * 8);
 	d->rc_norm = infs__carve_take(c, T * g->n_heads * 2 * 8);
@@ -360,7 +360,7 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 	const uint32_t n = a->n_tokens, D = g->n_embd;
 	infs__dlayer la = {
 		.n = n, .kl = kl, .write_cache = !a->no_cache_write, .k_out = a->k_out, .v_out = a->v_out,
-		.out_dtype = (int)a->out_dtype, .stream = s,
+		.out_dtype = (int)a->out_dtype, .stream = s, .calib = a->calib,
 		.cache = {
 			.blocks = a->block_table, .n_table = a->block_table_len, .table_stride = a->table_stride,
 			.n_blocks = kl->n_blocks, .block_size = kl->block_size, .stride_block = kl->stride_block,
@@ -454,7 +454,7 @@ int infs__device_layer(const infs_model *m, uint32_t l, const infs__dlayer *a, c
 			.out = d->att, .q = d->q, .k = d->k, .v = d->v, .seqs = a->seqs, .n_heads = g->n_heads,
 			.n_kv_heads = g->n_kv_heads, .head_dim = hd, .sliding_window = g->sliding_window,
 			.scale = 1.0f / sqrtf((float)hd), .cache = cl, .write_cache = a->write_cache, .n_splits = a->splits,
-			.part_o = d->part_o, .part_ml = d->part_ml, .in_place = a->in_place,
+			.part_o = d->part_o, .part_ml = d->part_ml, .in_place = a->in_place, .calib = a->calib,
 		};
 		err = infs_k_attention(&ap, s);
 	}

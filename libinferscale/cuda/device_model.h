@@ -48,6 +48,7 @@ typedef struct infs__dlayer {
 	void *k_out, *v_out;        /* pre-RoPE K and V (encoding), out_dtype */
 	int out_dtype;
 	float *dev;                 /* NULL, or [n][n_kv_heads]: the rows' key deviations (model_kernels.h) */
+	const int32_t *calib;       /* NULL, or the attention's calibration (infs_k_attn_params) */
 	uint32_t splits;
 	cudaStream_t stream;
 } infs__dlayer;

@@ -163,6 +163,13 @@ static int run(const infs_model *m, const infs__recompute_args *a, float *logits
 		},
 		.seqs = { .n_seqs = 1, .positions = d_pos },
 	};
+	if (fused && a->calib) { /* the question's rows see the facts calibrated */
+		int32_t *d_calib = d->rc_in + 3 * T, h_calib[4];
+		infs__calib_pack(h_calib, a->calib);
+		if ((err = cudaMemcpyAsync(d_calib, h_calib, sizeof h_calib, cudaMemcpyHostToDevice, s)) != cudaSuccess)
+			return infs__cuda_error(err, fn, "copying the calibration");
+		la.calib = d_calib;
+	}
 	/* Whether the check layer chooses: fewer rows go on, or there are
 	 * scores to report (a question in them). */
 	const int choose = a->n_keep < nt || (a->query_weight > 0 && nq);

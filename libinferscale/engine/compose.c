@@ -86,21 +86,22 @@ int infs__compose_question(int32_t **out, uint32_t *n_out, const infs__compose *
                            const char *question)
 {
 	int32_t *q = NULL, *s = NULL;
-	uint32_t nq = 0, ns = 0;
+	uint32_t nq = 0, ns = 0, nf = c->n_footer;
 	/* The question is user text: special tokens in it stay plain text. */
 	int rc = infs__encode_tokenize(&q, &nq, model, question, 0);
+	if (!rc && !nq)
+		rc = infs__error(INFS_EINVAL, "the question is empty");
 	if (!rc)
 		rc = infs__encode_tokenize(&s, &ns, model, c->suffix, INFS_TOKENIZE_PARSE_SPECIAL);
-	int32_t *all = rc ? NULL : malloc(((size_t)nq + ns + 1) * sizeof *all);
+	int32_t *all = rc ? NULL : malloc(((size_t)nf + nq + ns + 1) * sizeof *all);
 	if (!rc && !all)
 		rc = infs__error(INFS_ENOMEM, "prompt layout: out of memory");
 	if (!rc) {
-		memcpy(all, q, nq * sizeof *all);
-		memcpy(all + nq, s, ns * sizeof *all);
+		memcpy(all, c->footer, nf * sizeof *all);
+		memcpy(all + nf, q, nq * sizeof *all);
+		memcpy(all + nf + nq, s, ns * sizeof *all);
 		*out = all;
-		*n_out = nq + ns;
-		if (!*n_out)
-			rc = infs__error(INFS_EINVAL, "the question is empty");
+		*n_out = nf + nq + ns;
 	}
 	if (rc)
 		free(all);

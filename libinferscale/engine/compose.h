@@ -17,7 +17,11 @@ typedef struct infs__compose {
 int infs__compose_init(infs__compose *c, const infs_model *model, const char *system, const char *intro);
 void infs__compose_free(infs__compose *c);
 
-/* The question's tokens followed by the suffix's; *out released with free(). */
+/* What the engine prefills after the facts: the footer's tokens, the
+ * question's, the suffix's. The footer is prefilled, not injected, so that
+ * its KV sees the facts as full recompute's does (a footer encoded after
+ * the header alone moved the first token even with one fact injected
+ * where it was encoded). *out released with free(). */
 int infs__compose_question(int32_t **out, uint32_t *n_out, const infs__compose *c, const infs_model *model,
                            const char *question);
 

@@ -1,5 +1,6 @@
 /* The reference engine: one sequence in a paged host KV cache, filled by
  * injection and by the model's paged forward pass, then decoded. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -13,6 +14,7 @@
 #include "model/forward.h"
 #include "cuda/device.h"
 #include "engine/engine_impl.h"
+#include "engine/fit.h"
 #include "engine/sampling.h"
 #include "store/store.h"
 
@@ -229,6 +231,7 @@ void infs_engine_reset(infs_engine *e)
 	if (e) {
 		e->n_past = 0;
 		e->have_logits = 0;
+		e->have_calib = 0;
 	}
 }
 
@@ -285,7 +288,8 @@ int infs_engine_prefill(infs_engine *e, const int32_t *tokens, uint32_t n)
 		pos[i] = (int32_t)(e->n_past + i);
 	infs__paged_kv past = { &e->cache.layout, e->cache.table, e->cache.layout.n_blocks, e->n_past, 1 };
 	infs__forward_args a = { .tokens = tokens, .positions = pos, .n_tokens = n, .logits = e->logits,
-	                         .kv_dtype = INFS_DTYPE_F32, .past = &past, .pool = e->pool };
+	                         .kv_dtype = INFS_DTYPE_F32, .past = &past, .pool = e->pool,
+	                         .calib = e->have_calib ? &e->calib : NULL };
 	int rc = infs__forward(e->model, &a);
 	free(pos);
 	if (rc)
@@ -445,9 +449,9 @@ int infs__fact_tokens(int32_t **out, uint32_t *n_out, uint32_t *lens, infs_store
 	return INFS_OK;
 }
 
-/* Accuracy recovery after the injection of header, facts (order[0..nh))
- * and footer: the facts' and footer's tokens, which lie right after the
- * header, recomputed in place (infs__recompute). With recompute_ratio 0
+/* Accuracy recovery after the injection of header and facts
+ * (order[0..nh)): the facts' tokens, which lie right after the header,
+ * recomputed in place (infs__recompute). With recompute_ratio 0
  * only each chunk's first prefix_tokens run, through every layer; else all
  * run through the check layer, where the prefixes are kept and the
  * ratio's share (at least the prefixes) is filled by score. The question's
@@ -463,15 +467,14 @@ int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char 
 		*prefilled = 0;
 	int32_t *ft = NULL, *tok = NULL, *pos = NULL;
 	uint8_t *forced = NULL;
-	uint32_t nf = 0, *lens = malloc((nh + 1) * sizeof *lens);
+	uint32_t nf = 0, *lens = malloc((nh ? nh : 1) * sizeof *lens);
 	int rc = lens ? infs__fact_tokens(&ft, &nf, lens, store, ns, order, nh)
 	              : infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
 	if (rc) {
 		free(lens);
 		return rc;
 	}
-	lens[nh] = e->prompt.n_footer;
-	const uint32_t first = e->prompt.n_header, n = nf + e->prompt.n_footer;
+	const uint32_t first = e->prompt.n_header, n = nf;
 	if (first + n != n_past) {
 		free(ft);
 		free(lens);
@@ -486,9 +489,8 @@ int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char 
 	} else {
 		if (nf)
 			memcpy(tok, ft, nf * sizeof *tok);
-		memcpy(tok + nf, e->prompt.footer, e->prompt.n_footer * sizeof *tok);
 		uint32_t n_forced = 0;
-		for (uint32_t c = 0, at = 0; c <= nh; at += lens[c++])
+		for (uint32_t c = 0, at = 0; c < nh; at += lens[c++])
 			for (uint32_t j = 0; j < lens[c] && j < o->prefix_tokens; j++, n_forced++)
 				forced[at + j] = 1;
 		uint32_t rows = 0;
@@ -500,6 +502,8 @@ int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char 
 		uint32_t keep = (uint32_t)((double)o->recompute_ratio * n + 0.5);
 		keep = o->recompute_ratio > 0.0f ? (keep < n_forced ? n_forced : keep < n ? keep : n) : rows;
 		infs__paged_kv past = { &e->cache.layout, e->cache.table, e->cache.layout.n_blocks, n_past, 1 };
+		infs__calib calib;
+		const int calibrated = infs__calib_of(&calib, o, nh, first, n_past);
 		infs__recompute_args ra = { .tokens = tok, .positions = pos, .n_tokens = rows,
 			                    .check_layer = o->check_layer, .n_keep = keep,
 			                    .forced = o->recompute_ratio > 0.0f ? forced : NULL, .query = qt,
@@ -508,6 +512,7 @@ int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char 
 		/* One pass over the weights instead of two. */
 		const int fuse = e->dev && logits && prefilled && rows && nq &&
 		                 (uint64_t)rows + nq <= e->ops->max_tokens(e->dev);
+		ra.calib = fuse && calibrated ? &calib : NULL; /* the question's rows, when they run here */
 		if (rows && e->dev)
 			rc = e->ops->recompute(e->dev, &ra, table, n_past, fuse ? logits : NULL);
 		else if (rows)
@@ -524,6 +529,18 @@ int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char 
 	free(pos);
 	free(forced);
 	return rc;
+}
+
+int infs__calib_of(infs__calib *c, const infs_ask_options *o, size_t n_facts, uint32_t lo, uint32_t hi)
+{
+	const float scale = o->fact_scale > 0.0f ? o->fact_scale : 1.0f / sqrtf((float)(n_facts ? n_facts : 1));
+	if (o->fact_temperature == 1.0f && scale == 1.0f)
+		return 0; /* off: the attention of plain injection, bit for bit */
+	c->lo = lo;
+	c->hi = hi;
+	c->inv_temp = 1.0f / o->fact_temperature;
+	c->log_scale = logf(scale);
+	return 1;
 }
 
 int infs__ask_take(infs_ask_options *po, const infs_engine *e, const infs_store *store,
@@ -556,6 +573,10 @@ int infs__ask_take(infs_ask_options *po, const infs_engine *e, const infs_store 
 	/* Recomputing every token is full recompute, exactly. */
 	if (o.recompute_ratio >= 1.0f)
 		o.full_recompute = 1;
+	if (!(o.fact_temperature > 0.0f && o.fact_temperature <= 1e3f) || !(o.fact_scale >= 0.0f && o.fact_scale <= 1e3f))
+		return infs__error(INFS_ERANGE, "%s: fact_temperature %g, fact_scale %g: the temperature must be in "
+		                   "(0, 1000], the scale in (0, 1000] or 0 for 1 / sqrt(facts) (1 and 1: no calibration)",
+		                   fn, (double)o.fact_temperature, (double)o.fact_scale);
 	infs_generate_options g = INFS_GENERATE_OPTIONS_INIT;
 	if ((rc = INFS__TAKE(g, &o.generate, infs__sizes_generate_options, fn, "generate options")))
 		return rc;
@@ -627,6 +648,8 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 			goto fail;
 	}
 	double t2 = infs__now_ms();
+	if ((rc = infs__fit_facts(hits, &nh, &a->n_left_out, e, store, ns, nq, &o)))
+		goto fail;
 	/* Best fact nearest the question: injected last. */
 	for (size_t i = 0; i < nh; i++)
 		order[i] = hits[nh - 1 - i].id;
@@ -634,15 +657,14 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 	uint32_t n_prompt;
 	if (!o.full_recompute) {
 		if ((rc = infs_engine_inject(e, store, INFS_SEGMENT_NAMESPACE, &e->header_id, 1)) ||
-		    (nh && (rc = infs_engine_inject(e, store, ns, order, nh))) ||
-		    (rc = infs_engine_inject(e, store, INFS_SEGMENT_NAMESPACE, &e->footer_id, 1)))
+		    (nh && (rc = infs_engine_inject(e, store, ns, order, nh))))
 			goto fail;
 		n_prompt = e->n_past + nq;
 	} else {
 		/* The same tokens, all prefilled: facts' tokens read from the store. */
 		if ((rc = infs__fact_tokens(&ft, &nf, NULL, store, ns, order, nh)))
 			goto fail;
-		size_t total = (size_t)e->prompt.n_header + nf + e->prompt.n_footer + nq;
+		size_t total = (size_t)e->prompt.n_header + nf + nq;
 		if (!(all = malloc(total * sizeof *all))) {
 			rc = infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
 			goto fail;
@@ -653,8 +675,6 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 		if (nf)
 			memcpy(p, ft, nf * sizeof *p);
 		p += nf;
-		memcpy(p, e->prompt.footer, e->prompt.n_footer * sizeof *p);
-		p += e->prompt.n_footer;
 		memcpy(p, qt, nq * sizeof *p);
 		n_prompt = (uint32_t)total;
 	}
@@ -662,6 +682,9 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 	if (!o.full_recompute && (o.recompute_ratio > 0.0f || o.prefix_tokens) &&
 	    (rc = infs__recover(a, e, store, ns, order, nh, qt, nq, &o, e->n_past, NULL, NULL, NULL)))
 		goto fail;
+	/* The question and the answer see the facts through the calibration. */
+	if (!o.full_recompute)
+		e->have_calib = infs__calib_of(&e->calib, &o, nh, e->prompt.n_header, e->n_past);
 	if ((rc = o.full_recompute ? infs_engine_prefill(e, all, n_prompt) : infs_engine_prefill(e, qt, nq)))
 		goto fail;
 	double t4 = infs__now_ms();
@@ -669,7 +692,7 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 	a->n_prompt = n_prompt;
 	a->n_prefilled = o.full_recompute ? n_prompt : nq;
 	if (o.recompute_ratio >= 1.0f) /* recovery that recomputed everything */
-		a->n_recomputable = a->n_recomputed = nf + e->prompt.n_footer;
+		a->n_recomputable = a->n_recomputed = nf;
 	a->n_facts = nh;
 	a->n_vocab = e->n_vocab;
 	a->fact_ids = malloc((nh ? nh : 1) * sizeof *a->fact_ids);
@@ -698,9 +721,11 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 	free(qt);
 	free(ft);
 	free(all);
+	e->have_calib = 0;
 	*out = a;
 	return INFS_OK;
 fail:
+	e->have_calib = 0;
 	infs_answer_free(a);
 	free(hits);
 	free(order);

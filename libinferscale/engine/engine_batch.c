@@ -1,7 +1,7 @@
 /* Requests on a device engine: continuous batching over the device's block
  * pool. Each round admits waiting questions while sequence slots and
- * blocks allow (embedded and retrieved together, their header, facts and
- * footer injected into their own blocks), prefills the admitted prompts in
+ * blocks allow (embedded and retrieved together, their header and facts
+ * injected into their own blocks), prefills the admitted prompts in
  * one batched step (with accuracy recovery, each request's recompute and
  * question prefill are one pass of its own), then advances every running
  * sequence by one batched decode step; a finished sequence gives its
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/engine_impl.h"
+#include "engine/fit.h"
 #include "engine/sampling.h"
 #include "util/error.h"
 
@@ -20,7 +21,7 @@ typedef struct request {
 	infs_answer *a;
 	infs_hit *hits;           /* retrieval, best first */
 	size_t n_hits;
-	int32_t *question;        /* question tokens (with the template's suffix) */
+	int32_t *question;        /* footer, question and the template's suffix */
 	uint32_t n_question;
 	int32_t *prefill;         /* what its prefill step runs: the question or the whole prompt */
 	uint32_t n_prefill;
@@ -32,6 +33,7 @@ typedef struct request {
 	int32_t next;             /* the token its next decode step runs */
 	infs__sampler sampler;
 	int have_sampler;
+	infs__calib calib;        /* its attention's calibration (lo == hi: none) */
 	double t_first;           /* when its first token's logits were back */
 	int running;              /* has a slot */
 } request;
@@ -49,6 +51,7 @@ typedef struct batch {
 	uint32_t n_free;
 	uint32_t n_running;
 	float *qv, *logits;       /* max_seqs queries and logit rows */
+	infs__calib *calib;       /* max_seqs: a step's calibrations */
 	int32_t *argmax, *tokens, *starts, *n_past, *tables;
 	uint64_t *order;
 	request **group;          /* max_seqs: a step's requests */
@@ -174,7 +177,7 @@ static int place(batch *b, request *r, int *admitted)
 	int rc = infs__fact_tokens(&ft, &nf, NULL, b->store, b->ns, b->order, r->n_hits);
 	if (rc)
 		return rc;
-	const uint64_t n_prompt = (uint64_t)e->prompt.n_header + nf + e->prompt.n_footer + r->n_question;
+	const uint64_t n_prompt = (uint64_t)e->prompt.n_header + nf + r->n_question;
 	const uint32_t seq_cap = e->seq_blocks * e->block_size;
 	if (n_prompt >= seq_cap) {
 		free(ft);
@@ -191,7 +194,7 @@ static int place(batch *b, request *r, int *admitted)
 	r->a->n_prompt = (uint32_t)n_prompt;
 	r->a->n_facts = r->n_hits;
 	if (o->recompute_ratio >= 1.0f) /* recovery that recomputed everything */
-		r->a->n_recomputable = r->a->n_recomputed = nf + e->prompt.n_footer;
+		r->a->n_recomputable = r->a->n_recomputed = nf;
 	if (o->full_recompute) {
 		r->n_prefill = (uint32_t)n_prompt;
 		r->prefill = malloc(n_prompt * sizeof *r->prefill);
@@ -204,9 +207,7 @@ static int place(batch *b, request *r, int *admitted)
 		p += e->prompt.n_header;
 		if (nf)
 			memcpy(p, ft, nf * sizeof *p);
-		p += nf;
-		memcpy(p, e->prompt.footer, e->prompt.n_footer * sizeof *p);
-		memcpy(p + e->prompt.n_footer, r->question, r->n_question * sizeof *p);
+		memcpy(p + nf, r->question, r->n_question * sizeof *p);
 	}
 	free(ft);
 	for (uint32_t i = 0; i < need; i++)
@@ -225,9 +226,8 @@ static int place(batch *b, request *r, int *admitted)
 	                             cache, &io);
 	if (!rc && r->n_hits)
 		rc = infs_inject_into_blocks(&pos, b->store, b->ns, b->order, r->n_hits, pos, r->table, r->n_own, cache, &io);
-	if (!rc)
-		rc = infs_inject_into_blocks(&pos, b->store, INFS_SEGMENT_NAMESPACE, &e->footer_id, 1, pos, r->table,
-		                             r->n_own, cache, &io);
+	if (!infs__calib_of(&r->calib, o, r->n_hits, e->prompt.n_header, pos))
+		r->calib.lo = r->calib.hi = 0;
 	r->n_past = pos;
 	r->prefill = r->question;
 	r->n_prefill = r->n_question;
@@ -253,6 +253,17 @@ static int recover(batch *b, request *r, int *prefilled)
 	if (!rc && *prefilled)
 		r->n_past += r->n_prefill;
 	return rc;
+}
+
+/* The step's calibrations of group[0..m), or NULL when none has one. */
+static const infs__calib *put_calib(batch *b, request *const *group, uint32_t m)
+{
+	int any = 0;
+	for (uint32_t i = 0; i < m; i++) {
+		b->calib[i] = group[i]->calib;
+		any |= group[i]->calib.hi > group[i]->calib.lo;
+	}
+	return any ? b->calib : NULL;
 }
 
 /* Rows of the step's block tables: sequence i's blocks, the rest 0. */
@@ -285,7 +296,7 @@ static int prefill(batch *b, request **group, uint32_t m)
 		b->starts[m] = (int32_t)at;
 		/* Question-only prefills repeat their shapes, full prompts rarely. */
 		infs__dstep st = { m, at, b->tokens, b->starts, b->n_past, b->tables, b->logits, NULL,
-			           !b->o->full_recompute };
+			           !b->o->full_recompute, put_calib(b, group, m) };
 		int rc = e->ops->step(e->dev, &st);
 		for (uint32_t i = 0; !rc && i < m; i++) {
 			group[i]->n_past += group[i]->n_prefill;
@@ -302,7 +313,8 @@ static int prefill(batch *b, request **group, uint32_t m)
 			b->starts[1] = (int32_t)c;
 			b->n_past[0] = (int32_t)r->n_past;
 			put_table(b, 0, r);
-			infs__dstep st = { 1, c, r->prefill + done, b->starts, b->n_past, b->tables, b->logits, NULL, 0 };
+			infs__dstep st = { 1, c, r->prefill + done, b->starts, b->n_past, b->tables, b->logits, NULL, 0,
+				           put_calib(b, &r, 1) };
 			int rc = e->ops->step(e->dev, &st);
 			if (rc)
 				return rc;
@@ -349,8 +361,12 @@ static int admit(batch *b)
 		if (rc)
 			return rc;
 		for (size_t i = first; i < first + m; i++) {
-			b->req[i].a->embed_ms = em;
-			b->req[i].a->retrieve_ms = rm;
+			request *r = &b->req[i];
+			r->a->embed_ms = em;
+			r->a->retrieve_ms = rm;
+			if ((rc = infs__fit_facts(r->hits, &r->n_hits, &r->a->n_left_out, e, b->store, b->ns,
+			                          r->n_question, b->o)))
+				return rc;
 		}
 	}
 	if (!m)
@@ -423,7 +439,7 @@ static int decode(batch *b)
 	b->starts[m] = (int32_t)m;
 	const int greedy = b->o->generate.temperature <= 0;
 	infs__dstep st = { m, m, b->tokens, b->starts, b->n_past, b->tables, greedy ? NULL : b->logits,
-		           greedy ? b->argmax : NULL, 1 };
+		           greedy ? b->argmax : NULL, 1, put_calib(b, run, m) };
 	int rc = e->ops->step(e->dev, &st);
 	for (uint32_t i = 0; !rc && i < m; i++) {
 		run[i]->n_past++;
@@ -451,10 +467,11 @@ int infs__ask_device(infs_answer **out, infs_engine *e, infs_store *store, const
 	b.tables = malloc(S * e->seq_blocks * sizeof *b.tables);
 	b.order = malloc((n_order ? n_order : 1) * sizeof *b.order);
 	b.group = malloc(S * sizeof *b.group);
+	b.calib = malloc(S * sizeof *b.calib);
 	b.texts = malloc(S * sizeof *b.texts);
 	int rc = INFS_OK;
 	if (!b.req || !b.free_blocks || !b.qv || !b.logits || !b.argmax || !b.tokens || !b.starts || !b.n_past ||
-	    !b.tables || !b.order || !b.group || !b.texts)
+	    !b.tables || !b.order || !b.group || !b.texts || !b.calib)
 		rc = infs__error(INFS_ENOMEM, "%s: out of memory", fn);
 	/* Blocks are handed out lowest first. */
 	for (uint32_t i = 0; !rc && i < e->n_blocks; i++)
@@ -501,6 +518,7 @@ int infs__ask_device(infs_answer **out, infs_engine *e, infs_store *store, const
 	free(b.tables);
 	free(b.order);
 	free(b.group);
+	free(b.calib);
 	free(b.texts);
 	return rc;
 }

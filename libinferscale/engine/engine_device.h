@@ -12,6 +12,7 @@
 
 typedef struct infs__dengine infs__dengine;
 struct infs__recompute_args;
+struct infs__calib;
 
 typedef struct infs__dengine_config {
 	const infs_model *model;  /* loaded on the device (model->dev) */
@@ -36,6 +37,8 @@ typedef struct infs__dstep {
 	float *logits;
 	int32_t *argmax;
 	int graph;
+	const struct infs__calib *calib; /* NULL, or per sequence its attention's calibration
+	                                    (model/forward.h; lo == hi: none) */
 } infs__dstep;
 
 /* The CUDA backend's implementation (infs__cuda->engine). */

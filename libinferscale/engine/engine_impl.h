@@ -10,6 +10,7 @@
 #include "engine/compose.h"
 #include "engine/engine_device.h"
 #include "engine/kvcache.h"
+#include "model/forward.h"
 #include "util/pool.h"
 
 struct infs_engine {
@@ -21,6 +22,8 @@ struct infs_engine {
 	float *logits;
 	int have_logits;
 	infs__pool *pool;
+	infs__calib calib;          /* host engine: the calibration of the current sequence's */
+	int have_calib;             /* prefills (infs_ask_options.fact_temperature) */
 	infs__compose prompt;
 	int have_prompt;
 	int prompt_rc;              /* why there is no prompt layout */
@@ -36,6 +39,9 @@ struct infs_engine {
 
 double infs__now_ms(void);
 int infs__engine_need_prompt(const infs_engine *e, const char *fn);
+/* The attention calibration o asks for, n_facts facts at positions
+ * [lo, hi): into *c and 1, or 0 when it is off. */
+int infs__calib_of(infs__calib *c, const infs_ask_options *o, size_t n_facts, uint32_t lo, uint32_t hi);
 /* The options of infs_engine_ask checked and defaulted into *o. */
 int infs__ask_take(infs_ask_options *o, const infs_engine *e, const infs_store *store,
                    const infs_embedder *embedder, const infs_ask_options *opts, const char *fn);

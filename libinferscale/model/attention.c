@@ -60,11 +60,28 @@ static uint32_t past_rows(const infs__attn_args *a)
 	return a->in_place ? a->n_ctx : a->n_ctx - a->n;
 }
 
+/* The position of key j (of n_ctx). */
+static int64_t key_pos(const infs__attn_args *a, uint32_t j)
+{
+	uint32_t n_past = past_rows(a);
+	return j < n_past ? (int64_t)j : (int64_t)a->pos[j - n_past];
+}
+
+/* Score s of key j for new token i, calibrated where a->calib says. */
+static float calibrated(const infs__attn_args *a, uint32_t j, uint32_t i, float s)
+{
+	const infs__calib *c = a->calib;
+	if (!c || a->pos[i] < (int64_t)c->hi)
+		return s;
+	int64_t pj = key_pos(a, j);
+	return pj >= (int64_t)c->lo && pj < (int64_t)c->hi ? s * c->inv_temp + c->log_scale : s;
+}
+
 /* Whether key j (of n_ctx) is visible to new token i. */
 static int visible(const infs__attn_args *a, uint32_t j, uint32_t i)
 {
 	uint32_t n_past = past_rows(a);
-	int64_t p = a->pos[i], pj = j < n_past ? (int64_t)j : (int64_t)a->pos[j - n_past];
+	int64_t p = a->pos[i], pj = key_pos(a, j);
 	if (pj > p)
 		return 0;
 	if (a->seq && j >= n_past && a->seq[j - n_past] != a->seq[i])
@@ -91,7 +108,7 @@ static void attn_task(void *arg, uint32_t task, uint32_t worker)
 				s[j] = -INFINITY;
 				continue;
 			}
-			s[j] = dot(q, a->k + j * kv_stride + (size_t)g * hd, hd) * scale;
+			s[j] = calibrated(a, j, i, dot(q, a->k + j * kv_stride + (size_t)g * hd, hd) * scale);
 			if (s[j] > mx)
 				mx = s[j];
 		}
@@ -135,7 +152,7 @@ static void softmax_task(void *arg, uint32_t r, uint32_t worker)
 	uint32_t i = j->i0 + r;
 	float scale = 1.0f / sqrtf((float)j->a->head_dim), mx = -INFINITY;
 	for (uint32_t k = 0; k < j->n_keys; k++) {
-		row[k] = visible(j->a, k, i) ? row[k] * scale : -INFINITY;
+		row[k] = visible(j->a, k, i) ? calibrated(j->a, k, i, row[k] * scale) : -INFINITY;
 		mx = row[k] > mx ? row[k] : mx;
 	}
 	float sum = 0;

@@ -254,6 +254,7 @@ typedef struct layer_io {
 	infs_dtype kv_dtype;
 	float *dev;
 	uint32_t n_dev;
+	const infs__calib *calib;
 } layer_io;
 
 /* Layer l over the n rows of s->x at s->pos (s->cos, s->sin): RMSNorm ->
@@ -313,7 +314,7 @@ static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, c
 			scatter_rows(kl, pk, l, s, n, k_new, v_new);
 	}
 	infs__attn_args aa = { s->att, s->q, s->k, s->v, s->pos, n, io->in_place ? n_past : n_past + n, c->n_heads,
-		               c->n_kv_heads, hd, c->sliding_window, io->seq, s->attn_rows, io->in_place };
+		               c->n_kv_heads, hd, c->sliding_window, io->seq, s->attn_rows, io->in_place, io->calib };
 	infs__attention(&aa, pool);
 	infs__matmul(s->xb, s->att, L->wo, L->bo, n, (uint32_t)qd, d, pool);
 	for (size_t i = 0; i < (size_t)n * d; i++)
@@ -359,7 +360,7 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 	}
 
 	for (uint32_t l = 0; l < c->n_layers; l++) {
-		const layer_io io = { pk, 0, a->seq, a->k_out, a->v_out, a->kv_dtype, NULL, 0 };
+		const layer_io io = { pk, 0, a->seq, a->k_out, a->v_out, a->kv_dtype, NULL, 0, a->calib };
 		run_layer(m, l, &s, n, &io, pool);
 	}
 
@@ -393,7 +394,7 @@ int infs_model_forward(float *logits, void *k_out, void *v_out, const infs_model
 	}
 	infs__paged_kv pk = { o.cache, o.block_table, o.block_table_len, o.n_past, o.write_cache };
 	infs__forward_args a = { tokens, positions, n_tokens, logits, o.all_logits, k_out, v_out,
-	                         o.kv_dtype, o.seq_ids, &pk, NULL };
+	                         o.kv_dtype, o.seq_ids, &pk, NULL, NULL };
 	return infs__forward(model, &a);
 }
 
@@ -472,7 +473,7 @@ int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 	for (uint32_t l = 0; !rc && l < c->n_layers && n_act; l++) {
 		const int select = l == a->check_layer && a->n_keep < n_act;
 		const layer_io io = { l <= a->check_layer ? &ext : pk, 1, NULL, NULL, NULL, INFS_DTYPE_F32,
-			              select ? dev : NULL, nt };
+			              select ? dev : NULL, nt, NULL };
 		run_layer(m, l, &s, n_act, &io, pool);
 		if (!select)
 			continue;

@@ -4,8 +4,30 @@
 #ifndef INFS_FORWARD_H
 #define INFS_FORWARD_H
 
+#include <string.h>
+
 #include "model/model.h"
 #include "util/pool.h"
+
+/* Attention calibration for injected facts (infs_ask_options.
+ * fact_temperature, fact_scale): a token at a position >= hi scores the
+ * keys at positions [lo, hi) as score * inv_temp + log_scale (natural
+ * log); every other score is left alone. */
+typedef struct infs__calib {
+	uint32_t lo, hi;
+	float inv_temp, log_scale;
+} infs__calib;
+
+/* c as the device kernels take it: lo, hi, then the bits of inv_temp and
+ * of the log scale in log2 units (their scores are). */
+static inline void infs__calib_pack(int32_t out[4], const infs__calib *c)
+{
+	const float l2s = c->log_scale * 1.4426950408889634f;
+	out[0] = (int32_t)c->lo;
+	out[1] = (int32_t)c->hi;
+	memcpy(&out[2], &c->inv_temp, sizeof(float));
+	memcpy(&out[3], &l2s, sizeof(float));
+}
 
 /* Earlier tokens in a paged cache (see infs_forward_options). */
 typedef struct infs__paged_kv {
@@ -28,6 +50,7 @@ typedef struct infs__forward_args {
 	                               within their sequence (no past allowed) */
 	const infs__paged_kv *past; /* NULL: none */
 	infs__pool *pool;           /* NULL: a pool of the model's thread count for this call */
+	const infs__calib *calib;   /* NULL: none */
 } infs__forward_args;
 
 /* Checks every argument, then runs. On error nothing has been written. */
@@ -68,6 +91,10 @@ typedef struct infs__recompute_args {
 	uint32_t *kept;
 	float *dev;
 	double *mass;
+	/* NULL, or the calibration of the question's attention when its
+	 * prefill is fused in (infs__recompute_prefill_device); the rows,
+	 * below calib->hi, are never calibrated. */
+	const infs__calib *calib;
 } infs__recompute_args;
 
 int infs__recompute(const infs_model *m, const infs__recompute_args *a);
@@ -121,6 +148,9 @@ typedef struct infs__device_forward {
 	int no_cache_write;
 	void *k_out, *v_out;
 	infs_dtype out_dtype;
+	/* NULL, or device memory: per sequence the attention's calibration,
+	 * {lo, hi, inv_temp, log2_scale} as infs_k_attn_params.calib has it. */
+	const int32_t *calib;
 } infs__device_forward;
 
 /* Attention of one layer for n new tokens. q [n][n_heads][head_dim] and
@@ -138,6 +168,7 @@ typedef struct infs__attn_args {
 	const int32_t *seq;         /* NULL, or per new token: keys of another sequence are masked */
 	float *scratch;             /* pool size * n_ctx floats */
 	int in_place;
+	const infs__calib *calib;   /* NULL: none */
 } infs__attn_args;
 
 void infs__attention(const infs__attn_args *a, infs__pool *pool);

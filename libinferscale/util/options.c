@@ -11,7 +11,8 @@ const size_t infs__sizes_engine_options[] = { [1] = offsetof(infs_engine_options
 const size_t infs__sizes_generate_options[] = { [1] = sizeof(infs_generate_options) };
 const size_t infs__sizes_ask_options[] = { [1] = offsetof(infs_ask_options, recompute_ratio),
                                             [2] = offsetof(infs_ask_options, ignore_eos),
-                                            [3] = sizeof(infs_ask_options) };
+                                            [3] = offsetof(infs_ask_options, fact_temperature),
+                                            [4] = sizeof(infs_ask_options) };
 const size_t infs__sizes_geometry[] = { [1] = sizeof(infs_geometry) };
 const size_t infs__sizes_kv_layout[] = { [1] = sizeof(infs_kv_layout) };
 const size_t infs__sizes_inject_options[] = { [1] = sizeof(infs_inject_options) };

@@ -2,13 +2,15 @@
  * embedder, facts of the example memory encoded on the GPU after the
  * engine's header into a store with a device copy): the correctness gate
  * (one fact in its encoding context: injection answers as full recompute
- * does), retrieval, injection and question-only prefill answering the
+ * does), attention calibration (applied, as the host engine applies it,
+ * and off at 1:1 bit for bit, alone and with prefix recovery), retrieval, injection and question-only prefill answering the
  * demo's question, batches with continuous batching equal to requests one
  * at a time, a pool too small to run everything at once, a prompt longer
  * than a sequence refused, sampling and stop strings, the refusals of a
  * device engine. argv[1]: examples/memory/facts.jsonl. Exits 77 without a
  * device, or without the models in $INFS_CACHE (scripts/gpu-check.sh
  * carries them). */
+#include <math.h>
 #include <string.h>
 
 #include "gpu.h"
@@ -56,6 +58,7 @@ static void batch_matches(infs_engine *e, infs_store *st, const infs_embedder *e
                           const char *what)
 {
 	infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
+	ao.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 	ao.k = 4;
 	ao.generate.max_tokens = 16;
 	infs_answer *many[N_Q] = { 0 };
@@ -79,6 +82,62 @@ static void batch_matches(infs_engine *e, infs_store *st, const infs_embedder *e
 		CHECK(many[i]->n_tokens >= 1 && many[i]->n_tokens <= 16);
 		infs_answer_free(many[i]);
 	}
+}
+
+static float max_diff(const infs_answer *a, const infs_answer *b)
+{
+	float d = 0;
+	for (uint32_t i = 0; i < a->n_vocab; i++)
+		d = fabsf(a->first_logits[i] - b->first_logits[i]) > d ? fabsf(a->first_logits[i] - b->first_logits[i]) : d;
+	return d;
+}
+
+/* Attention calibration on the device engine (single asks, a batch, and
+ * fused with prefix recovery) against the host engine's over the same
+ * store: 1:1 is plain injection bit for bit; a strong calibration moves
+ * the first logits far (so it is applied) and to where the host's
+ * calibrated ones are, within bf16 noise of them. */
+static void calibration(infs_engine *e, infs_store *st, const infs_model *m, const uint64_t *ids)
+{
+	infs_engine *host = NULL;
+	CHECK_OK(infs_engine_create(&host, m, NULL));
+	if (!host)
+		return;
+	CHECK_OK(infs_engine_prepare(host, st));
+	const uint64_t pick[4] = { ids[CAT], ids[1], ids[7], ids[2] };
+	for (int prefix = 0; prefix <= 2; prefix += 2) {
+		infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
+		ao.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
+		ao.fact_ids = pick;
+		ao.n_fact_ids = 4;
+		ao.prefix_tokens = (uint32_t)prefix;
+		ao.generate.max_tokens = 8;
+		infs_answer *plain = NULL, *one = NULL, *cal = NULL, *hcal = NULL, *hplain = NULL, *batch[2] = { 0 };
+		CHECK_OK(infs_engine_ask(&plain, e, st, NULL, "maya", questions[0], &ao));
+		CHECK_OK(infs_engine_ask(&hplain, host, st, NULL, "maya", questions[0], &ao));
+		ao.fact_temperature = 1.0f;
+		ao.fact_scale = 1.0f;
+		CHECK_OK(infs_engine_ask(&one, e, st, NULL, "maya", questions[0], &ao));
+		ao.fact_temperature = 0.5f;
+		ao.fact_scale = 0.25f;
+		CHECK_OK(infs_engine_ask(&cal, e, st, NULL, "maya", questions[0], &ao));
+		CHECK_OK(infs_engine_ask(&hcal, host, st, NULL, "maya", questions[0], &ao));
+		const char *two[2] = { questions[0], questions[2] };
+		CHECK_OK(infs_engine_ask_batch(batch, e, st, NULL, "maya", two, 2, &ao));
+		if (plain && one && cal && hcal && hplain && batch[0]) {
+			const size_t bytes = plain->n_vocab * sizeof(float);
+			CHECK(!memcmp(plain->first_logits, one->first_logits, bytes) && !strcmp(plain->text, one->text));
+			const float near = max_diff(cal, hcal), moved = max_diff(cal, plain), host_moved = max_diff(hcal, hplain);
+			printf("calibration 0.5:0.25, prefix %d: device vs host %.3f; moved %.3f (host %.3f); \"%s\" / \"%s\"\n",
+			       prefix, near, moved, host_moved, cal->text, hcal->text);
+			CHECK(host_moved > 1.0f && moved > 4 * near);
+			CHECK(max_diff(batch[0], cal) < 0.5f * moved && first_token(batch[0]) == first_token(cal));
+		}
+		infs_answer *all[] = { plain, one, cal, hcal, hplain, batch[0], batch[1] };
+		for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+			infs_answer_free(all[i]);
+	}
+	infs_engine_free(host);
 }
 
 int main(int argc, char **argv)
@@ -125,27 +184,10 @@ int main(int argc, char **argv)
 	CHECK_OK(infs_engine_prepare(e, st));
 
 	/* The gate: the cat fact alone, right after the header where it was
-	 * encoded, with a footer encoded after header and fact (gate (b) of
-	 * tests/test_gate.c; the engine's own footer follows the header
-	 * alone), answers as full recompute of the same prompt does. */
-	infs_fact_record *cat = NULL;
-	CHECK_OK(infs_fact_get(&cat, st, "maya", ids[CAT]));
-	const infs__engine_view *v = infs__engine_view_of(e);
-	infs_fact_input fin = INFS_FACT_INPUT_INIT;
-	fin.flags = INFS_FACT_SEGMENT;
-	fin.tokens = v->prompt->footer;
-	fin.n_tokens = v->prompt->n_footer;
-	fin.context = cat ? cat->tokens : NULL;
-	fin.n_context = cat ? cat->n_tokens : 0;
-	infs_encode_options feo = INFS_ENCODE_OPTIONS_INIT;
-	feo.context = v->prompt->header;
-	feo.n_context = v->prompt->n_header;
-	uint64_t footer_after_fact = 0;
-	CHECK_OK(infs__fact_encode(&footer_after_fact, st, INFS_SEGMENT_NAMESPACE, m, &fin, 1, &feo));
-	infs_fact_record_free(cat);
-	const uint64_t footer = e->footer_id;
-	e->footer_id = footer_after_fact;
+	 * encoded (the footer prefilled with the question), answers as full
+	 * recompute of the same prompt does. */
 	infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
+	ao.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 	ao.fact_ids = &ids[CAT];
 	ao.n_fact_ids = 1;
 	ao.generate.max_tokens = 24;
@@ -154,17 +196,32 @@ int main(int argc, char **argv)
 	ao.full_recompute = 1;
 	CHECK_OK(infs_engine_ask(&full, e, st, NULL, "maya", questions[0], &ao));
 	if (inj && full) {
-		printf("gate: injection \"%s\", full recompute \"%s\"\n", inj->text, full->text);
-		CHECK(!strcmp(inj->text, full->text));
+		double kl = 0, zi = 0, zf = 0, mi = -INFINITY, mf = -INFINITY;
+		for (uint32_t i = 0; i < inj->n_vocab; i++) {
+			mi = inj->first_logits[i] > mi ? inj->first_logits[i] : mi;
+			mf = full->first_logits[i] > mf ? full->first_logits[i] : mf;
+		}
+		for (uint32_t i = 0; i < inj->n_vocab; i++) {
+			zi += exp(inj->first_logits[i] - mi);
+			zf += exp(full->first_logits[i] - mf);
+		}
+		for (uint32_t i = 0; i < inj->n_vocab; i++) {
+			const double lf = full->first_logits[i] - mf - log(zf), li = inj->first_logits[i] - mi - log(zi);
+			kl += exp(lf) * (lf - li);
+		}
+		printf("gate: injection \"%s\", full recompute \"%s\"; first tokens %u / %u, KL %.5f\n", inj->text,
+		       full->text, first_token(inj), first_token(full), kl);
+		CHECK(kl < 0.1);
 		CHECK(inj->n_prompt == full->n_prompt && full->n_prefilled == full->n_prompt);
 		CHECK(strstr(inj->text, "Biscuit") != NULL);
 	}
 	infs_answer_free(inj);
 	infs_answer_free(full);
-	e->footer_id = footer;
+	calibration(e, st, m, ids);
 
 	/* Retrieval on the device copy, injection, question-only prefill. */
 	ao = (infs_ask_options)INFS_ASK_OPTIONS_INIT;
+	ao.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 	ao.k = 4;
 	ao.generate.max_tokens = 16;
 	infs_answer *one[N_Q] = { 0 };
@@ -176,7 +233,7 @@ int main(int argc, char **argv)
 		       "prefilled)\n", a->text, a->ttft_ms, a->embed_ms, a->retrieve_ms, a->inject_ms, a->prefill_ms,
 		       a->n_prefilled, a->n_prompt);
 		CHECK(a->fact_ids[0] == ids[CAT] && strstr(a->text, "Biscuit") != NULL);
-		CHECK(a->n_prefilled < 20 && a->prefill_ms > 0 && a->ttft_ms >= a->prefill_ms);
+		CHECK(a->n_prefilled < 25 && a->prefill_ms > 0 && a->ttft_ms >= a->prefill_ms);
 	}
 
 	/* Six questions, four sequences at once: the last two wait for slots. */
@@ -215,6 +272,7 @@ int main(int argc, char **argv)
 	infs_answer_free(s1);
 	infs_answer_free(s2);
 	ao = (infs_ask_options)INFS_ASK_OPTIONS_INIT;
+	ao.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 	ao.k = 4;
 	ao.generate.max_tokens = 24;
 	ao.generate.stop = "Biscuit";

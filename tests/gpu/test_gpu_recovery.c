@@ -466,6 +466,7 @@ static void engine(const char *facts)
 	float moved[N_Q] = { 0 }; /* how far full recompute is from injection */
 	for (int qi = 0; qi < N_Q; qi++) {
 		infs_ask_options o = INFS_ASK_OPTIONS_INIT;
+		o.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 		o.k = 6;
 		o.generate.max_tokens = 4;
 		infs_answer *inj = NULL, *full = NULL, *zero = NULL, *all = NULL, *pre = NULL, *p1 = NULL, *p2 = NULL;
@@ -495,7 +496,7 @@ static void engine(const char *facts)
 		if (!full || !zero || !all || !pre || !p1 || !p2)
 			break;
 		const size_t bytes = inj->n_vocab * sizeof(float);
-		const uint32_t nr = p1->n_recomputable, n_pre = 2 * (uint32_t)(inj->n_facts + 1);
+		const uint32_t nr = p1->n_recomputable, n_pre = 2 * (uint32_t)inj->n_facts; /* the footer is prefilled */
 		printf("%-35s inj \"%s\" full \"%s\" all-rows \"%s\" (|diff| to full %.3f) prefix %.3f 25%%@2+query %.3f; "
 		       "injection %.3f from full; TTFT inj %.2f, 25%% %.2f, full %.2f ms\n", questions[qi], inj->text,
 		       full->text, all->text, logit_diff(all, full), logit_diff(pre, full), logit_diff(p1, full),
@@ -522,6 +523,7 @@ static void engine(const char *facts)
 	 * first logits near the single ask's against how far recovery can
 	 * move them. */
 	infs_ask_options o = INFS_ASK_OPTIONS_INIT;
+	o.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 	o.k = 6;
 	o.generate.max_tokens = 4;
 	o.recompute_ratio = 0.25f;

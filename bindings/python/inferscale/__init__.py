@@ -29,13 +29,14 @@ from .model import ForwardResult, Model, ModelInfo
 from .embedders import Embedder
 from .engine import Answer, Engine, render_fact
 from .memory import Memory, MemoryHit
+from .fetch import fetch_models
 from .device import Injector, Searcher, hit_ids, hit_scores
 
 __all__ = [
     "Backend", "DType", "Geometry", "Metric", "RopeScaling", "RopeStyle", "SyncMode", "Tier",
     "KVLayout", "Fact", "Hits", "Store", "StoreStats", "RESERVED_PREFIX", "rope_rotate", "Tokenizer", "ChatFormat",
     "Model", "ModelInfo", "ForwardResult", "Embedder", "Engine", "Answer", "render_fact",
-    "Memory", "MemoryHit", "Searcher", "Injector", "hit_ids", "hit_scores",
+    "Memory", "MemoryHit", "fetch_models", "Searcher", "Injector", "hit_ids", "hit_scores",
     "version", "version_number", "features", "get_include", "library_path",
     "__version__", *_errors_all,
 ]

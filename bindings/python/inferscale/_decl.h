@@ -540,6 +540,13 @@ int infs_fact_render(char **out, const char *text, const char *metadata);
 
 int infs_engine_prepare(infs_engine *engine, infs_store *store);
 
+#define INFS_ENGINE_QUESTION_ROOM 64
+
+int infs_engine_fact_limit(uint32_t *out_tokens, const infs_engine *engine);
+
+int infs_engine_fact_check(uint32_t *out_tokens, const infs_engine *engine, const char *text,
+               const char *metadata);
+
 void infs_engine_reset(infs_engine *engine);
 
 uint32_t infs_engine_n_past(const infs_engine *engine);
@@ -567,7 +574,7 @@ int infs_generate_options_init(infs_generate_options *opts, unsigned version);
 int infs_engine_generate(char **out, uint32_t *out_n_tokens, infs_engine *engine,
                const infs_generate_options *opts);
 
-#define INFS_ASK_OPTIONS_VERSION 3
+#define INFS_ASK_OPTIONS_VERSION 4
 
 typedef struct infs_ask_options {
 	unsigned version;
@@ -582,6 +589,8 @@ typedef struct infs_ask_options {
 	int ignore_eos;
 	uint32_t prefix_tokens;
 	float query_weight;
+	float fact_temperature;
+	float fact_scale;
 } infs_ask_options;
 
 int infs_ask_options_init(infs_ask_options *opts, unsigned version);
@@ -599,6 +608,7 @@ typedef struct infs_answer {
 	double embed_ms, retrieve_ms, inject_ms, prefill_ms, ttft_ms, decode_ms;
 	uint32_t n_recomputable;
 	uint32_t n_recomputed;
+	size_t n_left_out;
 } infs_answer;
 
 int infs_engine_ask(infs_answer **out, infs_engine *engine, infs_store *store,

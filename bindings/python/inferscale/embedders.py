@@ -44,6 +44,10 @@ class Embedder:
         self.dim = int(lib.infs_embedder_dim(self._ptr))
         self.max_seq_length = int(lib.infs_embedder_max_seq_length(self._ptr))
 
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
     def close(self) -> None:
         """Frees the embedder. Idempotent; no other thread may be using it."""
         with self._lock:

@@ -33,8 +33,10 @@ class Answer:
     (uint64 ids) with their retrieval scores (float32; 0 for given facts), the
     first answer token's logits (float32, n_vocab), the time to first token
     in milliseconds split into embed, retrieve, inject and prefill (ttft_ms is
-    their sum) and the decoding time, and what accuracy recovery could and
-    did recompute."""
+    their sum) and the decoding time, what accuracy recovery could and did
+    recompute, and how many facts retrieved (or given) the context could not
+    hold next to the question and left out (n_left_out; the best-ranked that
+    fit are the ones used)."""
     text: str
     n_tokens: int
     n_prompt: int
@@ -50,6 +52,7 @@ class Answer:
     decode_ms: float
     n_recomputable: int
     n_recomputed: int
+    n_left_out: int
 
     @classmethod
     def _from_c(cls, a: Any) -> "Answer":
@@ -60,7 +63,8 @@ class Answer:
         logits = np.frombuffer(ffi.buffer(a.first_logits, 4 * nv), np.float32).copy() if nv else np.zeros(0, np.float32)
         return cls(pystr(a.text), int(a.n_tokens), int(a.n_prompt), int(a.n_prefilled), ids, scores, logits,
                    float(a.embed_ms), float(a.retrieve_ms), float(a.inject_ms), float(a.prefill_ms),
-                   float(a.ttft_ms), float(a.decode_ms), int(a.n_recomputable), int(a.n_recomputed))
+                   float(a.ttft_ms), float(a.decode_ms), int(a.n_recomputable), int(a.n_recomputed),
+                   int(a.n_left_out))
 
 
 def render_fact(text: str, metadata: Union[None, str, dict] = None) -> str:
@@ -155,6 +159,29 @@ class Engine:
         fact's KV is computed as it will be read, right after the header."""
         return self._header.copy()
 
+    @property
+    def max_fact_tokens(self) -> int:
+        """The most tokens one fact may have and still fit a prompt of this
+        engine with a question (``infs_engine_fact_limit``): n_ctx less the
+        header, the footer and room for a question."""
+        out = ffi.new("uint32_t *")
+        with self._lock:
+            check(lib.infs_engine_fact_limit(out, self._p))
+        return int(out[0])
+
+    def check_fact(self, text: str, metadata: Union[None, str, dict] = None) -> int:
+        """The tokens fact text takes in this engine's prompt (rendered with
+        metadata as render_fact renders it); RangeError, naming both counts and
+        n_ctx, when it is above max_fact_tokens, InvalidArgumentError when it
+        is empty or only white space (``infs_engine_fact_check``)."""
+        if isinstance(metadata, dict):
+            metadata = json.dumps(metadata, ensure_ascii=False)
+        ctext, cmeta = cstr(text, "text"), cstr(metadata, "metadata", none_ok=True)
+        out = ffi.new("uint32_t *")
+        with self._lock:
+            check(lib.infs_engine_fact_check(out, self._p, ctext, cmeta))
+        return int(out[0])
+
     def prepare(self, store: Store) -> None:
         """Encodes the header and footer segments into the store's namespace
         "inferscale.segments" unless segments with the same tokens are already
@@ -166,14 +193,14 @@ class Engine:
             k: int = 10, full_recompute: bool = False, metric: Union[Metric, str] = Metric.COSINE,
             fact_ids: Any = None, max_tokens: int = 64, temperature: float = 0.0, top_p: float = 1.0,
             seed: int = 0, stop: Optional[str] = None, recompute_ratio: float = 0.0, check_layer: int = 0,
-            ignore_eos: bool = False) -> Answer:
+            ignore_eos: bool = False, fact_temperature: float = 1.0, fact_scale: float = 1.0) -> Answer:
         """Answers question from namespace of store (``infs_engine_ask``):
         embeds it with embedder, retrieves the top k facts (or takes fact_ids,
         best first; then embedder may be None), lays out [header][fact k ..
         fact 1][footer][question] (best fact nearest the question), injects
-        header, facts and footer into the cache and prefills only the question
-        (or, with full_recompute, prefills all of it), then decodes. prepare
-        must have run on store.
+        header and facts into the cache and prefills the footer and the
+        question (or, with full_recompute, prefills all of it), then decodes.
+        prepare must have run on store.
 
         k: facts retrieved (0 = 10); metric: the retrieval metric;
         max_tokens: the answer's token budget (0 = 64); temperature <= 0 is
@@ -181,10 +208,14 @@ class Engine:
         seed, same answer); stop: a stop string, cut from the answer;
         recompute_ratio and check_layer: accuracy recovery (0: plain
         injection, 1: full recompute); ignore_eos: decode on to the token
-        budget past the tokens that end an answer (left out of the text)."""
+        budget past the tokens that end an answer (left out of the text);
+        fact_temperature, fact_scale: attention calibration for the injected
+        facts (their scores divided by the temperature, their weights
+        multiplied by the scale; scale 0 = 1 / sqrt(facts injected); 1 and
+        1, the default: off)."""
         cq, cns = cstr(question, "question"), cstr(namespace, "namespace")
         o, _alive = _ask_options(k, full_recompute, metric, fact_ids, max_tokens, temperature, top_p, seed, stop,
-                                 recompute_ratio, check_layer, ignore_eos)
+                                 recompute_ratio, check_layer, ignore_eos, fact_temperature, fact_scale)
         out = ffi.new("infs_answer **")
         with self._lock, _store(store)._use() as sp:
             check(lib.infs_engine_ask(out, self._p, sp, _embedder_ptr(embedder), cns, cq, o))
@@ -197,7 +228,8 @@ class Engine:
                   embedder: Optional[Embedder] = None, k: int = 10, full_recompute: bool = False,
                   metric: Union[Metric, str] = Metric.COSINE, fact_ids: Any = None, max_tokens: int = 64,
                   temperature: float = 0.0, top_p: float = 1.0, seed: int = 0, stop: Optional[str] = None,
-                  recompute_ratio: float = 0.0, check_layer: int = 0, ignore_eos: bool = False) -> List[Answer]:
+                  recompute_ratio: float = 0.0, check_layer: int = 0, ignore_eos: bool = False,
+                  fact_temperature: float = 1.0, fact_scale: float = 1.0) -> List[Answer]:
         """Answers every question as ask does, with the same options
         (``infs_engine_ask_batch``); answer i is question i's. On a device
         engine the requests run together with continuous batching: up to
@@ -211,7 +243,7 @@ class Engine:
         n = len(keep)
         cns = cstr(namespace, "namespace")
         o, _alive = _ask_options(k, full_recompute, metric, fact_ids, max_tokens, temperature, top_p, seed, stop,
-                                 recompute_ratio, check_layer, ignore_eos)
+                                 recompute_ratio, check_layer, ignore_eos, fact_temperature, fact_scale)
         qs = ffi.new("const char *[]", keep) if n else ffi.NULL
         out = ffi.new("infs_answer *[]", max(n, 1))
         with self._lock, _store(store)._use() as sp:
@@ -239,7 +271,7 @@ def _embedder_ptr(embedder: Optional[Embedder]):
 
 def _ask_options(k: int, full_recompute: bool, metric: Union[Metric, str], fact_ids: Any, max_tokens: int,
                  temperature: float, top_p: float, seed: int, stop: Optional[str], recompute_ratio: float,
-                 check_layer: int, ignore_eos: bool):
+                 check_layer: int, ignore_eos: bool, fact_temperature: float = 1.0, fact_scale: float = 1.0):
     """infs_ask_options from the library's defaults at the current version,
     fields set by name; returns it with what its pointers point into."""
     o = ffi.new("infs_ask_options *")
@@ -266,6 +298,8 @@ def _ask_options(k: int, full_recompute: bool, metric: Union[Metric, str], fact_
     o.recompute_ratio = _float(recompute_ratio, "recompute_ratio")
     o.check_layer = as_int(check_layer, "check_layer", "uint32")
     o.ignore_eos = int(bool(ignore_eos))
+    o.fact_temperature = _float(fact_temperature, "fact_temperature")
+    o.fact_scale = _float(fact_scale, "fact_scale")
     return o, alive
 
 

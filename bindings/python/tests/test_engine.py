@@ -70,7 +70,7 @@ def test_demo_question_both_ways(setup):
     assert len(inj.fact_ids) == 4 and inj.fact_ids[0] == ids[4]
     assert inj.scores.dtype == np.float32 and list(inj.scores) == sorted(inj.scores, reverse=True)
     assert inj.n_prompt == full.n_prompt
-    assert inj.n_prefilled < 20 and full.n_prefilled == full.n_prompt
+    assert inj.n_prefilled < 25 and full.n_prefilled == full.n_prompt  # the footer and the question
     assert 1 <= inj.n_tokens <= 24
     assert inj.first_logits.shape == (model.info.n_vocab,) and inj.first_logits.dtype == np.float32
     # Greedy: the answer starts with the first logits' argmax.
@@ -80,6 +80,26 @@ def test_demo_question_both_ways(setup):
     assert inj.decode_ms >= 0 and inj.n_recomputable == 0 and inj.n_recomputed == 0
     with pytest.raises(dataclasses.FrozenInstanceError):
         inj.text = "x"
+
+
+def test_calibration_reaches_the_library(setup):
+    model, emb, engine, store, ids = setup
+    facts = [ids[4], ids[1], ids[7], ids[2]]
+    off = engine.ask(store, QUESTION, namespace="maya", fact_ids=facts, max_tokens=1, fact_scale=1.0)
+    same = engine.ask(store, QUESTION, namespace="maya", fact_ids=facts, max_tokens=1, fact_temperature=1.0,
+                      fact_scale=1.0)
+    default = engine.ask(store, QUESTION, namespace="maya", fact_ids=facts, max_tokens=1)
+    auto = engine.ask(store, QUESTION, namespace="maya", fact_ids=facts, max_tokens=1, fact_scale=0.0)
+    half = engine.ask(store, QUESTION, namespace="maya", fact_ids=facts, max_tokens=1, fact_scale=0.5)
+    assert np.array_equal(off.first_logits, same.first_logits)
+    assert np.array_equal(default.first_logits, off.first_logits)  # off by default
+    assert np.array_equal(auto.first_logits, half.first_logits)  # 1 / sqrt(4 facts)
+    assert np.abs(auto.first_logits - off.first_logits).max() > 0.1
+    for bad in ({"fact_temperature": 0.0}, {"fact_scale": -1.0}, {"fact_temperature": float("nan")}):
+        with pytest.raises(infs.RangeError, match="fact_temperature"):
+            engine.ask(store, QUESTION, namespace="maya", fact_ids=facts, max_tokens=1, **bad)
+    with pytest.raises(TypeError, match="fact_scale"):
+        engine.ask(store, QUESTION, namespace="maya", fact_ids=facts, fact_scale="0.5")
 
 
 def test_options_reach_the_library(setup):
