@@ -185,14 +185,32 @@ for second in '"text": "\377", "namespace": "maya"' '"text": "x", "namespace": "
 	grep -q "bad.jsonl:2: " "$tmp/e" || fail "line 2 not named: $(cat "$tmp/e")"
 done
 [ "$(wc -c < "$tmp/s.infs")" = "$size" ] || fail "a refused encode wrote to the store"
-# What only the library finds, after a namespace was written (a fact of
-# more tokens than a fact holds): the facts written are taken back, and the
-# message says that nothing stayed.
-"$cli" verify "$tmp/s.infs" > "$tmp/v0"
+# A fact too long for the context, in the second namespace: refused before
+# the first namespace is written, naming its line.
 python3 -c 'import json; print(json.dumps({"text": "a " * 70000, "namespace": "other"}))' > "$tmp/long.jsonl"
 printf '%s\n' "$ok" | cat - "$tmp/long.jsonl" > "$tmp/bad.jsonl"
 check_err 1 encode --store "$tmp/s.infs" "$tmp/bad.jsonl"
-grep -q 'encoding namespace "other": .*tokens.*; nothing of .*bad.jsonl was written' "$tmp/e" || fail "taken back: $(cat "$tmp/e")"
+grep -q "bad.jsonl:2: .*tokens" "$tmp/e" || fail "too long: $(cat "$tmp/e")"
+[ "$(wc -c < "$tmp/s.infs")" = "$size" ] || fail "a refused encode wrote to the store"
+# What only the library finds once writing began (a file size limit, as a
+# full disk would, reached by the second namespace's fact): the facts the
+# run stored are taken back, and the message says that nothing stayed.
+"$cli" verify "$tmp/s.infs" > "$tmp/v0"
+cp "$tmp/s.infs" "$tmp/probe.infs"
+printf '%s\n' "$ok" > "$tmp/one.jsonl"
+"$cli" encode --quiet --store "$tmp/probe.infs" "$tmp/one.jsonl" > /dev/null
+rec=$(( $(wc -c < "$tmp/probe.infs") - size ))
+printf '%s\n{"text": "Maya also drinks green tea with honey every morning.", "namespace": "other"}\n' "$ok" > "$tmp/bad.jsonl"
+# room for the first fact, the reserve kept for deletes (64 KiB and a delete
+# of each record) and 16 KiB: not for the second fact
+limit=$(( size + rec + 65536 + 16384 ))
+python3 -c 'import os, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
+os.execv(sys.argv[2], sys.argv[2:])' "$limit" "$cli" encode --quiet --store "$tmp/s.infs" "$tmp/bad.jsonl" \
+	> "$tmp/o" 2> "$tmp/e" && fail "encode past the file size limit passed"
+[ "$(wc -l < "$tmp/e")" = 1 ] || fail "taken back: stderr is not one line: $(cat "$tmp/e")"
+grep -q 'encoding namespace "other": .*; nothing of .*bad.jsonl was written' "$tmp/e" || fail "taken back: $(cat "$tmp/e")"
 "$cli" verify "$tmp/s.infs" > "$tmp/v1"
 [ "$(sed 's/, [0-9]* bytes$//' "$tmp/v0")" = "$(sed 's/, [0-9]* bytes$//' "$tmp/v1")" ] ||
 	fail "a failed encode left facts: $(cat "$tmp/v0") / $(cat "$tmp/v1")"
