@@ -30,6 +30,19 @@ __device__ __forceinline__ float from_float(f32, float x) { return x; }
 __device__ __forceinline__ uint16_t from_float(f16, float x) { return __half_as_ushort(__float2half_rn(x)); }
 __device__ __forceinline__ uint16_t from_float(bf16, float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
 
+/* A cache write: x clamped to the type's largest finite value (NaN: 0)
+ * first, as infs__saturate does on the CPU (libinferscale/util/dtype.h), so
+ * that a value that overflowed on the way (rotated, or narrowed) never
+ * lands in a cache as an infinity or NaN that no store held. */
+__device__ __forceinline__ float max_of(f32) { return 3.40282347e+38f; }
+__device__ __forceinline__ float max_of(f16) { return 65504.0f; }
+__device__ __forceinline__ float max_of(bf16) { return 3.38953139e+38f; }
+template <typename T> __device__ __forceinline__ typename T::bits from_float_sat(T t, float x)
+{
+	const float m = max_of(t);
+	return from_float(t, x >= -m && x <= m ? x : x > 0 ? m : x < 0 ? -m : 0.0f);
+}
+
 /* N elements of T loaded or stored with one access of N * sizeof(bits)
  * bytes (16, 8, 4 or 2), the address aligned to that size. */
 template <typename T, int N> struct alignas(N * sizeof(typename T::bits)) vec {

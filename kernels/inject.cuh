@@ -134,7 +134,7 @@ __device__ __forceinline__ void finish(typename D::bits *dst, const vec<S, W> &x
 				float c = cs[i], sv = sn[i];
 				v = first ? __fsub_rn(__fmul_rn(v, c), __fmul_rn(w, sv)) : __fadd_rn(__fmul_rn(v, c), __fmul_rn(w, sv));
 			}
-			o.v[e] = from_float(D{}, v);
+			o.v[e] = from_float_sat(D{}, v);
 		}
 	}
 	if (W > 1)
@@ -294,10 +294,10 @@ __device__ __forceinline__ void fp8_finish(typename D::bits *dst, const uint8_t 
 		vec<D, W> out;
 #pragma unroll
 		for (int e = 0; e < W; e++)
-			out.v[e] = from_float(D{}, o[e]);
+			out.v[e] = from_float_sat(D{}, o[e]);
 		*(vec<D, W> *)dst = out;
 	} else {
-		*dst = from_float(D{}, o[0]);
+		*dst = from_float_sat(D{}, o[0]);
 	}
 }
 

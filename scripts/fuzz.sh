@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz with clang (AddressSanitizer +
-# UndefinedBehaviorSanitizer) in build-fuzz/ and runs each for SECONDS over a
-# copy of its committed corpus, JOBS processes at once.
-#   scripts/fuzz.sh [-t SECONDS] [-j JOBS] [TARGET...]   (default: 20 s, 1 job, all)
+# UndefinedBehaviorSanitizer) in build-fuzz/ and runs each for SECONDS (or
+# for RUNS executions) over a copy of its committed corpus, JOBS processes at
+# once.
+#   scripts/fuzz.sh [-t SECONDS | -r RUNS] [-j JOBS] [TARGET...]   (default: 20 s, 1 job, all)
 # Prints one line per target (execs, corpus size, findings) and ends with
 # 'fuzz: N passed, N failed'; a target that crashes leaves its input in
 # build-fuzz/findings/<target>/ and fails. Needs scripts/fetch-models.sh for
@@ -10,17 +11,21 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-seconds=20 jobs=1
-while getopts t:j: opt; do
+seconds=20 jobs=1 runs=
+while getopts t:r:j: opt; do
 	case $opt in
 	t) seconds=$OPTARG ;;
+	r) runs=$OPTARG ;;
 	j) jobs=$OPTARG ;;
-	*) echo "usage: $0 [-t SECONDS] [-j JOBS] [TARGET...]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-t SECONDS | -r RUNS] [-j JOBS] [TARGET...]" >&2; exit 2 ;;
 	esac
 done
+# How long: a time, or a number of executions (per job).
+limit=(-max_total_time="$seconds")
+[ -n "$runs" ] && limit=(-runs="$runs")
 shift $((OPTIND - 1))
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(store gguf safetensors json tokenizer)
+[ ${#targets[@]} -eq 0 ] && targets=(store gguf safetensors json tokenizer jsonl locomo plot)
 
 if ! command -v clang >/dev/null; then
 	echo "fuzz: clang not found, nothing fuzzed"
@@ -46,7 +51,8 @@ for t in "${targets[@]}"; do
 	par=()
 	[ "$jobs" -gt 1 ] && par=(-jobs="$jobs" -workers="$jobs")
 	# In jobs mode each worker logs to fuzz-N.log in the current directory.
-	(cd "$TMPDIR" && "$OLDPWD/$dir/tests/fuzz/fuzz_$t" "$OLDPWD/$work" -max_total_time="$seconds" "${par[@]}" \
+	start=$(date +%s)
+	(cd "$TMPDIR" && "$OLDPWD/$dir/tests/fuzz/fuzz_$t" "$OLDPWD/$work" "${limit[@]}" "${par[@]}" \
 		-print_final_stats=1 -artifact_prefix="$OLDPWD/$findings/" -rss_limit_mb=4096 -timeout=30) \
 		>"$log" 2>&1
 	rc=$?
@@ -54,7 +60,7 @@ for t in "${targets[@]}"; do
 	rm -f "$TMPDIR"/fuzz-*.log
 	execs=$(grep -ah '^stat::number_of_executed_units' "$log" | awk '{ s += $2 } END { print s + 0 }')
 	found=$(find "$findings" -type f | wc -l)
-	printf '%-12s %10d execs in %s s, corpus %d, %d findings\n' "$t" "$execs" "$seconds" \
+	printf '%-12s %10d execs in %s s, corpus %d, %d findings\n' "$t" "$execs" "$(($(date +%s) - start))" \
 		"$(ls "$work" | wc -l)" "$found"
 	if [ $rc -ne 0 ] || [ "$found" -ne 0 ] || [ "$execs" -eq 0 ]; then
 		fail=$((fail + 1))

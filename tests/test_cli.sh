@@ -146,7 +146,7 @@ check_err 1 bench --store "$tmp/s.infs" --questions "$tmp/q.jsonl" --plot "$tmp/
 size=$(wc -c < "$tmp/s.infs")
 printf '{"text": "Maya likes tea.", "namespace": "maya"}\n{"text": "x", "namespace": "inferscale.segments"}\n' > "$tmp/bad.jsonl"
 check_err 1 encode --store "$tmp/s.infs" "$tmp/bad.jsonl"
-grep -q 'fact 2: namespace "inferscale.segments" is reserved' "$tmp/e" || fail "reserved: $(cat "$tmp/e")"
+grep -q 'bad.jsonl:2: namespace "inferscale.segments" is reserved' "$tmp/e" || fail "reserved: $(cat "$tmp/e")"
 printf '{"text": "Maya likes tea."}\n' > "$tmp/bad.jsonl"
 check_err 1 encode --store "$tmp/s.infs" --namespace inferscale.other "$tmp/bad.jsonl"
 grep -q "is reserved" "$tmp/e" || fail "reserved --namespace: $(cat "$tmp/e")"
@@ -176,5 +176,62 @@ grep -q "nul.jsonl:2: .*a key holds a NUL character" "$tmp/e" || fail "NUL in a 
 printf '{"namespace": "maya", "question": "Where?"}\n{"namespace": "maya", "question": "Who\\u0000?"}\n' > "$tmp/nulq.jsonl"
 nul_err question "$tmp/nulq.jsonl" ask --store "$tmp/s.infs" --questions "$tmp/nulq.jsonl"
 nul_err question "$tmp/nulq.jsonl" bench --store "$tmp/s.infs" --questions "$tmp/nulq.jsonl"
+# A file whose line 2 the library would refuse (invalid UTF-8 in the text,
+# the metadata or the namespace) writes nothing, not even line 1.
+for second in '"text": "\377", "namespace": "maya"' '"text": "x", "namespace": "maya", "metadata": {"d": "\300\257"}' \
+	'"text": "x", "namespace": "\355\240\200"' '"text": "x", "namespace": "a\\u0007"'; do
+	printf "%s\n{$second}\n" "$ok" > "$tmp/bad.jsonl"
+	check_err 1 encode --store "$tmp/s.infs" "$tmp/bad.jsonl"
+	grep -q "bad.jsonl:2: " "$tmp/e" || fail "line 2 not named: $(cat "$tmp/e")"
+done
+[ "$(wc -c < "$tmp/s.infs")" = "$size" ] || fail "a refused encode wrote to the store"
+# A fact too long for the context, in the second namespace: refused before
+# the first namespace is written, naming its line.
+python3 -c 'import json; print(json.dumps({"text": "a " * 70000, "namespace": "other"}))' > "$tmp/long.jsonl"
+printf '%s\n' "$ok" | cat - "$tmp/long.jsonl" > "$tmp/bad.jsonl"
+check_err 1 encode --store "$tmp/s.infs" "$tmp/bad.jsonl"
+grep -q "bad.jsonl:2: .*tokens" "$tmp/e" || fail "too long: $(cat "$tmp/e")"
+[ "$(wc -c < "$tmp/s.infs")" = "$size" ] || fail "a refused encode wrote to the store"
+# What only the library finds once writing began (a file size limit, as a
+# full disk would, reached by the second namespace's fact): the facts the
+# run stored are taken back, and the message says that nothing stayed.
+"$cli" verify "$tmp/s.infs" > "$tmp/v0"
+cp "$tmp/s.infs" "$tmp/probe.infs"
+printf '%s\n' "$ok" > "$tmp/one.jsonl"
+"$cli" encode --quiet --store "$tmp/probe.infs" "$tmp/one.jsonl" > /dev/null
+rec=$(( $(wc -c < "$tmp/probe.infs") - size ))
+printf '%s\n{"text": "Maya also drinks green tea with honey every morning.", "namespace": "other"}\n' "$ok" > "$tmp/bad.jsonl"
+# room for the first fact, the reserve kept for deletes (64 KiB and a delete
+# of each record) and 16 KiB: not for the second fact
+limit=$(( size + rec + 65536 + 16384 ))
+python3 -c 'import os, resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), int(sys.argv[1])))
+os.execv(sys.argv[2], sys.argv[2:])' "$limit" "$cli" encode --quiet --store "$tmp/s.infs" "$tmp/bad.jsonl" \
+	> "$tmp/o" 2> "$tmp/e" && fail "encode past the file size limit passed"
+[ "$(wc -l < "$tmp/e")" = 1 ] || fail "taken back: stderr is not one line: $(cat "$tmp/e")"
+grep -q 'encoding namespace "other": .*; nothing of .*bad.jsonl was written' "$tmp/e" || fail "taken back: $(cat "$tmp/e")"
+"$cli" verify "$tmp/s.infs" > "$tmp/v1"
+[ "$(sed 's/, [0-9]* bytes$//' "$tmp/v0")" = "$(sed 's/, [0-9]* bytes$//' "$tmp/v1")" ] ||
+	fail "a failed encode left facts: $(cat "$tmp/v0") / $(cat "$tmp/v1")"
+
+# Damage that the library reports is reported by every command that opens
+# the store: ask answers with a warning line; encode into the store warns,
+# naming the file the damaged record went to; verify then fails naming it.
+cp "$tmp/bad.infs" "$tmp/dmg.infs"
+"$cli" ask --store "$tmp/dmg.infs" --namespace maya -k 2 --max-tokens 4 "$q" > /dev/null 2> "$tmp/err" ||
+	fail "ask on a damaged store: $(cat "$tmp/err")"
+grep -q "^inferscale: warning: .*dmg.infs: 1 acknowledged record lost" "$tmp/err" || fail "ask: no warning: $(cat "$tmp/err")"
+printf '%s\n' "$ok" > "$tmp/one.jsonl"
+"$cli" encode --store "$tmp/dmg.infs" --quiet "$tmp/one.jsonl" > "$tmp/out" 2> "$tmp/err" || fail "encode: $(cat "$tmp/err")"
+grep -q "^inferscale: warning: .*1 acknowledged record lost.*in .*dmg.infs.torn" "$tmp/err" ||
+	fail "encode: no warning: $(cat "$tmp/err")"
+grep -q "encoded 1 facts" "$tmp/out" || fail "encode into a repaired store: $(cat "$tmp/out")"
+if "$cli" verify "$tmp/dmg.infs" > "$tmp/out" 2> "$tmp/err"; then fail "verify: a set-aside record passed"; fi
+grep -q "dmg.infs: earlier opens set aside [0-9]* bytes holding 1 whole record in .*dmg.infs.torn" "$tmp/err" ||
+	fail "verify: $(cat "$tmp/err")"
+[ "$(wc -l < "$tmp/err")" = 1 ] || fail "verify: $(cat "$tmp/err")"
+rm "$tmp/dmg.infs.torn"
+"$cli" verify "$tmp/dmg.infs" | grep -q ": sound: 12 facts" || fail "verify after the .torn file was removed"
 "$cli" --help | grep -q "^usage: inferscale" || fail "--help"
 echo "cli: ok"

@@ -69,6 +69,12 @@ check_err 1 "$tmp/cat5.json: no questions of categories 1-4" eval "$tmp/cat5.jso
 check_err 1 "$tmp/badfact.json: \"session_2_observation\".\"Ben\"[0] is not [fact text" eval "$tmp/badfact.json"
 check_err 1 "$tmp/lastfact.json: \"session_1_observation\".\"Ana\"[0] is not [fact text" eval "$tmp/lastfact.json"
 check_err 1 "$tmp/noanswer.json: qa[3] has no \"answer\"" eval "$tmp/noanswer.json"
+# Session numbers that crashed the reader: a leading zero, one past 2^32.
+echo '{"session_01_observation": {"A": [["x","D1:1"]]}, "qa": []}' > "$tmp/s01.json"
+check_err 1 "$tmp/s01.json: \"session_01_observation\": a session's number is written without leading zeros" \
+	eval "$tmp/s01.json"
+echo '{"session_4294967297_observation": {"A": [["x","D1:1"]]}, "qa": []}' > "$tmp/s2e32.json"
+check_err 1 "$tmp/s2e32.json: no questions of categories 1-4" eval "$tmp/s2e32.json"
 check_err 2 "--k: 0 is not in 1..4096" eval "$tiny" --k 0
 check_err 2 "--k: \"1,2\" is not a count" eval "$tiny" --k 1,2
 check_err 2 "--recovery: \"blend\" is not a recovery mode" eval "$tiny" --recovery blend

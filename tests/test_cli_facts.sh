@@ -25,7 +25,7 @@ if "$cli" encode --store "$tmp/s.infs" --quiet "$tmp/long.jsonl" > "$tmp/out" 2>
 fi
 cat "$tmp/err"
 [ "$(wc -l < "$tmp/err")" = 1 ] || fail "encode: not one line: $(cat "$tmp/err")"
-grep -qE "long.jsonl: fact 2: the fact has [0-9]+ tokens; the engine's context holds 8192 \(n_ctx\) .* split the fact" \
+grep -qE "long.jsonl:2: the fact has [0-9]+ tokens; the engine's context holds 8192 \(n_ctx\) .* split the fact" \
 	"$tmp/err" || fail "encode: $(cat "$tmp/err")"
 "$cli" verify "$tmp/s.infs" | grep -q ": sound: 0 facts" || fail "encode stored facts of a refused file"
 

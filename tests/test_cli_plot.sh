@@ -74,6 +74,36 @@ grep -q 'runs\[2\]: "f1_full" is not a number' "$tmp/e" || fail "sweep: $(cat "$
 sed 's/"hf_full_ms": 71.2/"hf_full_ms": "fast"/' "$fx/gpu-engine.json" > "$tmp/g.json"
 check_err 1 plot "$tmp/g.json" "$tmp/x.png"
 grep -q 'rows\[2\]: "hf_full_ms" is not a number' "$tmp/e" || fail "gpu: $(cat "$tmp/e")"
+# Values out of their range are refused, naming the run and the member:
+# recompute fractions of 1e308 and -1e308 once hung the axis (2^63 ticks).
+refused() { # file expected-message
+	rm -f "$tmp/x.png"
+	set +e
+	timeout 30 "$cli" plot "$1" "$tmp/x.png" > "$tmp/o" 2> "$tmp/e"
+	got=$?
+	set -e
+	[ "$got" = 1 ] || fail "$1: exit $got, expected 1: $(cat "$tmp/e")"
+	[ "$(wc -l < "$tmp/e")" = 1 ] || fail "$1: stderr is not one line: $(cat "$tmp/e")"
+	grep -qF -- "$2" "$tmp/e" || fail "$1: \"$(cat "$tmp/e")\" does not say \"$2\""
+	[ ! -e "$tmp/x.png" ] || fail "$1: wrote a chart"
+}
+sed 's/"recompute_fraction": 0.0,/"recompute_fraction": 1e308,/; s/"recompute_fraction": 0.3,/"recompute_fraction": -1e308,/' \
+	"$fx/sweep.json" > "$tmp/s.json"
+refused "$tmp/s.json" 's.json: runs[0]: "recompute_fraction" 1e+308 is out of its range 0..1'
+sed 's/"kl_first_token_mean": 0.41/"kl_first_token_mean": -0.41/' "$fx/sweep.json" > "$tmp/s.json"
+refused "$tmp/s.json" 'runs[0]: "kl_first_token_mean" -0.41 is out of its range (at least 0)'
+sed 's/"check_layer": 2/"check_layer": 2.5/' "$fx/sweep.json" > "$tmp/s.json"
+refused "$tmp/s.json" 'runs[1]: "check_layer" 2.5 is not a layer (an integer from 0)'
+sed 's/"prefill": 34.0/"prefill": -1e308/' "$fx/bench.json" > "$tmp/b.json"
+refused "$tmp/b.json" 'results[3]: "injection_ms.prefill" -1e+308 is out of its range (at least 0)'
+sed 's/"hf_full_ms": 71.2/"hf_full_ms": -71.2/' "$fx/gpu-engine.json" > "$tmp/g.json"
+refused "$tmp/g.json" 'rows[2]: "hf_full_ms" -71.2 is out of its range (at least 0)'
+sed 's/"max_tokens": [0-9]*/"max_tokens": 2.5/' "$fx/bench.json" > "$tmp/b.json"
+grep -q '"max_tokens": 2.5' "$tmp/b.json" || fail "bench.json has no max_tokens"
+refused "$tmp/b.json" 'b.json: "max_tokens" is not a count of tokens (1..8192)'
+# Huge values in range still draw, in bounded time.
+sed 's/"ttft_full_ms": 5300.0/"ttft_full_ms": 1e308/g' "$fx/sweep.json" > "$tmp/s.json"
+timeout 30 "$cli" plot "$tmp/s.json" "$tmp/big.png" > /dev/null || fail "a sweep with 1e308 ms"
 check_err 1 plot "$fx/bench.json" "$tmp/no-such-dir/x.png"
 grep -q "x.png: No such file" "$tmp/e" || fail "unwritable: $(cat "$tmp/e")"
 check_err 2 ask --store "$tmp/s.infs" --namespace maya --plot "$tmp/x.png" "q"

@@ -142,6 +142,80 @@ static void test_errors(void)
 	bad("[\"a\\nb\",\n  x]", 2, 3, "bad number");
 }
 
+/* JSON text is UTF-8 (RFC 8259): raw bytes in strings and keys must be
+ * well-formed, by the library's rules (no overlong forms, no surrogates,
+ * nothing above U+10FFFF), so that what the tool passes on is accepted. */
+static void test_utf8(void)
+{
+	static const char *const ill[] = {
+		"\xc0\xaf", "\xc1\xbf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xed\xbf\xbf", "\xf0\x80\x80\xaf",
+		"\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff", "\x80", "\xbf", "\xe2\x82", "\xe2\x82x",
+		"\xf0\x9f\x98", "\xc3",
+	};
+	for (size_t i = 0; i < sizeof ill / sizeof ill[0]; i++) {
+		char text[64];
+		snprintf(text, sizeof text, "[\"ok %s\"]", ill[i]);
+		bad(text, 1, 6, "invalid UTF-8 in a string");
+		snprintf(text, sizeof text, "{\"k%s\": 1}", ill[i]);
+		bad(text, 1, 4, "invalid UTF-8 in a string");
+	}
+	jsonl d = { 0 };
+	char *t;
+	CHECK(!parse(&d, &t, "[\"\x7f \xc2\x80 \xdf\xbf \xe0\xa0\x80 \xed\x9f\xbf \xee\x80\x80 \xef\xbf\xbf "
+	                     "\xf0\x90\x80\x80 \xf4\x8f\xbf\xbf\"]"));
+	CHECK(d.n == 2 && d.v[1].len == 33);
+	jsonl_free(&d);
+	free(t);
+}
+
+/* Where a NUL is, named on one line however the keys on the way are
+ * spelled (a fuzzing finding: a key of escaped newlines made the tool's
+ * one-line error several lines). */
+static void test_nul_path(void)
+{
+	jsonl d = { 0 };
+	char *t, where[256], shown[16];
+	CHECK(!parse(&d, &t, "{\"a\\nb\": [\"x\", {\"\\u0001\": \"y\\u0000\"}]}"));
+	CHECK(jsonl_find_nul(d.v, "", where, sizeof where));
+	CHECK(!strcmp(where, "a\\u000ab[1].\\u0001"));
+	jsonl_free(&d);
+	free(t);
+	CHECK(!strcmp(jsonl_shown(shown, sizeof shown, "ab\tc"), "ab\\u0009c"));
+	CHECK(!strcmp(jsonl_shown(shown, sizeof shown, "abcdefghijklmnopq"), "abcdefghijkl..."));
+	CHECK(!strcmp(jsonl_shown(shown, sizeof shown, "abcdefghijklmno"), "abcdefghijklmno"));
+	CHECK(!strcmp(jsonl_shown(shown, sizeof shown, "abcdefghijk\n"), "abcdefghijk..."));
+}
+
+/* A number keeps its text as written, for readers that need it exactly. */
+static void test_number_text(void)
+{
+	jsonl d = { 0 };
+	char *t;
+	CHECK(!parse(&d, &t, "[18446744073709551615, -1.5e3,0]"));
+	CHECK(d.n == 4 && d.v[1].len == 20 && !memcmp(d.v[1].str, "18446744073709551615", 20));
+	CHECK(d.v[2].len == 6 && !memcmp(d.v[2].str, "-1.5e3", 6) && d.v[2].num == -1500);
+	CHECK(d.v[3].len == 1 && d.v[3].str[0] == '0');
+	CHECK(!jsonl_str(&d.v[1], NULL)); /* still not a string */
+	jsonl_free(&d);
+	free(t);
+}
+
+/* A limit on the values of one text, so that a line's tree stays small
+ * however the line is made (a value costs more than the byte or two that
+ * spell it). */
+static void test_limit(void)
+{
+	jsonl d = { 0 };
+	char text[] = "{\"a\": [1, 2], \"b\": \"x\"}";
+	CHECK(!jsonl_parse_limited(&d, text, strlen(text), 5) && d.n == 5);
+	jsonl_free(&d);
+	char again[] = "{\"a\": [1, 2], \"b\": \"x\"}";
+	CHECK(jsonl_parse_limited(&d, again, strlen(again), 4) == -1);
+	CHECK(d.err && !strcmp(d.err, "more values than the limit") && d.line == 1 && d.col == 20);
+	CHECK(d.cap <= 4);
+	jsonl_free(&d);
+}
+
 static void test_depth(void)
 {
 	char deep[300 * 2 + 1];
@@ -167,6 +241,10 @@ int main(void)
 	test_escapes();
 	test_numbers();
 	test_errors();
+	test_utf8();
+	test_nul_path();
+	test_number_text();
+	test_limit();
 	test_depth();
 	if (check_failures)
 		fprintf(stderr, "%d checks failed\n", check_failures);

@@ -2,6 +2,7 @@
  * read back chunk by chunk (signature, IHDR, CRCs, the zlib stream inflated
  * to the image's scanlines), the font, nice ticks, and charts whose bars
  * and lines land where plot_x and plot_y say, in their series' colours. */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -257,12 +258,51 @@ static void test_chart(void)
 	plot_image_free(&im);
 }
 
+/* Values at the ends of the doubles: their range overflows, and their
+ * pixels lie far outside any image. Drawing ends (SIGALRM would stop a
+ * loop over countless ticks or pixels) and the frame is drawn. */
+static void test_extremes(void)
+{
+	static const double x[] = { 1e308, -1e308, 0.5 }, y[] = { -1e308, 1e308, DBL_MAX };
+	static const double big[] = { DBL_MAX, DBL_MAX, 1 }, cats_y[] = { 1e308, -1e308, 3 };
+	static const char *const cats[] = { "a", "b", "c" };
+	plot_image im;
+	CHECK(!plot_image_init(&im, 600, 400, 0xffffff));
+	alarm(20);
+	for (int i = 0; i < 4; i++) {
+		plot_chart c;
+		const char *why = NULL;
+		plot_chart_init(&c, "t", "x", "y", "y2");
+		if (i == 0) {
+			plot_add(&c, PLOT_LINE, "xy", 0xc00000, x, y, 3)->marker = PLOT_MARK_CIRCLE;
+		} else if (i == 1) {
+			plot_add(&c, PLOT_LINE, "x", 0xc00000, x, x, 3)->axis = 1;
+		} else {
+			/* Bars piled past DBL_MAX; totals labelled. */
+			c.categories = cats;
+			c.n_categories = 3;
+			c.bar_totals = 1;
+			plot_add(&c, PLOT_BAR, "a", 0x00c000, NULL, i == 2 ? big : cats_y, 3);
+			plot_add(&c, PLOT_BAR, "b", 0x0000c0, NULL, big, 3);
+			plot_add(&c, PLOT_LINE, "l", 0xc00000, NULL, y, 3)->axis = 1;
+		}
+		CHECK(!plot_draw(&im, &c, 0, 0, 600, 400, &why));
+		CHECK(isfinite(c.x_lo) && isfinite(c.x_hi) && isfinite(c.y_lo[0]) && isfinite(c.y_hi[0]));
+		CHECK(c.x_hi > c.x_lo && c.y_hi[0] > c.y_lo[0] && c.y_hi[1] > c.y_lo[1]);
+		CHECK(plot_x(&c, 1e308) > -100000 && plot_x(&c, -1e308) < 100000 && plot_y(&c, 0, NAN) == plot_y(&c, 0, NAN));
+		CHECK(plot_pixel(&im, c.area_x0, c.area_y0) != 0xffffff);
+	}
+	alarm(0);
+	plot_image_free(&im);
+}
+
 int main(void)
 {
 	test_png();
 	test_font();
 	test_nice();
 	test_chart();
+	test_extremes();
 	if (check_failures)
 		fprintf(stderr, "%d check(s) failed\n", check_failures);
 	return check_failures ? 1 : 0;

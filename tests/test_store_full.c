@@ -30,9 +30,9 @@ int fallocate(int fd, int mode, off_t off, off_t len)
 	int rc = real(fd, mode, off, len);
 	struct stat st;
 	if (rc == 0 && fstat(fd, &st) == 0) {
-		allocated_ino = st.st_ino;
-		if (off + len > allocated)
+		if (st.st_ino != allocated_ino || off + len > allocated)
 			allocated = off + len;
+		allocated_ino = st.st_ino;
 	}
 	return rc;
 }
@@ -53,12 +53,79 @@ ssize_t pwritev(int fd, const struct iovec *iov, int n, off_t off)
 	return real(fd, iov, n, off);
 }
 
+/* A namespace name of the longest length, 255 bytes, distinct by tag. */
+static void long_name(char *out, char tag)
+{
+	memset(out, tag, INFS_NAMESPACE_MAX);
+	out[INFS_NAMESPACE_MAX] = '\0';
+}
+
+/* Every record can be erased on a full disk whatever its namespace's
+ * length: the reserve grows with the delete records it must hold. Here
+ * 1,500 facts under 255-byte names, whose deletes (296 bytes each) need
+ * several times a fixed 64 KiB. */
+static void long_names(const infs_geometry *g)
+{
+	char path[600], a[INFS_NAMESPACE_MAX + 1], b[INFS_NAMESPACE_MAX + 1];
+	scratch_path(path, sizeof path, "full-long.infs");
+	long_name(a, 'a');
+	long_name(b, 'b');
+	enum { N = 1500 };
+	uint64_t *ids = malloc(N * sizeof *ids);
+	infs_store *s;
+	CHECK_OK(open_store(&s, path, g, INFS_OPEN_CREATE, INFS_SYNC_NORMAL));
+	for (int i = 0; i < N; i++) {
+		gen_fact f;
+		gen_fact_make(&f, g, (uint64_t)i, 0);
+		CHECK_OK(infs_fact_put(&ids[i], s, i % 2 ? b : a, &f.fact));
+		gen_fact_free(&f);
+	}
+	disk_full = 1;
+	/* Every fact of a, one by one, then b dropped: none finds the disk full. */
+	int failed = 0;
+	for (int i = 0; i < N; i += 2)
+		failed += infs_fact_delete(s, a, ids[i]) != INFS_OK;
+	CHECK(failed == 0);
+	CHECK_OK(infs_namespace_drop(s, b));
+	infs_store_close(s);
+	/* Reopened while the disk is still full: the reserve is still there. */
+	CHECK_OK(open_store(&s, path, NULL, 0, INFS_SYNC_NORMAL));
+	uint64_t n = 1;
+	CHECK_OK(infs_fact_count(&n, s, a));
+	CHECK(n == 0);
+	CHECK_OK(infs_fact_count(&n, s, b));
+	CHECK(n == 0);
+	infs_store_close(s);
+	disk_full = 0;
+
+	/* After a compaction too: the new file takes its reserve with it. */
+	CHECK_OK(open_store(&s, path, NULL, 0, INFS_SYNC_NORMAL));
+	for (int i = 0; i < N; i++) {
+		gen_fact f;
+		gen_fact_make(&f, g, (uint64_t)i, 0);
+		CHECK_OK(infs_fact_put(&ids[i], s, i % 2 ? b : a, &f.fact));
+		gen_fact_free(&f);
+	}
+	CHECK_OK(infs_fact_delete(s, a, ids[0]));
+	CHECK_OK(infs_store_compact(s));
+	disk_full = 1;
+	failed = 0;
+	for (int i = 2; i < N; i += 2)
+		failed += infs_fact_delete(s, a, ids[i]) != INFS_OK;
+	CHECK(failed == 0);
+	CHECK_OK(infs_namespace_drop(s, b));
+	infs_store_close(s);
+	disk_full = 0;
+	free(ids);
+}
+
 int main(void)
 {
 	scratch_init("store-full");
 	char path[600];
 	scratch_path(path, sizeof path, "full.infs");
 	infs_geometry g = small_geometry(INFS_DTYPE_F16);
+	long_names(&g);
 	infs_store *s;
 	CHECK_OK(open_store(&s, path, &g, INFS_OPEN_CREATE, INFS_SYNC_FULL));
 	uint64_t ids[6];

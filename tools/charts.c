@@ -2,13 +2,13 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jsonl.h"
 #include "plot.h"
+#include "say.h"
 
 #define WIDTH 1200
 #define GROUPS_MAX 8
@@ -24,25 +24,16 @@
 #define C_PEER3 0x404040u
 #define C_GROUP 0x707070u
 
-static int say(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int say(char *err, size_t n, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, n, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 /* Draws charts c[i] in horizontal strips heights[i] high, one under the
- * other, and writes the PNG. */
+ * other, and writes the PNG. png NULL: laid out and drawn the same, into a
+ * one-pixel image that clips everything, and not written. */
 static int draw(const char *png, plot_chart *const *c, const int *heights, size_t n, char *err, size_t n_err)
 {
 	int h = 0;
 	for (size_t i = 0; i < n; i++)
 		h += heights[i];
 	plot_image im;
-	if (plot_image_init(&im, WIDTH, h, 0xffffff))
+	if (plot_image_init(&im, png ? WIDTH : 1, png ? h : 1, 0xffffff))
 		return say(err, n_err, "out of memory for a %dx%d image", WIDTH, h);
 	int rc = 0, y = 0;
 	for (size_t i = 0; i < n && !rc; y += heights[i++]) {
@@ -50,7 +41,7 @@ static int draw(const char *png, plot_chart *const *c, const int *heights, size_
 		if (plot_draw(&im, c[i], 0, y, WIDTH, heights[i], &why))
 			rc = say(err, n_err, "%s", why);
 	}
-	if (!rc && plot_write_png(&im, png))
+	if (!rc && png && plot_write_png(&im, png))
 		rc = say(err, n_err, "%s: %s", png, strerror(errno));
 	plot_image_free(&im);
 	return rc;
@@ -247,9 +238,13 @@ static const jsonl_value *member(const jsonl_value *o, const char *path)
 	return jsonl_get(jsonl_get(o, head), dot + 1);
 }
 
-/* The number at path in o, the idx-th member of list; null (and a missing
- * member when optional) reads as NaN. */
-static int number(double *out, const jsonl_value *o, const char *path, int optional, const char *file,
+/* The ranges of a result's numbers: a share (0..1), or a time, a count or
+ * a divergence (at least 0). */
+enum { SHARE = 1, AT_LEAST_0 = 2 };
+
+/* The number at path in o, the idx-th member of list, in its range; null
+ * (and a missing member when optional) reads as NaN. */
+static int number(double *out, const jsonl_value *o, const char *path, int optional, int range, const char *file,
                   const char *list, size_t idx, char *err, size_t n_err)
 {
 	const jsonl_value *v = member(o, path);
@@ -258,6 +253,10 @@ static int number(double *out, const jsonl_value *o, const char *path, int optio
 		*out = v->num;
 	else if ((v && v->type != JSONL_NULL) || (!v && !optional))
 		return say(err, n_err, "%s: %s[%zu]: \"%s\" is not a number", file, list, idx, path);
+	double x = *out;
+	if (!isnan(x) && (!isfinite(x) || x < 0 || (range == SHARE && x > 1)))
+		return say(err, n_err, "%s: %s[%zu]: \"%s\" %g is out of its range %s", file, list, idx, path, x,
+		           range == SHARE ? "0..1" : "(at least 0)");
 	return 0;
 }
 
@@ -298,9 +297,9 @@ static int bench_file(const char *png, const jsonl_value *root, const char *file
 			rc = say(err, n_err, "%s: results[%zu] is not an object", file, i);
 			break;
 		}
-		rc = number(&k, r, "k", 0, file, "results", i, err, n_err);
+		rc = number(&k, r, "k", 0, AT_LEAST_0, file, "results", i, err, n_err);
 		for (int j = 0; j < 6 && !rc; j++)
-			rc = number(&x[j], r, keys[j], 0, file, "results", i, err, n_err);
+			rc = number(&x[j], r, keys[j], 0, AT_LEAST_0, file, "results", i, err, n_err);
 		if (!rc && (boolean(&x[6], r, "top1_agree", file, i, err, n_err)
 		            || boolean(&x[7], r, "answer_agree", file, i, err, n_err)))
 			rc = -1;
@@ -333,9 +332,13 @@ static int bench_file(const char *png, const jsonl_value *root, const char *file
 		ks[i].top1 /= c;
 		ks[i].answer /= c;
 	}
-	double max_tokens = jsonl_num(jsonl_get(root, "max_tokens"), 1);
+	/* the answers' budget: answer agreement is drawn when it is above 1 */
+	const jsonl_value *mt = jsonl_get(root, "max_tokens");
+	double max_tokens = jsonl_num(mt, 1);
+	if (!rc && mt && !(max_tokens >= 1 && max_tokens <= 8192 && max_tokens == floor(max_tokens)))
+		rc = say(err, n_err, "%s: \"max_tokens\" is not a count of tokens (1..8192)", file);
 	if (!rc)
-		rc = chart_bench(png, ks, n, questions, max_tokens >= 1 && max_tokens < 1e9 ? (unsigned)max_tokens : 1, err, n_err);
+		rc = chart_bench(png, ks, n, questions, (unsigned)max_tokens, err, n_err);
 	free(ks);
 	free(count);
 	return rc;
@@ -360,15 +363,20 @@ static int sweep_file(const char *png, const jsonl_value *list, const char *file
 			rc = say(err, n_err, "%s: runs[%zu] is not an object", file, i);
 			break;
 		}
+		/* fraction, agreements and F1: shares; KL and TTFT: at least 0 */
 		for (int j = 0; j < 8 && !rc; j++)
-			rc = number(x[j], r, keys[j], 0, file, "runs", i, err, n_err);
+			rc = number(x[j], r, keys[j], 0, j < 3 || j == 4 || j == 5 ? SHARE : AT_LEAST_0, file, "runs", i,
+			            err, n_err);
 		p->mode = jsonl_str(jsonl_get(r, "mode"), NULL);
 		double layer = -1;
 		if (!rc && !p->mode)
 			rc = say(err, n_err, "%s: runs[%zu]: \"mode\" is not a string", file, i);
 		if (!rc)
-			rc = number(&layer, r, "check_layer", 1, file, "runs", i, err, n_err);
-		p->check_layer = isfinite(layer) && layer >= 0 && layer < 1e6 ? (int)layer : -1;
+			rc = number(&layer, r, "check_layer", 1, AT_LEAST_0, file, "runs", i, err, n_err);
+		if (!rc && !isnan(layer) && !(layer == floor(layer) && layer < 1e6))
+			rc = say(err, n_err, "%s: runs[%zu]: \"check_layer\" %g is not a layer (an integer from 0)", file, i,
+			         layer);
+		p->check_layer = rc || isnan(layer) ? -1 : (int)layer;
 	}
 	if (!rc)
 		rc = chart_sweep(png, runs, list->len, err, n_err);
@@ -395,9 +403,9 @@ static int gpu_file(const char *png, const jsonl_value *rows, const char *file, 
 			rc = say(err, n_err, "%s: rows[%zu] is not an object", file, i);
 			break;
 		}
-		rc = number(&k, r, "k", 0, file, "rows", i, err, n_err);
+		rc = number(&k, r, "k", 0, AT_LEAST_0, file, "rows", i, err, n_err);
 		for (int j = 0; j < N_KEYS && !rc; j++)
-			rc = number(&v[(size_t)j * n + i], r, keys[j], 1, file, "rows", i, err, n_err);
+			rc = number(&v[(size_t)j * n + i], r, keys[j], 1, AT_LEAST_0, file, "rows", i, err, n_err);
 		double batch = v[8 * n + i];
 		if (isfinite(batch) && batch != 1)
 			snprintf(labels[i], sizeof labels[i], "%g x%g", k, batch);
@@ -440,6 +448,13 @@ int chart_file(const char *png, const char *json, const char **kind, char *err, 
 		free(text);
 		return -1;
 	}
+	int rc = chart_json(png, text, len, json, kind, err, n_err);
+	free(text);
+	return rc;
+}
+
+int chart_json(const char *png, char *text, size_t len, const char *json, const char **kind, char *err, size_t n_err)
+{
 	jsonl doc = { 0 };
 	int rc;
 	if (jsonl_parse(&doc, text, len)) {
@@ -462,6 +477,5 @@ int chart_file(const char *png, const char *json, const char **kind, char *err, 
 		}
 	}
 	jsonl_free(&doc);
-	free(text);
 	return rc;
 }

@@ -41,7 +41,13 @@ int chart_sweep(const char *png, const chart_sweep_run *runs, size_t n, char *er
  * with "injection_ms"), an eval sweep (an array of runs with
  * "recompute_fraction", or an object whose "runs" are), or the GPU engine
  * benchmark (an object whose "rows" are objects with "k"). *kind names
- * what it drew. */
+ * what it drew. Every number is checked against its range first: shares
+ * (fractions, agreements, F1) in 0..1, times, counts and KL at least 0,
+ * check layers integers; null is a missing point. */
 int chart_file(const char *png, const char *json, const char **kind, char *err, size_t n_err);
+/* The same on the text of a file named json, parsed in place. png NULL:
+ * read, checked, laid out and drawn, but into nothing (what the fuzz target
+ * runs). */
+int chart_json(const char *png, char *text, size_t len, const char *json, const char **kind, char *err, size_t n_err);
 
 #endif

@@ -22,9 +22,12 @@
 #include "cli_hints.h"
 #include "cli_usage.h"
 #include "eval_metrics.h"
+#include "fact_lines.h"
 #include "inferscale/inferscale.h"
 #include "jsonl.h"
+#include "locomo_read.h"
 #include "locomo_turns.h"
+#include "store_report.h"
 
 /* The engine's context in tokens: prompt and answer. */
 #define CLI_N_CTX 8192u
@@ -546,108 +549,6 @@ static int parse_args(args *a, int argc, char **argv)
 	return 0;
 }
 
-/* The lines of a JSONL file, parsed: doc[i] lies in text[i]. */
-typedef struct lines {
-	char **text;
-	jsonl *doc;
-	size_t n;
-} lines;
-
-static void lines_free(lines *l)
-{
-	for (size_t i = 0; i < l->n; i++) {
-		jsonl_free(&l->doc[i]);
-		free(l->text[i]);
-	}
-	free(l->doc);
-	free(l->text);
-}
-
-/* Line i's object. */
-static const jsonl_value *line_at(const lines *l, size_t i)
-{
-	return l->doc[i].v;
-}
-
-/* Whether a string of v, at any depth, holds a NUL (the reader keeps them;
- * everything after it would read the text cut): *where names it. */
-static int find_nul(const jsonl_value *v, const char *name, char *where, size_t n)
-{
-	if (v->type == JSONL_STRING && strlen(v->str) != v->len) {
-		snprintf(where, n, "%s", name);
-		return 1;
-	}
-	if (v->type != JSONL_ARRAY && v->type != JSONL_OBJECT)
-		return 0;
-	const jsonl_value *m = v + 1;
-	for (size_t i = 0; i < v->len; i++, m = jsonl_next(m)) {
-		char sub[256];
-		if (v->type == JSONL_OBJECT)
-			snprintf(sub, sizeof sub, "%s%s%s", name, *name ? "." : "", m->key);
-		else
-			snprintf(sub, sizeof sub, "%s[%zu]", name, i);
-		if (find_nul(m, sub, where, n))
-			return 1;
-	}
-	return 0;
-}
-
-static int read_jsonl(lines *out, const char *path)
-{
-	memset(out, 0, sizeof *out);
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return fail("%s: %s", path, strerror(errno));
-	size_t cap_v = 0;
-	int rc = 0;
-	for (size_t no = 1; !rc; no++) {
-		char *line = NULL;
-		size_t cap = 0;
-		ssize_t len = getline(&line, &cap, f);
-		if (len < 0) {
-			free(line);
-			break;
-		}
-		if (strspn(line, " \t\r\n") == (size_t)len) {
-			free(line);
-			continue;
-		}
-		if (out->n == cap_v) {
-			cap_v = cap_v ? 2 * cap_v : 64;
-			char **t = realloc(out->text, cap_v * sizeof *t);
-			if (t)
-				out->text = t;
-			jsonl *d = t ? realloc(out->doc, cap_v * sizeof *d) : NULL;
-			if (d)
-				out->doc = d;
-			if (!d) {
-				free(line);
-				rc = fail("out of memory reading %s", path);
-				break;
-			}
-		}
-		/* Kept with its document, whose strings it holds. */
-		jsonl *doc = &out->doc[out->n];
-		memset(doc, 0, sizeof *doc);
-		out->text[out->n++] = line;
-		char where[256];
-		if (jsonl_parse(doc, line, (size_t)len))
-			rc = fail("%s:%zu: JSON line %zu column %zu: %s", path, no, doc->line, doc->col, doc->err);
-		else if (doc->v->type != JSONL_OBJECT)
-			rc = fail("%s:%zu: not a JSON object", path, no);
-		else if (find_nul(doc->v, "", where, sizeof where))
-			rc = fail("%s:%zu: \"%s\" holds a NUL character", path, no, where);
-	}
-	if (!rc && ferror(f))
-		rc = fail("%s: %s", path, strerror(errno));
-	fclose(f);
-	if (rc) {
-		lines_free(out);
-		memset(out, 0, sizeof *out); /* the caller frees it again */
-	}
-	return rc;
-}
-
 /* A growing string. */
 typedef struct str {
 	char *p;
@@ -695,34 +596,6 @@ static void str_json(str *s, const char *t)
 		}
 	}
 	str_puts(s, "\"");
-}
-
-/* A fact line's metadata: its string members other than text and
- * namespace, and the string members of its "metadata" object. */
-static void line_metadata(str *s, const jsonl_value *o)
-{
-	str_puts(s, "{");
-	int first = 1;
-	const jsonl_value *m = jsonl_get(o, "metadata");
-	for (int pass = 0; pass < 2; pass++) {
-		const jsonl_value *src = pass ? m : o;
-		if (!src || src->type != JSONL_OBJECT)
-			continue;
-		const jsonl_value *v = src + 1;
-		for (size_t i = 0; i < src->len; i++, v = jsonl_next(v)) {
-			if (v->type != JSONL_STRING)
-				continue;
-			if (!pass && (!strcmp(v->key, "text") || !strcmp(v->key, "namespace")))
-				continue;
-			if (!first)
-				str_puts(s, ",");
-			first = 0;
-			str_json(s, v->key);
-			str_puts(s, ":");
-			str_json(s, v->str);
-		}
-	}
-	str_puts(s, "}");
 }
 
 typedef struct runtime {
@@ -774,6 +647,7 @@ static int runtime_open(runtime *r, const args *a, int create)
 		so.flags = INFS_OPEN_READONLY;
 		if (infs_store_open(&r->store, a->store, &so))
 			return lib_fail(a->store);
+		store_report_open(r->store, stderr);
 	}
 	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
 	mo.n_threads = a->threads;
@@ -794,6 +668,7 @@ static int runtime_open(runtime *r, const args *a, int create)
 		so.sync = INFS_SYNC_NORMAL;
 		if (infs_store_open(&r->store, a->store, &so))
 			return lib_fail(a->store);
+		store_report_open(r->store, stderr);
 	}
 	infs_geometry sg;
 	if (infs_store_geometry(&sg, r->store))
@@ -851,62 +726,30 @@ static int show_progress(void *user, size_t done, size_t total)
 	return 0;
 }
 
-/* Members of a fact line that are left out of the fact: neither a string
- * (kept as metadata), nor "metadata" (an object), "source_id" or
- * "timestamp" (numbers). Warned about once per name. */
-static void warn_unused(const lines *L, const char *file)
+/* Deletes the facts ids[0..n) (namespace ns[i] each; 0: none) that an
+ * encode stored before it failed, so that it leaves the store as it found
+ * it; *left counts those that stay. */
+static void take_back(infs_store *store, const uint64_t *ids, const char *const *ns, size_t n, size_t *left)
 {
-	char seen[16][64];
-	size_t n_seen = 0;
-	for (size_t i = 0; i < L->n; i++) {
-		const jsonl_value *o = line_at(L, i), *v = o + 1;
-		for (size_t m = 0; m < o->len; m++, v = jsonl_next(v)) {
-			int used = v->type == JSONL_STRING || (!strcmp(v->key, "metadata") && v->type == JSONL_OBJECT) ||
-			           ((!strcmp(v->key, "source_id") || !strcmp(v->key, "timestamp")) && v->type == JSONL_NUMBER);
-			int known = 0;
-			for (size_t k = 0; k < n_seen; k++)
-				known |= !strcmp(seen[k], v->key);
-			if (used || known)
-				continue;
-			fprintf(stderr, "inferscale: warning: %s:%zu: \"%s\" is not a string, the \"metadata\" object, "
-			        "\"source_id\" or \"timestamp\": left out of the fact\n", file, i + 1, v->key);
-			if (n_seen < sizeof seen / sizeof seen[0])
-				snprintf(seen[n_seen++], sizeof seen[0], "%s", v->key);
-		}
-	}
+	*left = 0;
+	for (size_t i = 0; i < n; i++)
+		*left += ids[i] && infs_fact_delete(store, ns[i], ids[i]) != 0;
+	infs_store_sync(store);
 }
 
 static int cmd_encode(const args *a)
 {
-	lines L;
-	if (read_jsonl(&L, a->positional))
-		return 1;
-	for (size_t i = 0; i < L.n; i++) {
-		const jsonl_value *t = jsonl_get(line_at(&L, i), "text");
-		const jsonl_value *n = jsonl_get(line_at(&L, i), "namespace");
-		if (!t || t->type != JSONL_STRING || !t->len) {
-			lines_free(&L);
-			return fail("%s: fact %zu has no \"text\"", a->positional, i + 1);
-		}
-		if (!a->ns && (!n || n->type != JSONL_STRING)) {
-			lines_free(&L);
-			return fail("%s: fact %zu has no \"namespace\" (or give --namespace)", a->positional, i + 1);
-		}
-		/* Refused here, before any namespace is written, rather than by
-		 * the library after the earlier namespaces were. */
-		const char *ns = a->ns ? a->ns : n->str;
-		if (!strncmp(ns, INFS_RESERVED_PREFIX, sizeof INFS_RESERVED_PREFIX - 1)) {
-			fail("%s: fact %zu: namespace \"%s\" is reserved (names starting with \"" INFS_RESERVED_PREFIX
-			     "\" belong to the library)", a->positional, i + 1, ns);
-			lines_free(&L);
-			return 1;
-		}
+	/* Every line is read and checked before anything is written. */
+	fact_lines F;
+	char why[1024];
+	if (fact_lines_read(&F, a->positional, a->ns, stderr, why, sizeof why)) {
+		fact_lines_free(&F);
+		return fail("%s", why);
 	}
-	warn_unused(&L, a->positional);
 	runtime r;
 	if (runtime_open(&r, a, 1)) {
 		runtime_free(&r);
-		lines_free(&L);
+		fact_lines_free(&F);
 		return 1;
 	}
 	const int32_t *hdr;
@@ -914,65 +757,60 @@ static int cmd_encode(const args *a)
 	int rc = 0;
 	if (infs_engine_header(&hdr, &nh, r.engine))
 		rc = lib_fail("engine");
-	infs_fact_input *in = calloc(L.n ? L.n : 1, sizeof *in);
-	char **rendered = calloc(L.n ? L.n : 1, sizeof *rendered);
-	str *meta = calloc(L.n ? L.n : 1, sizeof *meta);
-	uint64_t *ids = calloc(L.n ? L.n : 1, sizeof *ids);
-	char *done = calloc(L.n ? L.n : 1, 1);
-	if (!in || !rendered || !meta || !ids || !done)
+	const size_t n = F.n ? F.n : 1;
+	infs_fact_input *batch = calloc(n, sizeof *batch);
+	uint64_t *ids = calloc(n, sizeof *ids);         /* in the order written */
+	const char **ids_ns = calloc(n, sizeof *ids_ns); /* their namespaces */
+	char *done = calloc(n, 1);
+	if (!rc && (!batch || !ids || !ids_ns || !done))
 		rc = fail("out of memory");
-	for (size_t i = 0; !rc && i < L.n; i++) {
-		const jsonl_value *o = line_at(&L, i);
-		line_metadata(&meta[i], o);
-		const char *text = jsonl_get(o, "text")->str;
-		if (infs_fact_render(&rendered[i], text, meta[i].p) ||
-		    infs_engine_fact_check(NULL, r.engine, text, meta[i].p)) {
-			rc = fail("%s: fact %zu: %s", a->positional, i + 1, infs_error_last());
-			break;
-		}
-		infs_fact_input f = INFS_FACT_INPUT_INIT;
-		f.text = rendered[i];
-		f.embed_text = text;
-		f.metadata = meta[i].p;
-		f.source_id = (uint64_t)jsonl_num(jsonl_get(o, "source_id"), 0);
-		f.timestamp = (int64_t)jsonl_num(jsonl_get(o, "timestamp"), 0);
-		in[i] = f;
-	}
+	/* What only the model can tell (a fact too long for the context), for
+	 * every fact before any is written. */
+	for (size_t i = 0; !rc && i < F.n; i++)
+		if (infs_engine_fact_check(NULL, r.engine, F.f[i].text, F.f[i].meta))
+			rc = fail("%s:%zu: %s", a->positional, F.f[i].line, infs_error_last());
 	/* One call per namespace, in order of first appearance. */
-	progress pg = { 0, L.n, a->quiet ? 0 : isatty(2) ? 1 : 2, now_s(), now_s() };
+	progress pg = { 0, F.n, a->quiet ? 0 : isatty(2) ? 1 : 2, now_s(), now_s() };
 	infs_encode_options eo = INFS_ENCODE_OPTIONS_INIT;
 	eo.context = hdr;
 	eo.n_context = nh;
 	eo.embedder = r.embedder;
 	eo.progress = show_progress;
 	eo.progress_user = &pg;
-	infs_fact_input *batch = calloc(L.n ? L.n : 1, sizeof *batch);
-	size_t *which = calloc(L.n ? L.n : 1, sizeof *which);
-	uint64_t *bids = calloc(L.n ? L.n : 1, sizeof *bids);
-	if (!rc && (!batch || !which || !bids))
-		rc = fail("out of memory");
-	size_t n_ns = 0;
-	for (size_t i = 0; !rc && i < L.n; i++) {
+	size_t n_ns = 0, written = 0;
+	for (size_t i = 0; !rc && i < F.n; i++) {
 		if (done[i])
 			continue;
-		const char *ns = a->ns ? a->ns : jsonl_get(line_at(&L, i), "namespace")->str;
+		const char *ns = F.f[i].ns;
 		size_t nb = 0;
-		for (size_t j = i; j < L.n; j++) {
-			const char *nj = a->ns ? a->ns : jsonl_get(line_at(&L, j), "namespace")->str;
-			if (!done[j] && !strcmp(nj, ns)) {
-				done[j] = 1;
-				which[nb] = j;
-				batch[nb++] = in[j];
-			}
+		for (size_t j = i; j < F.n; j++) {
+			if (done[j] || strcmp(F.f[j].ns, ns))
+				continue;
+			done[j] = 1;
+			infs_fact_input f = INFS_FACT_INPUT_INIT;
+			f.text = F.f[j].rendered;
+			f.embed_text = F.f[j].text;
+			f.metadata = F.f[j].meta;
+			f.source_id = F.f[j].source_id;
+			f.timestamp = F.f[j].timestamp;
+			ids_ns[written + nb] = ns;
+			batch[nb++] = f;
 		}
-		if (infs_fact_encode(bids, r.store, ns, r.model, batch, nb, &eo)) {
+		if (infs_fact_encode(ids + written, r.store, ns, r.model, batch, nb, &eo)) {
 			if (pg.show == 1)
 				fputc('\n', stderr);
-			rc = fail("encoding namespace \"%s\": %s", ns, infs_error_last());
+			/* Those stored before the failure are taken back out. */
+			snprintf(why, sizeof why, "%s", infs_error_last());
+			size_t left;
+			take_back(r.store, ids, ids_ns, written + nb, &left);
+			if (left)
+				rc = fail("encoding namespace \"%s\": %s; %zu facts of %s stay in %s (deleting them failed: %s)", ns,
+				          why, left, a->positional, a->store, infs_error_last());
+			else
+				rc = fail("encoding namespace \"%s\": %s; nothing of %s was written", ns, why, a->positional);
 			break;
 		}
-		for (size_t b = 0; b < nb; b++)
-			ids[which[b]] = bids[b];
+		written += nb;
 		pg.base += nb;
 		n_ns++;
 	}
@@ -981,23 +819,13 @@ static int cmd_encode(const args *a)
 	if (!rc && infs_store_sync(r.store))
 		rc = lib_fail(a->store);
 	if (!rc)
-		printf("encoded %zu facts into %zu namespace%s of %s\n", L.n, n_ns, n_ns == 1 ? "" : "s", a->store);
-	for (size_t i = 0; i < L.n; i++) {
-		if (rendered)
-			infs_free(rendered[i]);
-		if (meta)
-			free(meta[i].p);
-	}
-	free(in);
-	free(rendered);
-	free(meta);
-	free(ids);
-	free(done);
+		printf("encoded %zu facts into %zu namespace%s of %s\n", written, n_ns, n_ns == 1 ? "" : "s", a->store);
 	free(batch);
-	free(which);
-	free(bids);
+	free(ids);
+	free(ids_ns);
+	free(done);
 	runtime_free(&r);
-	lines_free(&L);
+	fact_lines_free(&F);
 	return rc;
 }
 
@@ -1036,7 +864,7 @@ static void ask_options(infs_ask_options *o, const args *a, uint32_t k, int full
 /* The questions of --questions (or the one positional question) and their
  * namespaces. */
 typedef struct questions {
-	lines L;
+	jsonl_lines L;
 	const char **q, **ns;
 	size_t n;
 } questions;
@@ -1045,14 +873,15 @@ static void questions_free(questions *Q)
 {
 	free(Q->q);
 	free(Q->ns);
-	lines_free(&Q->L);
+	jsonl_lines_free(&Q->L);
 }
 
 static int questions_load(questions *Q, const args *a)
 {
 	memset(Q, 0, sizeof *Q);
-	if (a->questions && read_jsonl(&Q->L, a->questions))
-		return 1;
+	char why[512];
+	if (a->questions && jsonl_lines_read(&Q->L, a->questions, why, sizeof why))
+		return fail("%s", why);
 	Q->n = a->questions ? Q->L.n : 1;
 	Q->q = calloc(Q->n ? Q->n : 1, sizeof *Q->q);
 	Q->ns = calloc(Q->n ? Q->n : 1, sizeof *Q->ns);
@@ -1064,10 +893,10 @@ static int questions_load(questions *Q, const args *a)
 			Q->ns[i] = a->ns;
 			continue;
 		}
-		Q->q[i] = jsonl_str(jsonl_get(line_at(&Q->L, i), "question"), NULL);
-		Q->ns[i] = a->ns ? a->ns : jsonl_str(jsonl_get(line_at(&Q->L, i), "namespace"), NULL);
+		Q->q[i] = jsonl_str(jsonl_get(Q->L.doc[i].v, "question"), NULL);
+		Q->ns[i] = a->ns ? a->ns : jsonl_str(jsonl_get(Q->L.doc[i].v, "namespace"), NULL);
 		if (!Q->q[i] || !Q->ns[i])
-			return fail("%s: line %zu lacks \"question\" or \"namespace\"", a->questions, i + 1);
+			return fail("%s:%zu: no \"question\" or \"namespace\"", a->questions, Q->L.no[i]);
 	}
 	return 0;
 }
@@ -1424,13 +1253,10 @@ typedef struct conv_fact {
 } conv_fact;
 
 typedef struct conv {
-	char *text; /* the file, which holds doc's strings */
-	jsonl doc;
+	char *text;    /* the file, which holds lc's strings */
+	locomo_doc lc; /* its facts and questions (tools/locomo_read.h) */
 	conv_fact *facts;
-	size_t n_facts, cap_facts;
-	const jsonl_value **qs; /* the questions of categories 1-4, in file order */
-	size_t *qa_index;       /* their places in "qa" */
-	size_t n_qs;
+	size_t n_facts;
 	size_t n_no_context;     /* --context-turns: facts whose evidence names no turn */
 	uint64_t context_tokens; /* --context-turns: of all facts together */
 	double encode_ms;        /* the facts' encoding into the main store */
@@ -1446,9 +1272,7 @@ static void conv_free(conv *c)
 		free(c->facts[i].context_tokens);
 	}
 	free(c->facts);
-	free(c->qs);
-	free(c->qa_index);
-	jsonl_free(&c->doc);
+	locomo_free(&c->lc);
 	free(c->text);
 }
 
@@ -1483,141 +1307,35 @@ static int read_whole(char **out, size_t *n, const char *path)
 	return rc;
 }
 
-static int cmp_unsigned(const void *x, const void *y)
-{
-	unsigned a = *(const unsigned *)x, b = *(const unsigned *)y;
-	return (a > b) - (a < b);
-}
-
-/* The facts of session s: session_<s>_observation, {speaker: [[text,
- * evidence turn or list of them], ...]}, dated by session_<s>_date_time. */
-static int conv_session(conv *c, const char *path, unsigned s)
-{
-	char key[64], dkey[64];
-	snprintf(key, sizeof key, "session_%u_observation", s);
-	snprintf(dkey, sizeof dkey, "session_%u_date_time", s);
-	const jsonl_value *obs = jsonl_get(c->doc.v, key), *dv = jsonl_get(c->doc.v, dkey);
-	if (obs->type != JSONL_OBJECT)
-		return fail("%s: \"%s\" is not an object {speaker: [[fact, evidence], ...]}", path, key);
-	if (dv && dv->type != JSONL_STRING)
-		return fail("%s: \"%s\" is not a string", path, dkey);
-	const char *date = jsonl_str(dv, "");
-	const jsonl_value *sp = obs + 1;
-	for (size_t i = 0; i < obs->len; i++, sp = jsonl_next(sp)) {
-		if (sp->type != JSONL_ARRAY)
-			return fail("%s: \"%s\".\"%s\" is not a list of [fact, evidence]", path, key, sp->key);
-		const jsonl_value *e = sp + 1;
-		for (size_t j = 0; j < sp->len; j++, e = jsonl_next(e)) {
-			/* Members only of an array: after any other value may lie
-			 * the end of the document. */
-			int ok = e->type == JSONL_ARRAY && e->len == 2;
-			const jsonl_value *t = ok ? e + 1 : NULL, *ev = ok ? jsonl_next(t) : NULL;
-			ok = ok && t->type == JSONL_STRING && t->len && (ev->type == JSONL_STRING || ev->type == JSONL_ARRAY);
-			for (size_t m = 0; ok && ev->type == JSONL_ARRAY && m < ev->len; m++)
-				ok = ev[1 + m].type == JSONL_STRING; /* strings: one value each */
-			if (!ok)
-				return fail("%s: \"%s\".\"%s\"[%zu] is not [fact text, evidence turn or list of them]",
-				            path, key, sp->key, j);
-			if (c->n_facts == c->cap_facts) {
-				size_t cap = c->cap_facts ? 2 * c->cap_facts : 256;
-				conv_fact *f = realloc(c->facts, cap * sizeof *f);
-				if (!f)
-					return fail("out of memory");
-				c->facts = f;
-				c->cap_facts = cap;
-			}
-			conv_fact *f = &c->facts[c->n_facts++];
-			memset(f, 0, sizeof *f);
-			f->text = t->str;
-			if (ev->type == JSONL_STRING)
-				str_puts(&f->evidence, ev->str);
-			for (size_t m = 0; ev->type == JSONL_ARRAY && m < ev->len; m++) {
-				str_puts(&f->evidence, m ? ";" : "");
-				str_puts(&f->evidence, ev[1 + m].str);
-			}
-			str_puts(&f->meta, "{\"speaker\":");
-			str_json(&f->meta, sp->key);
-			str_puts(&f->meta, ",\"date\":");
-			str_json(&f->meta, date);
-			str_puts(&f->meta, ",\"evidence\":");
-			str_json(&f->meta, f->evidence.p ? f->evidence.p : "");
-			str_puts(&f->meta, "}");
-			if (infs_fact_render(&f->rendered, f->text, f->meta.p))
-				return fail("%s: \"%s\".\"%s\"[%zu]: %s", path, key, sp->key, j, infs_error_last());
-		}
-	}
-	return 0;
-}
-
-/* Reads the conversation at path: its facts, session by session in
- * increasing order, and its questions of categories 1-4. */
+/* Reads the conversation at path (tools/locomo_read.h): its facts, each
+ * with its metadata (speaker, date and evidence turns, as
+ * scripts/locomo-jsonl.py writes them) and rendering, and its questions. */
 static int conv_read(conv *c, const char *path)
 {
 	memset(c, 0, sizeof *c);
 	size_t len;
+	char why[1024];
 	if (read_whole(&c->text, &len, path))
 		return 1;
-	char where[256];
-	if (jsonl_parse(&c->doc, c->text, len))
-		return fail("%s: JSON line %zu column %zu: %s", path, c->doc.line, c->doc.col, c->doc.err);
-	const jsonl_value *root = c->doc.v;
-	if (root->type != JSONL_OBJECT)
-		return fail("%s: not a JSON object (a LoCoMo conversation)", path);
-	if (find_nul(root, "", where, sizeof where))
-		return fail("%s: \"%s\" holds a NUL character", path, where);
-	/* The sessions with observations, each once, in increasing order. */
-	unsigned *ss = calloc(root->len ? root->len : 1, sizeof *ss);
-	size_t ns = 0;
-	if (!ss)
+	if (locomo_read(&c->lc, c->text, len, path, why, sizeof why))
+		return fail("%s", why);
+	if (!(c->facts = calloc(c->lc.n_facts, sizeof *c->facts)))
 		return fail("out of memory");
-	const jsonl_value *m = root + 1;
-	for (size_t i = 0; i < root->len; i++, m = jsonl_next(m)) {
-		unsigned s;
-		int end = 0;
-		if (!strncmp(m->key, "session_", 8) && m->key[8] >= '0' && m->key[8] <= '9' &&
-		    sscanf(m->key, "session_%u_observation%n", &s, &end) == 1 && end && !m->key[end])
-			ss[ns++] = s;
+	for (size_t i = 0; i < c->lc.n_facts; i++) {
+		const locomo_fact *l = &c->lc.facts[i];
+		conv_fact *f = &c->facts[c->n_facts++];
+		f->text = l->text;
+		str_puts(&f->evidence, l->evidence);
+		str_puts(&f->meta, "{\"speaker\":");
+		str_json(&f->meta, l->speaker);
+		str_puts(&f->meta, ",\"date\":");
+		str_json(&f->meta, l->date);
+		str_puts(&f->meta, ",\"evidence\":");
+		str_json(&f->meta, l->evidence);
+		str_puts(&f->meta, "}");
+		if (infs_fact_render(&f->rendered, f->text, f->meta.p))
+			return fail("%s: \"%s\".\"%s\"[%zu]: %s", path, l->session, l->speaker, l->index, infs_error_last());
 	}
-	qsort(ss, ns, sizeof *ss, cmp_unsigned);
-	int rc = 0;
-	for (size_t i = 0; !rc && i < ns; i++)
-		if (!i || ss[i] != ss[i - 1])
-			rc = conv_session(c, path, ss[i]);
-	free(ss);
-	if (rc)
-		return rc;
-	if (!c->n_facts)
-		return fail("%s: no facts (no session_N_observation with [fact, evidence] entries)", path);
-	const jsonl_value *qa = jsonl_get(root, "qa");
-	if (!qa || qa->type != JSONL_ARRAY)
-		return fail("%s: no \"qa\" list of questions", path);
-	c->qs = calloc(qa->len ? qa->len : 1, sizeof *c->qs);
-	c->qa_index = calloc(qa->len ? qa->len : 1, sizeof *c->qa_index);
-	if (!c->qs || !c->qa_index)
-		return fail("out of memory");
-	const jsonl_value *q = qa + 1;
-	for (size_t i = 0; i < qa->len; i++, q = jsonl_next(q)) {
-		const jsonl_value *cat = jsonl_get(q, "category");
-		if (q->type != JSONL_OBJECT || !cat || cat->type != JSONL_NUMBER)
-			return fail("%s: qa[%zu] is not an object with a numeric \"category\"", path, i);
-		if (!(cat->num == 1 || cat->num == 2 || cat->num == 3 || cat->num == 4))
-			continue;
-		const jsonl_value *qt = jsonl_get(q, "question"), *ans = jsonl_get(q, "answer"),
-		                  *ev = jsonl_get(q, "evidence");
-		if (!qt || qt->type != JSONL_STRING || !qt->len)
-			return fail("%s: qa[%zu] has no \"question\"", path, i);
-		if (!ans || (ans->type != JSONL_STRING && ans->type != JSONL_NUMBER))
-			return fail("%s: qa[%zu] has no \"answer\" (a string or a number)", path, i);
-		int ok = !ev || ev->type == JSONL_ARRAY;
-		for (size_t j = 0; ok && ev && j < ev->len; j++)
-			ok = ev[1 + j].type == JSONL_STRING;
-		if (!ok)
-			return fail("%s: qa[%zu]: \"evidence\" is not a list of turns", path, i);
-		c->qa_index[c->n_qs] = i;
-		c->qs[c->n_qs++] = q;
-	}
-	if (!c->n_qs)
-		return fail("%s: no questions of categories 1-4 in \"qa\"", path);
 	return 0;
 }
 
@@ -1629,7 +1347,7 @@ static int conv_contexts(conv *c, const char *path, unsigned w)
 {
 	locomo_turns t;
 	char why[256];
-	if (locomo_turns_read(&t, c->doc.v, why, sizeof why))
+	if (locomo_turns_read(&t, c->lc.doc.v, why, sizeof why))
 		return fail("%s: --context-turns: %s", path, why);
 	int rc = 0;
 	for (size_t i = 0; !rc && i < c->n_facts; i++) {
@@ -1790,7 +1508,7 @@ static void point_make(eval_point *p, const args *a, const char *mode, float rat
 static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer *x, double ttft_x, double frac,
                       const infs_answer *y, double ttft_y, const infs_answer *ref, const infs_answer *floor2)
 {
-	const jsonl_value *q = c->qs[qi];
+	const jsonl_value *q = c->lc.qs[qi];
 	const jsonl_value *ans = jsonl_get(q, "answer"), *ev = jsonl_get(q, "evidence");
 	char num[64];
 	/* A number answer as its text: integers without a fraction. */
@@ -1845,7 +1563,7 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 		         "\"kl_first_token\": %.6g, \"f1_inject\": %.6f, \"f1_full\": %.6f, \"evidence_found\": %zu, "
 		         "\"evidence_total\": %zu, \"ttft_inject_ms\": %.3f, \"ttft_full_ms\": %.3f, "
 		         "\"answer_f1_vs_full\": %.6f, \"floor_first_token_agree\": %s, \"floor_kl_first_token\": %.6g",
-		         p->detail.n ? "," : "", c->qa_index[qi], x->n_facts, top1 ? "true" : "false",
+		         p->detail.n ? "," : "", c->lc.qa_index[qi], x->n_facts, top1 ? "true" : "false",
 		         same ? "true" : "false", kl, f1i, f1f, found, total, ttft_x, ttft_y, f1x,
 		         ftop1 ? "true" : "false", fkl);
 		str_puts(&p->detail, buf);
@@ -1880,7 +1598,7 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 static int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, runtime *r, infs_store *ref_store,
                          const args *a)
 {
-	const char *question = jsonl_get(c->qs[qi], "question")->str;
+	const char *question = jsonl_get(c->lc.qs[qi], "question")->str;
 	infs_answer **got = calloc(np, sizeof *got), *first = NULL, *full = NULL, *ref = NULL, *floor2 = NULL;
 	uint8_t *own = calloc(np, 1);
 	uint64_t *ref_ids = NULL;
@@ -2021,7 +1739,7 @@ static void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c,
 	        "  the floor (full recompute in two steps against one): first token %.1f%%, answer %.1f%%; KL %.4f\n"
 	        "  F1: injection %.3f, full recompute %.3f; evidence recall %s\n"
 	        "  mean TTFT: injection %.1f ms, full recompute %.1f ms\n",
-	        a->positional, nq, c->n_qs, c->n_facts, a->k, p->mode, (double)p->temp, (double)p->scale,
+	        a->positional, nq, c->lc.n_qs, c->n_facts, a->k, p->mode, (double)p->temp, (double)p->scale,
 	        100.0 * (double)p->top1 / n, 100.0 * (double)p->same / n, p->f1_vs_full / n, p->kl / n,
 	        100.0 * (double)p->floor_top1 / n, 100.0 * (double)p->floor_same / n, p->floor_kl / n,
 	        p->f1_inject / n, p->f1_full / n, recall_h, p->ttft_inject / n, p->ttft_full / n);
@@ -2070,7 +1788,7 @@ static int cmd_eval(const args *a)
 		rc = fail("%s: %s", a->plot, strerror(errno));
 	if (pf)
 		fclose(pf);
-	size_t n = c.n_qs, *pick = rc ? NULL : calloc(n, sizeof *pick);
+	size_t n = c.lc.n_qs, *pick = rc ? NULL : calloc(n, sizeof *pick);
 	const size_t n_ratios = sizeof sweep_ratios / sizeof sweep_ratios[0];
 	const size_t n_modes = !a->sweep ? 1 : a->recovery ? 1 : sizeof sweep_modes / sizeof sweep_modes[0];
 	const size_t n_cal = a->n_cal ? a->n_cal : 1, multi = a->sweep || n_cal > 1;
@@ -2134,7 +1852,7 @@ static int cmd_eval(const args *a)
 		fputc('\n', stderr);
 	if (!rc && multi)
 		fprintf(stderr, "%s: %zu of %zu questions (categories 1-4), %zu facts, k %u; injection / full recompute\n",
-		        a->positional, n, c.n_qs, c.n_facts, a->k);
+		        a->positional, n, c.lc.n_qs, c.n_facts, a->k);
 	if (!rc && multi)
 		context_summary(&c, a);
 	for (size_t i = 0; !rc && i < np; i++) {
@@ -2178,6 +1896,9 @@ static int cmd_verify(int argc, char **argv)
 		rc = fail("%s", infs_error_last());
 	if (!rc && infs_store_verify(s, NULL, NULL))
 		rc = lib_fail(argv[2]);
+	char why[2048];
+	if (!rc && store_report_torn(s, argv[2], stderr, why, sizeof why))
+		rc = fail("%s", why);
 	if (!rc)
 		printf("%s: sound: %llu facts, %llu segments in %llu namespaces, %llu bytes\n", argv[2],
 		       (unsigned long long)st.n_facts, (unsigned long long)st.n_segments,

@@ -1,6 +1,7 @@
 #include "jsonl.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@ typedef struct parser {
 	const char *line_start; /* for the column of an error */
 	size_t line;
 	int depth;
+	size_t max; /* values at most; 0: no limit */
 	jsonl *doc;
 } parser;
 
@@ -86,6 +88,30 @@ static char escaped(char e)
 	}
 }
 
+/* The length of the well-formed UTF-8 sequence at s[0..n) (n >= 1, s[0]
+ * >= 0x80), or 0: no overlong forms, no surrogates, nothing above
+ * U+10FFFF. The second byte's range carries those rules (Unicode's table
+ * of well-formed sequences). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned c = s[0], lo = 0x80, hi = 0xbf;
+	size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (!len || n < len || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return len;
+}
+
 /* The string at p->s (its opening quote), decoded over itself: no escape is
  * shorter than what it stands for, so the writes stay behind the reads, and
  * the NUL lands at the latest on the closing quote. */
@@ -100,6 +126,15 @@ static int string(parser *p, const char **out, size_t *len)
 			break;
 		if (c < 0x20)
 			return bad(p, "control character in string");
+		if (c >= 0x80) {
+			size_t n = utf8_len((const unsigned char *)p->s, (size_t)(p->end - p->s));
+			if (!n)
+				return bad(p, "invalid UTF-8 in a string");
+			memmove(d, p->s, n);
+			d += n;
+			p->s += n;
+			continue;
+		}
 		p->s++;
 		if (c != '\\') {
 			*d++ = (char)c;
@@ -146,8 +181,8 @@ static size_t digits(const char *s, const char *end)
 }
 
 /* JSON's number grammar exactly, then strtod over a copy (the text may
- * end right after the number). */
-static int number(parser *p, double *out)
+ * end right after the number); *text and *len: the number as written. */
+static int number(parser *p, double *out, const char **text, size_t *len)
 {
 	const char *s = p->s, *q = s;
 	q += q < p->end && *q == '-';
@@ -173,6 +208,8 @@ static int number(parser *p, double *out)
 	memcpy(tmp, s, (size_t)(q - s));
 	tmp[q - s] = '\0';
 	*out = strtod(tmp, NULL);
+	*text = s;
+	*len = (size_t)(q - s);
 	p->s = (char *)q;
 	return 0;
 }
@@ -239,8 +276,11 @@ static int value(parser *p, const char *key)
 	if (p->s == p->end)
 		return bad(p, "unexpected end of text");
 	jsonl *doc = p->doc;
+	if (p->max && doc->n == p->max)
+		return bad(p, "more values than the limit");
 	if (doc->n == doc->cap) {
 		size_t cap = doc->cap ? 2 * doc->cap : 32;
+		cap = p->max && cap > p->max ? p->max : cap;
 		jsonl_value *v = realloc(doc->v, cap * sizeof *v);
 		if (!v)
 			return bad(p, "out of memory");
@@ -278,23 +318,28 @@ static int value(parser *p, const char *key)
 		break;
 	default:
 		doc->v[at].type = JSONL_NUMBER;
-		rc = number(p, &doc->v[at].num);
+		rc = number(p, &doc->v[at].num, &doc->v[at].str, &doc->v[at].len);
 		break;
 	}
 	doc->v[at].span = doc->n - at;
 	return rc;
 }
 
-int jsonl_parse(jsonl *doc, char *text, size_t len)
+int jsonl_parse_limited(jsonl *doc, char *text, size_t len, size_t max_values)
 {
 	doc->n = 0;
 	doc->line = doc->col = 0;
 	doc->err = NULL;
-	parser p = { text, text + len, text, 1, 0, doc };
+	parser p = { text, text + len, text, 1, 0, max_values, doc };
 	if (value(&p, NULL))
 		return -1;
 	blanks(&p);
 	return p.s == p.end ? 0 : bad(&p, "trailing characters after the value");
+}
+
+int jsonl_parse(jsonl *doc, char *text, size_t len)
+{
+	return jsonl_parse_limited(doc, text, len, 0);
 }
 
 void jsonl_free(jsonl *doc)
@@ -323,4 +368,46 @@ const char *jsonl_str(const jsonl_value *v, const char *def)
 double jsonl_num(const jsonl_value *v, double def)
 {
 	return v && v->type == JSONL_NUMBER ? v->num : def;
+}
+
+int jsonl_find_nul(const jsonl_value *v, const char *name, char *where, size_t n)
+{
+	if (v->type == JSONL_STRING && strlen(v->str) != v->len) {
+		snprintf(where, n, "%s", name);
+		return 1;
+	}
+	if (v->type != JSONL_ARRAY && v->type != JSONL_OBJECT)
+		return 0;
+	const jsonl_value *m = v + 1;
+	for (size_t i = 0; i < v->len; i++, m = jsonl_next(m)) {
+		char sub[256], key[128];
+		if (v->type == JSONL_OBJECT)
+			snprintf(sub, sizeof sub, "%s%s%s", name, *name ? "." : "", jsonl_shown(key, sizeof key, m->key));
+		else
+			snprintf(sub, sizeof sub, "%s[%zu]", name, i);
+		if (jsonl_find_nul(m, sub, where, n))
+			return 1;
+	}
+	return 0;
+}
+
+const char *jsonl_shown(char *buf, size_t n, const char *s)
+{
+	const unsigned char *c = (const unsigned char *)s;
+	size_t full = 0, at = 0;
+	for (size_t i = 0; c[i]; i++)
+		full += c[i] < 0x20 || c[i] == 0x7f ? 6 : 1;
+	/* cut: room kept for "..." */
+	size_t room = full < n ? n - 1 : n - 4;
+	for (; *c; c++) {
+		int ctl = *c < 0x20 || *c == 0x7f;
+		if (at + (ctl ? 6 : 1) > room)
+			break;
+		if (ctl)
+			at += (size_t)snprintf(buf + at, n - at, "\\u%04x", *c);
+		else
+			buf[at++] = (char)*c;
+	}
+	snprintf(buf + at, n - at, "%s", *c ? "..." : "");
+	return buf;
 }

@@ -4,7 +4,10 @@
  * document; values lie in one array in document order, each followed by
  * its members, so that a value's next sibling is span values further on.
  * Strings keep their length: a NUL in one (from \u0000) is visible as
- * strlen(str) != len. Keys holding a NUL are refused. */
+ * strlen(str) != len. Keys holding a NUL are refused, and so are raw bytes
+ * in strings and keys that are not well-formed UTF-8 (JSON text is UTF-8;
+ * the library's rules: no overlong forms, surrogates or code points above
+ * U+10FFFF). */
 #ifndef JSONL_H
 #define JSONL_H
 
@@ -23,8 +26,9 @@ typedef enum jsonl_type {
 typedef struct jsonl_value {
 	jsonl_type type;
 	const char *key; /* the member's name in an object, else NULL */
-	const char *str; /* STRING: the decoded bytes, NUL-terminated */
-	size_t len;      /* STRING: bytes; ARRAY and OBJECT: members */
+	const char *str; /* STRING: the decoded bytes, NUL-terminated; NUMBER:
+	                  * the number as written (in the text, not terminated) */
+	size_t len;      /* STRING and NUMBER: bytes of str; ARRAY and OBJECT: members */
 	size_t span;     /* values from this one to its next sibling */
 	double num;      /* NUMBER */
 } jsonl_value;
@@ -42,7 +46,20 @@ typedef struct jsonl {
  * set (a malformed text, nesting deeper than 256, or no memory). doc is
  * reset first; free it with jsonl_free in either case. */
 int jsonl_parse(jsonl *doc, char *text, size_t len);
+/* The same, refusing a text of more than max_values values (err "more
+ * values than the limit", at the first one past it): the values' array
+ * never grows past max_values, whatever the text. */
+int jsonl_parse_limited(jsonl *doc, char *text, size_t len, size_t max_values);
 void jsonl_free(jsonl *doc);
+
+/* Whether a string of v, at any depth, holds a NUL (the reader keeps them;
+ * everything after it would read the text cut): *where names it, as
+ * name.key and name[index] from name, keys as jsonl_shown shows them. */
+int jsonl_find_nul(const jsonl_value *v, const char *name, char *where, size_t n);
+
+/* s as a one-line message may quote it, in buf (n >= 8): control
+ * characters as \u00XX escapes, and "..." when it is cut to fit. */
+const char *jsonl_shown(char *buf, size_t n, const char *s);
 
 /* The member key of object obj (the last one when repeated), or NULL when
  * obj is NULL, not an object or lacks it. */

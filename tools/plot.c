@@ -167,12 +167,55 @@ void plot_rect(plot_image *im, int x0, int y0, int x1, int y1, uint32_t color)
 		}
 }
 
-/* Bresenham's walk, a width x width brush at each step. */
+/* Cuts the segment (x0, y0)-(x1, y1) to the box [lo, hi_x] x [lo, hi_y]
+ * (Liang and Barsky): 0 when none of it is inside. */
+static int clip(double *x0, double *y0, double *x1, double *y1, double lo, double hi_x, double hi_y)
+{
+	double t0 = 0, t1 = 1, dx = *x1 - *x0, dy = *y1 - *y0;
+	const double p[4] = { -dx, dx, -dy, dy }, q[4] = { *x0 - lo, hi_x - *x0, *y0 - lo, hi_y - *y0 };
+	for (int i = 0; i < 4; i++) {
+		if (p[i] == 0) {
+			if (q[i] < 0)
+				return 0;
+			continue;
+		}
+		double r = q[i] / p[i];
+		if (p[i] < 0 && r > t0)
+			t0 = r;
+		else if (p[i] > 0 && r < t1)
+			t1 = r;
+	}
+	if (t0 > t1)
+		return 0;
+	double ax = *x0 + t0 * dx, ay = *y0 + t0 * dy;
+	*x1 = *x0 + t1 * dx;
+	*y1 = *y0 + t1 * dy;
+	*x0 = ax;
+	*y0 = ay;
+	return 1;
+}
+
+/* Bresenham's walk, a width x width brush at each step. A line that leaves
+ * the image is cut to it first (its dashes keep their phase), so that its
+ * length in steps never exceeds the image's. */
 void plot_line(plot_image *im, int x0, int y0, int x1, int y1, int width, int dashed, uint32_t color)
 {
+	int first = 0;
+	const int lo_b = -width, hi_x = im->w - 1 + width, hi_y = im->h - 1 + width;
+	if (x0 < lo_b || y0 < lo_b || x1 < lo_b || y1 < lo_b || x0 > hi_x || x1 > hi_x || y0 > hi_y || y1 > hi_y) {
+		double ax = x0, ay = y0, bx = x1, by = y1;
+		if (!clip(&ax, &ay, &bx, &by, lo_b, hi_x, hi_y))
+			return;
+		double skipped = fmax(fabs(ax - x0), fabs(ay - y0));
+		first = (int)fmod(skipped, 12);
+		x0 = (int)lround(ax);
+		y0 = (int)lround(ay);
+		x1 = (int)lround(bx);
+		y1 = (int)lround(by);
+	}
 	int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
 	int err = dx + dy, lo = -(width - 1) / 2, hi = width / 2;
-	for (int step = 0;; step++) {
+	for (int step = first;; step++) {
 		if (!dashed || step % 12 < 8)
 			plot_rect(im, x0 + lo, y0 + lo, x0 + hi, y0 + hi, color);
 		if (x0 == x1 && y0 == y1)
@@ -305,9 +348,14 @@ double plot_nice_step(double span, int target)
 	return (r < 1.5 ? 1 : r < 3 ? 2 : r < 7 ? 5 : 10) * mag;
 }
 
+/* Ticks on an axis at most; a range that would need more (its ends too
+ * far apart for the doubles between them) is not drawn as such. */
+#define TICKS_MAX 1000
+
 /* Widens [lo, hi] to whole nice steps; an empty range is widened around its
- * value first. A range beyond doubles (sums of huge values) becomes 0..1
- * rather than NaN pixels or a loop over countless ticks. */
+ * value first. A range beyond doubles (sums of huge values, or ends whose
+ * difference overflows) becomes 0..1 rather than NaN pixels or a loop over
+ * countless ticks. */
 static double nice_range(double *lo, double *hi)
 {
 	if (!(*hi > *lo)) {
@@ -318,7 +366,7 @@ static double nice_range(double *lo, double *hi)
 	double step = plot_nice_step(*hi - *lo, 5);
 	*lo = floor(*lo / step + 1e-9) * step;
 	*hi = ceil(*hi / step - 1e-9) * step;
-	if (!isfinite(*lo) || !isfinite(*hi) || !(*hi > *lo)) {
+	if (!isfinite(*lo) || !isfinite(*hi) || !(*hi > *lo) || !isfinite(*hi - *lo) || (*hi - *lo) / step > TICKS_MAX) {
 		*lo = 0;
 		*hi = 1;
 		step = 0.2;
@@ -360,15 +408,24 @@ plot_series *plot_add(plot_chart *c, plot_kind kind, const char *name, uint32_t 
 	return s;
 }
 
+/* Pixels are at most this far from the origin: a value far outside the
+ * axes lands there, so that no pixel arithmetic can overflow an int. */
+#define PIXEL_FAR (1 << 20)
+
+static int pixel(double v)
+{
+	return !(v > -PIXEL_FAR) ? -PIXEL_FAR : v > PIXEL_FAR ? PIXEL_FAR : (int)lround(v); /* NaN too */
+}
+
 int plot_x(const plot_chart *c, double x)
 {
-	return c->area_x0 + (int)lround((x - c->x_lo) / (c->x_hi - c->x_lo) * (c->area_x1 - c->area_x0));
+	return pixel(c->area_x0 + (x - c->x_lo) / (c->x_hi - c->x_lo) * (c->area_x1 - c->area_x0));
 }
 
 int plot_y(const plot_chart *c, int axis, double y)
 {
 	axis = axis ? 1 : 0;
-	return c->area_y1 - (int)lround((y - c->y_lo[axis]) / (c->y_hi[axis] - c->y_lo[axis]) * (c->area_y1 - c->area_y0));
+	return pixel(c->area_y1 - (y - c->y_lo[axis]) / (c->y_hi[axis] - c->y_lo[axis]) * (c->area_y1 - c->area_y0));
 }
 
 static double point_x(const plot_chart *c, const plot_series *s, size_t i)

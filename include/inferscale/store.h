@@ -83,7 +83,7 @@ INFS_API int infs_store_sync(infs_store *store);
  * point leaves either the old file or the new one, each complete. */
 INFS_API int infs_store_compact(infs_store *store);
 
-#define INFS_STORE_STATS_VERSION 3
+#define INFS_STORE_STATS_VERSION 4
 
 typedef struct infs_store_stats {
 	unsigned version;             /* set by the caller */
@@ -103,9 +103,13 @@ typedef struct infs_store_stats {
 	uint64_t device_evictions;    /* namespaces whose KV left the device for lack of room */
 	uint64_t host_evictions;      /* namespaces whose KV left pinned host memory for lack of room */
 	uint64_t promotions;          /* namespaces whose KV was moved up (prefetch, injection) */
+	/* version 4: what writable opens set aside before, as found by this
+	 * open: the files <path>.torn, <path>.torn.1, ... up to the first missing */
+	uint64_t torn_bytes;          /* bytes in those files */
+	uint64_t torn_records;        /* whole records in them (sound head, body inside the file) */
 } infs_store_stats;
 
-/* out->version may be 1 to 3: fields past it are not written. */
+/* out->version may be 1 to 4: fields past it are not written. */
 INFS_API int infs_store_stats_get(infs_store_stats *out, infs_store *store);
 
 /* Re-reads the header and every record of the open store's log from the

@@ -179,23 +179,25 @@ static void load_row(float *x, const char *src, infs_dtype t, float scale, uint3
 	}
 }
 
-/* Stores n floats to dst, stride elements apart. */
+/* Stores n floats to dst, stride elements apart, saturated to the
+ * dtype's range (infs__saturate). */
 static void store_row(char *dst, infs_dtype t, int64_t stride, const float *x, uint32_t n)
 {
 	uint16_t *h = (uint16_t *)dst;
 	float *f = (float *)dst;
+	const float max = infs__dtype_max(t);
 	switch (t) {
 	case INFS_DTYPE_F16:
 		for (uint32_t i = 0; i < n; i++)
-			h[i * stride] = infs__f32_to_f16(x[i]);
+			h[i * stride] = infs__f32_to_f16(infs__saturate(x[i], max));
 		break;
 	case INFS_DTYPE_BF16:
 		for (uint32_t i = 0; i < n; i++)
-			h[i * stride] = infs__f32_to_bf16(x[i]);
+			h[i * stride] = infs__f32_to_bf16(infs__saturate(x[i], max));
 		break;
 	default:
 		for (uint32_t i = 0; i < n; i++)
-			f[i * stride] = x[i];
+			f[i * stride] = infs__saturate(x[i], max);
 		break;
 	}
 }

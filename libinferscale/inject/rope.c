@@ -60,13 +60,20 @@ void infs__rope_init(infs__rope *r, const infs_geometry *g)
 			double extrap_w = 1.0 - ramp;
 			r->inv_freq[i] = (float)(interp * (1.0 - extrap_w) + extrap * extrap_w);
 		}
-		double a = g->rope_attn_factor;
-		if (a <= 0)
-			a = factor > 1 ? 0.1 * log(factor) + 1.0 : 1.0;
-		r->attn_scale = (float)a;
+		r->attn_scale = infs__rope_attn_scale(g);
 		break;
 	}
 	}
+}
+
+float infs__rope_attn_scale(const infs_geometry *g)
+{
+	if (g->rope_scaling != INFS_ROPE_SCALING_YARN)
+		return 1.0f;
+	double a = g->rope_attn_factor, factor = g->rope_factor;
+	if (a <= 0)
+		a = factor > 1 ? 0.1 * log(factor) + 1.0 : 1.0;
+	return (float)a;
 }
 
 void infs__rope_cos_sin(const infs__rope *r, int64_t pos, float *cos_out, float *sin_out)

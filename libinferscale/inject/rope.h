@@ -19,6 +19,10 @@ typedef struct infs__rope {
 /* Computes the frequencies of g. g must have passed infs_geometry_validate. */
 void infs__rope_init(infs__rope *r, const infs_geometry *g);
 
+/* The factor cos and sin are scaled by: YaRN's mscale, else 1. A rotated
+ * pair's members stay within 2 x attn_scale x the larger of the two. */
+float infs__rope_attn_scale(const infs_geometry *g);
+
 /* cos and sin (each n_pairs floats, already scaled) for position pos. The
  * angle is formed in double so that large positions keep their precision. */
 void infs__rope_cos_sin(const infs__rope *r, int64_t pos, float *cos_out, float *sin_out);

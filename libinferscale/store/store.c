@@ -192,7 +192,7 @@ int infs__fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_f
 		infs__index_prune(&s->ix, nsp);
 		goto out;
 	}
-	if ((rc = infs__append(s, INFS__REC_PUT, iov, n, "infs_fact_put"))) {
+	if ((rc = infs__append(s, INFS__REC_PUT, iov, n, infs__reserve_after_put(s, nsp), "infs_fact_put"))) {
 		ext_delete(s, p.id);
 		infs__index_prune(&s->ix, nsp);
 		goto out;
@@ -284,7 +284,7 @@ int infs_fact_delete(infs_store *s, const char *ns, uint64_t id)
 	int rc;
 	if (!entry_in(s, ns, id))
 		rc = infs__error_wrap(not_found(ns, id), "infs_fact_delete");
-	else if (!(rc = infs__append(s, INFS__REC_DELETE, iov, 1 + INFS__NS_IOV, "infs_fact_delete"))) {
+	else if (!(rc = infs__append(s, INFS__REC_DELETE, iov, 1 + INFS__NS_IOV, 0, "infs_fact_delete"))) {
 		infs__index_remove(&s->ix, id);
 		ext_delete(s, id);
 	}
@@ -429,7 +429,7 @@ int infs_namespace_drop(infs_store *s, const char *ns)
 	int rc = INFS_OK;
 	infs__ns *p = infs__index_ns(&s->ix, ns);
 	/* Dropping a namespace with no records writes nothing. */
-	if (p && !(rc = infs__append(s, INFS__REC_DROP, iov, 1 + INFS__NS_IOV, "infs_namespace_drop"))) {
+	if (p && !(rc = infs__append(s, INFS__REC_DROP, iov, 1 + INFS__NS_IOV, 0, "infs_namespace_drop"))) {
 		for (size_t i = 0; i < p->n_ids; i++)
 			ext_delete(s, p->ids[i]);
 		infs__index_drop(&s->ix, p);
@@ -459,6 +459,8 @@ int infs_store_stats_get(infs_store_stats *out, infs_store *s)
 		if (s->ext[i].data && s->ext[i].bytes)
 			st.device_bytes += s->ext[i].bytes(s->ext[i].data);
 	st.lost_records = s->lost;
+	st.torn_bytes = s->torn_bytes;
+	st.torn_records = s->torn_records;
 	for (int i = 0; i < INFS_EXT_COUNT; i++)
 		if (s->ext[i].data && s->ext[i].stats)
 			s->ext[i].stats(s->ext[i].data, &st);

@@ -1,6 +1,10 @@
 /* Argument checks of the store's entry points: namespaces, facts, strings. */
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
+#include "inject/rope.h"
+#include "util/dtype.h"
 #include "util/error.h"
 #include "util/options.h"
 #include "store/store_impl.h"
@@ -89,15 +93,73 @@ static size_t first_nonfinite(const void *p, size_t n, infs_dtype dtype)
 	return n;
 }
 
-/* Every element finite; for fp8 e4m3 no NaN code (0x7f, 0xff) and every
- * scale finite and not negative (it is amax / 448). */
-static int check_kv(const void *kv, const char *name, uint32_t n_tokens, const infs_geometry *g)
+/* The largest magnitude a key element may have: half its dtype's largest
+ * value (f32's for fp8, which is dequantized into f32), over the rope's
+ * attention factor. A rotated pair's members stay within 2 x attn_scale x
+ * the larger of the two, so any key within the bound, rotated to any
+ * position, stays finite in its dtype (docs/injection.md). */
+static float key_bound(const infs_geometry *g)
 {
-	size_t rows = (size_t)n_tokens * g->n_layers * g->n_kv_heads, n = rows * g->head_dim;
-	if (g->kv_dtype != INFS_DTYPE_FP8_E4M3) {
-		size_t bad = first_nonfinite(kv, n, g->kv_dtype);
-		return bad < n ? infs__error(INFS_EINVAL, "fact: %s element %zu is NaN or infinite", name, bad) : INFS_OK;
+	return infs__dtype_max(g->kv_dtype) / (2 * infs__rope_attn_scale(g));
+}
+
+/* The bit pattern, sign cleared, of the largest value of f16, bf16 or f32
+ * not above x > 0: magnitudes compare as their patterns do. */
+static uint32_t bits_at_most(infs_dtype t, float x)
+{
+	uint32_t u;
+	if (t == INFS_DTYPE_F32) {
+		memcpy(&u, &x, sizeof u);
+		return u & 0x7fffffffu;
 	}
+	uint16_t h = (t == INFS_DTYPE_F16 ? infs__f32_to_f16(x) : infs__f32_to_bf16(x)) & 0x7fff;
+	float back = t == INFS_DTYPE_F16 ? infs__f16_to_f32(h) : infs__bf16_to_f32(h);
+	return back > x ? h - 1u : h;
+}
+
+static int beyond_bound(const char *name, size_t i, double x, const infs_geometry *g)
+{
+	const char *t = g->kv_dtype == INFS_DTYPE_F16 ? "f16" : g->kv_dtype == INFS_DTYPE_BF16 ? "bf16" : "f32";
+	return infs__error(INFS_ERANGE, "fact: %s element %zu is %g; a key is at most %g in magnitude (half of %s's largest "
+	                   "value, over the rope's attention factor %g), so that rotated to any position it stays finite",
+	                   name, i, x, (double)key_bound(g), t, (double)infs__rope_attn_scale(g));
+}
+
+/* f16, bf16, f32: every element finite, and a key's rotated dims (the
+ * first rotary_dim of each head) within key_bound. */
+static int check_plain(const void *kv, const char *name, size_t n, const infs_geometry *g, bool key)
+{
+	const bool wide = g->kv_dtype == INFS_DTYPE_F32;
+	const uint32_t inf = wide ? 0x7f800000u : g->kv_dtype == INFS_DTYPE_F16 ? 0x7c00u : 0x7f80u;
+	const uint32_t limit = key ? bits_at_most(g->kv_dtype, key_bound(g)) : inf;
+	const uint32_t D = g->head_dim, R = g->rotary_dim;
+	const unsigned char *b = kv;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t mag;
+		if (wide) {
+			memcpy(&mag, b + 4 * i, 4);
+			mag &= 0x7fffffffu;
+		} else {
+			uint16_t h;
+			memcpy(&h, b + 2 * i, 2);
+			mag = h & 0x7fffu;
+		}
+		if (mag >= inf)
+			return infs__error(INFS_EINVAL, "fact: %s element %zu is NaN or infinite", name, i);
+		if (mag > limit && i % D < R)
+			return beyond_bound(name, i, infs__load(kv, g->kv_dtype, i), g);
+	}
+	return INFS_OK;
+}
+
+/* fp8 e4m3: no NaN code (0x7f, 0xff), every scale finite and not negative
+ * (it is amax / 448), and code times scale finite in f32, within key_bound
+ * for a key's rotated dims. */
+static int check_fp8(const void *kv, const char *name, size_t rows, const infs_geometry *g, bool key)
+{
+	const uint32_t D = g->head_dim, R = key ? g->rotary_dim : 0;
+	const size_t n = rows * D;
+	const double bound = key_bound(g);
 	const unsigned char *b = kv;
 	for (size_t i = 0; i < n; i++)
 		if ((b[i] & 0x7f) == 0x7f)
@@ -110,8 +172,33 @@ static int check_kv(const void *kv, const char *name, uint32_t n_tokens, const i
 		memcpy(&scale, b + n + r * sizeof scale, sizeof scale);
 		if (scale < 0)
 			return infs__error(INFS_EINVAL, "fact: %s scale %zu is negative (%g)", name, r, (double)scale);
+		float rot = 0, all = 0;
+		for (uint32_t d = 0; d < D; d++) {
+			float c = fabsf(infs__e4m3_to_f32(b[r * D + d]));
+			all = c > all ? c : all;
+			rot = d < R && c > rot ? c : rot;
+		}
+		if ((double)rot * scale > bound)
+			return infs__error(INFS_ERANGE, "fact: %s row %zu: code %g times scale %g is %g; a key is at most %g in "
+			                   "magnitude (half of f32's largest value, over the rope's attention factor %g), so that "
+			                   "rotated to any position it stays finite", name, r, (double)rot, (double)scale,
+			                   (double)rot * scale, bound, (double)infs__rope_attn_scale(g));
+		if ((double)all * scale > FLT_MAX)
+			return infs__error(INFS_ERANGE, "fact: %s row %zu: code %g times scale %g is past f32's largest value",
+			                   name, r, (double)all, (double)scale);
 	}
 	return INFS_OK;
+}
+
+/* Every element finite, and within the range that keeps it finite in the
+ * cache (docs/injection.md, "The range of KV values"). */
+static int check_kv(const void *kv, const char *name, uint32_t n_tokens, const infs_geometry *g)
+{
+	size_t rows = (size_t)n_tokens * g->n_layers * g->n_kv_heads;
+	bool key = name[0] == 'k';
+	if (g->kv_dtype == INFS_DTYPE_FP8_E4M3)
+		return check_fp8(kv, name, rows, g, key);
+	return check_plain(kv, name, rows * g->head_dim, g, key);
 }
 
 static int check_text(const char *s, size_t max, const char *what, size_t *len)

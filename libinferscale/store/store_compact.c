@@ -131,7 +131,8 @@ static int compact(infs_store *s)
 	s->seq = 1;
 	s->n_records = n + 1;
 	s->slot_end = end;
-	s->reserved = end;
+	/* The old file's space is free now: the reserve for deletes moves over. */
+	s->reserved = infs__reserve_quietly(fd, end, s->ix.erase_bytes + INFS__RESERVE);
 	s->dev = st.st_dev;
 	s->ino = st.st_ino;
 	free(recs);

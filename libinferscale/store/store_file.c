@@ -227,26 +227,45 @@ static int bad_record(infs_store *s, window *w, window *probe, uint64_t off, boo
 	return INFS_OK;
 }
 
+/* Whether a slot that fails its checksum was the commit after the sound one
+ * (seq, n_records, end): its fields say so, at least two of the three, so
+ * that damage to any one field of the newer slot still shows it, and damage
+ * to one field of an older slot never makes it look newer. */
+static bool newer_damaged(const infs__slot *bad, const infs__slot *good)
+{
+	return (bad->seq == good->seq + 1) + (bad->n_records > good->n_records) + (bad->end > good->end) >= 2;
+}
+
 /* Takes the sound commit slot with the highest sequence number: the other
  * one may have been torn while being written. Sets seq and slot_end, and
- * returns the slot's record count. */
-static int read_slots(infs_store *s, uint64_t size, uint64_t *n_records)
+ * returns the slot's record count; *newer receives a damaged slot that was
+ * the commit after it (newer->seq 0 when none). */
+static int read_slots(infs_store *s, uint64_t size, uint64_t *n_records, infs__slot *newer)
 {
 	unsigned char b[INFS__SLOTS];
+	infs__slot slots[2];
+	bool sound[2];
 	*n_records = 0;
+	*newer = (infs__slot){ 0, 0, 0 };
 	if (size < s->header_len + INFS__SLOTS)
 		return infs__error(INFS_ECORRUPT, "%s: the commit slots are cut short (the file is %llu bytes)", s->path,
 		                   (unsigned long long)size);
 	if (read_full(s->fd, b, sizeof b, s->header_len))
 		return io_error(s->path, "reading the commit slots");
 	for (int i = 0; i < 2; i++) {
-		infs__slot slot;
-		if (!infs__slot_decode(&slot, b + i * INFS__SLOT) || slot.seq <= s->seq || slot.seq % 2 != (uint64_t)i)
+		infs__slot *slot = &slots[i];
+		sound[i] = infs__slot_decode(slot, b + i * INFS__SLOT);
+		if (!sound[i] || slot->seq <= s->seq || slot->seq % 2 != (uint64_t)i)
 			continue;
-		s->seq = slot.seq;
-		*n_records = slot.n_records;
-		s->slot_end = slot.end;
+		s->seq = slot->seq;
+		*n_records = slot->n_records;
+		s->slot_end = slot->end;
 	}
+	static const unsigned char zero[INFS__SLOT];
+	for (int i = 0; i < 2 && s->seq; i++)
+		if (!sound[i] && memcmp(b + i * INFS__SLOT, zero, INFS__SLOT) &&
+		    newer_damaged(&slots[i], &(infs__slot){ s->seq, *n_records, s->slot_end }))
+			*newer = slots[i];
 	return INFS_OK;
 }
 
@@ -386,6 +405,7 @@ int infs__store_scan(infs_store *s, uint64_t size)
 		return infs__error(INFS_ENOMEM, "%s: out of memory", s->path);
 	window w = { s, size, buf, cap, 0, 0 }, probe = { s, size, buf + cap, cap, 0, 0 };
 	uint64_t slot_records = 0, last_put = 0;
+	infs__slot newer = { 0, 0, 0 };
 	int rc = INFS_OK;
 	s->next_id = 1;
 	s->dropped_tail = 0;
@@ -393,8 +413,9 @@ int infs__store_scan(infs_store *s, uint64_t size)
 	s->lost = 0;
 	s->seq = 0;
 	s->slot_end = 0;
+	s->newer_damaged = false;
 	s->log_start = s->header_len + (s->version >= 2 ? INFS__SLOTS : 0);
-	if (s->version >= 2 && (rc = read_slots(s, size, &slot_records))) {
+	if (s->version >= 2 && (rc = read_slots(s, size, &slot_records, &newer))) {
 		free(buf);
 		return rc;
 	}
@@ -425,6 +446,18 @@ int infs__store_scan(infs_store *s, uint64_t size)
 	 * written yet). */
 	if (s->slot_end > s->end)
 		s->lost = slot_records > s->n_records ? slot_records - s->n_records : 1;
+	/* A damaged newest slot, and no record past the one before it: the
+	 * records of the newest commit are gone too (at least one; its count
+	 * when that field is plausible). A crash while a slot is written
+	 * leaves its record in the log, past the older slot. */
+	if (newer.seq && s->end <= s->slot_end) {
+		uint64_t n = newer.n_records > s->n_records && newer.end > s->end &&
+		             newer.n_records - s->n_records <= (newer.end - s->end) / INFS__REC_HEAD
+		                     ? newer.n_records - s->n_records
+		                     : 1;
+		s->lost = n > s->lost ? n : s->lost;
+		s->newer_damaged = true;
+	}
 	return INFS_OK;
 }
 
@@ -530,25 +563,38 @@ int infs__commit(infs_store *s)
 	return INFS_OK;
 }
 
-/* Allocates the file for a put of total bytes plus INFS__RESERVE past it,
+uint64_t infs__reserve_after_put(const infs_store *s, const infs__ns *ns)
+{
+	return s->ix.erase_bytes + ns->erase_len + INFS__RESERVE;
+}
+
+uint64_t infs__reserve_quietly(int fd, uint64_t end, uint64_t keep)
+{
+	int err = errno;
+	int rc = fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)end, (off_t)keep);
+	errno = err;
+	return rc == 0 ? end + keep : end;
+}
+
+/* Allocates the file for a record of total bytes plus keep bytes past it,
  * which only deletes and drops may use, so that they fit when the disk is
  * full. File systems without fallocate get no reserve. */
-static int reserve(infs_store *s, uint64_t total, const char *fn)
+static int reserve(infs_store *s, uint64_t total, uint64_t keep, const char *fn)
 {
-	uint64_t need = s->end + total + INFS__RESERVE;
+	uint64_t need = s->end + total + keep;
 	if (need <= s->reserved)
 		return INFS_OK;
 	if (fallocate(s->fd, FALLOC_FL_KEEP_SIZE, (off_t)s->end, (off_t)(need - s->end)) != 0) {
 		if (errno == EOPNOTSUPP || errno == ENOSYS)
 			return INFS_OK;
-		return infs__error(INFS_EIO, "%s: no room in %s for a %llu-byte record and the %u bytes kept for deletes: %s",
-		                   fn, s->path, (unsigned long long)total, INFS__RESERVE, strerror(errno));
+		return infs__error(INFS_EIO, "%s: no room in %s for a %llu-byte record and the %llu bytes kept for deletes: %s",
+		                   fn, s->path, (unsigned long long)total, (unsigned long long)keep, strerror(errno));
 	}
 	s->reserved = need;
 	return INFS_OK;
 }
 
-int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const char *fn)
+int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, uint64_t keep, const char *fn)
 {
 	unsigned char head[INFS__REC_HEAD];
 	uint64_t body_len = infs__head_encode(head, type, iov + 1, n - 1);
@@ -558,7 +604,7 @@ int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const c
 	int rc = infs__map_reserve(s, s->end + total);
 	if (rc)
 		return infs__error_wrap(rc, "%s", fn);
-	if (type == INFS__REC_PUT && (rc = reserve(s, total, fn)))
+	if (keep && (rc = reserve(s, total, keep, fn)))
 		return rc;
 	if (infs__write_all(s->fd, s->end, iov, n) == 0 &&
 	    (s->opts.sync != INFS_SYNC_FULL || fdatasync(s->fd) == 0)) {

@@ -12,7 +12,9 @@
 #include "store/store_record.h"
 
 /* Bytes past the log kept allocated by puts, so that deletes and drops fit
- * on a full disk. */
+ * on a full disk: a delete record for every live record
+ * (infs__index.erase_bytes, which also covers any drop, a drop record being
+ * no longer than a delete of the same namespace), plus this much slack. */
 #define INFS__RESERVE (64u << 10)
 
 /* A namespace with at least one live record. ids holds facts and segments,
@@ -20,6 +22,7 @@
  * both increase because ids are handed out in increasing order. */
 typedef struct infs__ns {
 	char *name;
+	uint64_t erase_len; /* bytes of a delete record of this namespace */
 	uint64_t *ids;
 	size_t n_ids, cap_ids;
 	uint64_t *fact_ids;
@@ -45,6 +48,7 @@ typedef struct infs__index {
 	uint32_t embed_dim;
 	uint64_t generation; /* store-wide counter: a re-created namespace never repeats one */
 	uint64_t n_facts, n_segments, live_bytes;
+	uint64_t erase_bytes; /* the delete records that would erase every live record */
 } infs__index;
 
 void infs__index_init(infs__index *ix, uint32_t embed_dim);
@@ -82,6 +86,9 @@ struct infs_store {
 	uint64_t dropped_tail;
 	uint64_t lost;      /* acknowledged records missing at open */
 	uint64_t slot_end;  /* end of the log per the newest sound slot; 0 when none */
+	uint64_t lost_slot_end; /* slot_end as the open found it, before a repair's commit */
+	bool newer_damaged; /* a damaged slot was the newest commit: lost counts its records */
+	uint64_t torn_bytes, torn_records; /* in the .torn files found at open */
 	const unsigned char *map; /* PROT_READ, MAP_SHARED; map_cap may run past end */
 	size_t map_cap;
 	dev_t dev;
@@ -106,9 +113,18 @@ int infs__store_verify(infs_store *s, uint64_t *bad_off);
 bool infs__record_sound(const infs_store *s, uint64_t off, uint64_t len);
 int infs__map_reserve(infs_store *s, uint64_t need);
 /* Appends a record whose body is iov[1..n-1] (iov[0] is set here to the
- * record head), per the sync mode, and advances s->end. On error the file
- * is cut back and s->end is unchanged. */
-int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, const char *fn);
+ * record head), per the sync mode, and advances s->end. keep: bytes past
+ * the record the file must hold allocated first (a put's reserve; 0 for
+ * deletes and drops, which write into it). On error the file is cut back
+ * and s->end is unchanged. */
+int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, uint64_t keep, const char *fn);
+/* The reserve a put of a record in ns keeps past it: deletes of every live
+ * record and of the new one, and the slack. */
+uint64_t infs__reserve_after_put(const infs_store *s, const infs__ns *ns);
+/* Allocates the reserve past the end of the file at fd (which ends at end)
+ * when the file system allows, without reporting anything: a best effort
+ * at open and after compaction. Returns the end of what is allocated. */
+uint64_t infs__reserve_quietly(int fd, uint64_t end, uint64_t keep);
 int infs__write_all(int fd, uint64_t off, struct iovec *iov, int n);
 /* Decodes the put record at file offset off (already verified). */
 void infs__record_at(infs__record *out, const infs_store *s, uint64_t off);

@@ -162,6 +162,7 @@ int infs__index_reserve(infs__ns **out, infs__index *ix, const char *name)
 			free(ns);
 			return infs__error(INFS_ENOMEM, "store index: out of memory");
 		}
+		ns->erase_len = INFS__REC_HEAD + infs__ns_body_len(INFS__DELETE_FIXED, strlen(name));
 		memmove(ix->ns + pos + 1, ix->ns + pos, (ix->n_ns - pos) * sizeof *ix->ns);
 		ix->ns[pos] = ns;
 		ix->n_ns++;
@@ -181,6 +182,7 @@ float *infs__index_add(infs__index *ix, infs__ns *ns, uint64_t id, uint64_t off,
 	hash_insert(ix->slots, ix->cap, &e);
 	ix->n++;
 	ix->live_bytes += len;
+	ix->erase_bytes += ns->erase_len;
 	ns->ids[ns->n_ids++] = id;
 	ns->generation = ++ix->generation;
 	if (flags & INFS_FACT_SEGMENT) {
@@ -247,6 +249,7 @@ void infs__index_remove(infs__index *ix, uint64_t id)
 		ix->n_facts--;
 	}
 	ix->live_bytes -= e->len;
+	ix->erase_bytes -= ns->erase_len;
 	ns->generation = ++ix->generation;
 	hash_delete(ix, e);
 	infs__index_prune(ix, ns);
@@ -263,6 +266,7 @@ void infs__index_drop(infs__index *ix, infs__ns *ns)
 		ix->live_bytes -= e->len;
 		hash_delete(ix, e);
 	}
+	ix->erase_bytes -= ns->n_ids * ns->erase_len;
 	ns->n_ids = ns->n_facts = 0;
 	infs__index_prune(ix, ns);
 }

@@ -206,14 +206,56 @@ static int set_aside(infs_store *s, char **torn, uint64_t size)
 	return INFS_OK;
 }
 
+/* The whole records at the start of a set-aside file of size bytes: each a
+ * sound head whose body lies inside the file (sound or damaged). */
+static uint64_t torn_records(int fd, uint64_t size)
+{
+	uint64_t n = 0;
+	for (uint64_t off = 0; size - off >= INFS__REC_HEAD; n++) {
+		unsigned char b[INFS__REC_HEAD];
+		infs__rec_head h;
+		if (pread(fd, b, sizeof b, (off_t)off) != (ssize_t)sizeof b || !infs__head_decode(&h, b) ||
+		    h.body_len > size - off - INFS__REC_HEAD)
+			break;
+		off += INFS__REC_HEAD + h.body_len;
+	}
+	return n;
+}
+
+/* What writable opens set aside before: the files <path>.torn, .torn.1, ...
+ * (save_tail's names) up to the first missing one. */
+static void count_torn(infs_store *s)
+{
+	s->torn_bytes = s->torn_records = 0;
+	for (unsigned n = 0; n < 1000; n++) {
+		char *p;
+		if ((n ? asprintf(&p, "%s.torn.%u", s->path, n) : asprintf(&p, "%s.torn", s->path)) < 0)
+			return;
+		int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		free(p);
+		struct stat st;
+		if (fd < 0)
+			return;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+			s->torn_bytes += (uint64_t)st.st_size;
+			s->torn_records += torn_records(fd, (uint64_t)st.st_size);
+		}
+		close(fd);
+	}
+}
+
 /* Leaves what the open found in infs_error_last(), though it succeeded. */
 static void report_damage(const infs_store *s, const char *torn)
 {
-	char lost[160] = "", kept[PATH_MAX + 64] = "";
-	if (s->lost)
+	char lost[200] = "", kept[PATH_MAX + 64] = "";
+	if (s->lost && s->newer_damaged)
+		snprintf(lost, sizeof lost, ": %llu acknowledged record%s lost (the log ends at %llu, where the commit record "
+		         "before the newest says; the newest commit record is damaged)", (unsigned long long)s->lost,
+		         s->lost == 1 ? "" : "s", (unsigned long long)s->end);
+	else if (s->lost)
 		snprintf(lost, sizeof lost, ": %llu acknowledged record%s lost (the log ends at %llu, its commit record says %llu)",
 		         (unsigned long long)s->lost, s->lost == 1 ? "" : "s", (unsigned long long)s->end,
-		         (unsigned long long)s->slot_end);
+		         (unsigned long long)s->lost_slot_end);
 	if (torn)
 		snprintf(kept, sizeof kept, "; the dropped bytes are in %s", torn);
 	else if (s->dropped_tail && s->readonly)
@@ -460,9 +502,13 @@ int infs__store_open(infs_store **out, const char *path, const infs_store_option
 		goto fail;
 	}
 	char *torn = NULL;
+	s->lost_slot_end = s->slot_end; /* the repair's commit moves slot_end */
 	if (!s->readonly && (s->dropped_tail || s->lost) && (rc = set_aside(s, &torn, (uint64_t)st.st_size)))
 		goto fail;
-	s->reserved = s->end;
+	count_torn(s);
+	/* A writer takes the reserve for deletes now, while there is room:
+	 * the repair above may have cut it off, and an older library kept less. */
+	s->reserved = s->readonly ? s->end : infs__reserve_quietly(s->fd, s->end, s->ix.erase_bytes + INFS__RESERVE);
 	if ((rc = infs__map_reserve(s, s->end))) {
 		rc = infs__error_wrap(rc, "infs_store_open");
 		goto fail;

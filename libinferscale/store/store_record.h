@@ -86,7 +86,8 @@ typedef struct infs__slot {
 } infs__slot;
 
 void infs__slot_encode(unsigned char *buf, const infs__slot *slot);
-/* False when the slot's checksum fails (never written, or torn). */
+/* False when the slot's checksum fails (never written, or torn); the
+ * fields are decoded either way. */
 bool infs__slot_decode(infs__slot *slot, const unsigned char *buf);
 
 /* Every record: this head, then body_len bytes of body. */

@@ -131,6 +131,26 @@ static inline int infs__dtype_cache_ok(infs_dtype dtype)
 	return dtype == INFS_DTYPE_F32 || dtype == INFS_DTYPE_F16 || dtype == INFS_DTYPE_BF16;
 }
 
+/* The largest finite value of a dtype; fp8 is dequantized into f32. */
+static inline float infs__dtype_max(infs_dtype dtype)
+{
+	switch (dtype) {
+	case INFS_DTYPE_F16: return 65504.0f;
+	case INFS_DTYPE_BF16: return 0x1.fep127f;
+	default: return 0x1.fffffep127f; /* FLT_MAX */
+	}
+}
+
+/* v within [-max, max]: what a cache write does with a value that
+ * overflowed on the way (rotated, or converted to a narrower dtype), so
+ * that no cache ever holds an infinity or NaN that no store held. A NaN
+ * (infinity minus infinity in a rotation) becomes 0. The kernels do the
+ * same (kernels/common.cuh). */
+static inline float infs__saturate(float v, float max)
+{
+	return v >= -max && v <= max ? v : v > 0 ? max : v < 0 ? -max : 0.0f;
+}
+
 /* Element i of a buffer of dtype (not fp8), as float. */
 static inline float infs__load(const void *p, infs_dtype dtype, size_t i)
 {

@@ -28,5 +28,6 @@ const size_t infs__sizes_store_options[] = { [1] = offsetof(infs_store_options, 
                                               [2] = sizeof(infs_store_options) };
 const size_t infs__sizes_store_stats[] = { [1] = offsetof(infs_store_stats, lost_records),
                                             [2] = offsetof(infs_store_stats, host_bytes),
-                                            [3] = sizeof(infs_store_stats) };
+                                            [3] = offsetof(infs_store_stats, torn_bytes),
+                                            [4] = sizeof(infs_store_stats) };
 const size_t infs__sizes_fact[] = { [1] = sizeof(infs_fact) };

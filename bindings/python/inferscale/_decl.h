@@ -127,7 +127,7 @@ const char *infs_store_identity(const infs_store *store);
 int infs_store_sync(infs_store *store);
 int infs_store_compact(infs_store *store);
 
-#define INFS_STORE_STATS_VERSION 3
+#define INFS_STORE_STATS_VERSION 4
 
 typedef struct infs_store_stats {
 	unsigned version;
@@ -145,6 +145,8 @@ typedef struct infs_store_stats {
 	uint64_t device_evictions;
 	uint64_t host_evictions;
 	uint64_t promotions;
+	uint64_t torn_bytes;
+	uint64_t torn_records;
 } infs_store_stats;
 
 int infs_store_stats_get(infs_store_stats *out, infs_store *store);

@@ -82,6 +82,8 @@ class StoreStats:
     device_evictions: int
     host_evictions: int
     promotions: int
+    torn_bytes: int
+    torn_records: int
 
 
 def _ns(namespace: str):
