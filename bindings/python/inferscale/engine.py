@@ -88,9 +88,9 @@ class Engine:
     n_ctx tokens in blocks of block_size, of kv_dtype, in host memory
     (device None or -1) or on CUDA device ``device``, where the model must
     have been loaded (``Model(path, device=...)``). max_seqs: sequences
-    decoded together by ask_batch on a device (0: 32); n_blocks: a device
-    engine's pool of blocks all sequences share (0: max_seqs * ceil(n_ctx /
-    block_size)). system and memory_intro shape the prompt (None: the
+    decoded together by ask_batch (device 0: 32; host 0 or 1: one by one);
+    n_blocks: the pool of blocks all sequences share (0: max_seqs *
+    ceil(n_ctx / block_size)). system and memory_intro shape the prompt (None: the
     library's defaults).
 
     The engine keeps its model alive, and closing the model closes its
@@ -232,11 +232,12 @@ class Engine:
                   fact_temperature: float = 1.0, fact_scale: float = 1.0) -> List[Answer]:
         """Answers every question as ask does, with the same options
         (``infs_engine_ask_batch``); answer i is question i's. On a device
-        engine the requests run together with continuous batching: up to
-        max_seqs sequences at once, a finished sequence's blocks returned to
-        the pool and the next question admitted in its place; a request's
-        time parts are those of the group it was admitted with. On the host
-        the questions are answered one after another."""
+        engine, and on a host engine made with max_seqs > 1, the requests run
+        together with continuous batching: up to max_seqs sequences at once,
+        a finished sequence's blocks returned to the pool and the next
+        question admitted in its place; a request's time parts are those of
+        the group it was admitted with. A host engine of max_seqs 0 or 1
+        answers them one after another."""
         if isinstance(questions, str) or not hasattr(questions, "__iter__"):
             raise TypeError(f"questions must be a sequence of str, not {type(questions).__name__}")
         keep = [cstr(q, f"questions[{i}]") for i, q in enumerate(questions)]
