@@ -60,7 +60,7 @@ def test_strings_with_a_nul_are_refused(store):
 
 @pytest.mark.parametrize("row,message", [
     ({"text": "x", "namespace": "inferscale.segments"},
-     'facts.jsonl: fact 2: namespace "inferscale.segments" is reserved'),
+     'facts.jsonl:2: namespace "inferscale.segments" is reserved'),
     ({"text": "Mallory likes chess.", "namespace": "alice\0mallory"},
      'facts.jsonl:2: "namespace" holds a NUL character'),
     ({"text": "ab\0cd", "namespace": "alice"}, 'facts.jsonl:2: "text" holds a NUL character'),
