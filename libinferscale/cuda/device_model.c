@@ -83,6 +83,22 @@ static int upload(void *dst, const float *src, size_t n, int bf, uint16_t *stage
 	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, load_fn, "uploading the weights");
 }
 
+/* A host weight matrix (f32 or quantized, model/wmat.h) into dst on the
+ * device as bf16, row by row. */
+static int upload_w(void *dst, const infs__wmat *w, uint16_t *stage)
+{
+	float *row = malloc((size_t)(w->cols ? w->cols : 1) * sizeof *row);
+	if (!row)
+		return infs__error(INFS_ENOMEM, "%s: out of memory", load_fn);
+	int rc = INFS_OK;
+	for (uint32_t r = 0; !rc && r < w->rows; r++) {
+		infs__wmat_row(row, w, r);
+		rc = upload((uint16_t *)dst + (size_t)r * w->cols, row, w->cols, 1, stage);
+	}
+	free(row);
+	return rc;
+}
+
 static int upload_all(struct infs__model_dev *d, const infs_model *m)
 {
 	const infs__model_config *g = &m->cfg;
@@ -116,24 +132,24 @@ static int upload_all(struct infs__model_dev *d, const infs_model *m)
 		if (!rc && L->k_norm)
 			rc = upload(L->k_norm, H->k_norm, hd, 0, stage);
 		if (!rc)
-			rc = upload(L->wqkv, H->wq, qd * D, 1, stage);
+			rc = upload_w(L->wqkv, &H->wq, stage);
 		if (!rc)
-			rc = upload(L->wqkv + qd * D, H->wk, kvd * D, 1, stage);
+			rc = upload_w(L->wqkv + qd * D, &H->wk, stage);
 		if (!rc)
-			rc = upload(L->wqkv + (qd + kvd) * D, H->wv, kvd * D, 1, stage);
+			rc = upload_w(L->wqkv + (qd + kvd) * D, &H->wv, stage);
 		if (!rc)
-			rc = upload(L->wo, H->wo, D * qd, 1, stage);
+			rc = upload_w(L->wo, &H->wo, stage);
 		if (!rc)
-			rc = upload(L->wgu, H->w_gate, ff * D, 1, stage);
+			rc = upload_w(L->wgu, &H->w_gate, stage);
 		if (!rc)
-			rc = upload(L->wgu + ff * D, H->w_up, ff * D, 1, stage);
+			rc = upload_w(L->wgu + ff * D, &H->w_up, stage);
 		if (!rc)
-			rc = upload(L->wdown, H->w_down, D * ff, 1, stage);
+			rc = upload_w(L->wdown, &H->w_down, stage);
 	}
 	if (!rc)
-		rc = upload(d->emb, m->tok_embd, (size_t)g->n_vocab * D, 1, stage);
+		rc = upload_w(d->emb, &m->tok_embd, stage);
 	if (!rc && !g->tied)
-		rc = upload(d->output, m->output, (size_t)g->n_vocab * D, 1, stage);
+		rc = upload_w(d->output, &m->output, stage);
 	if (!rc)
 		rc = upload(d->out_norm, m->out_norm, D, 0, stage);
 	if (!rc)

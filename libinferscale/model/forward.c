@@ -1,4 +1,5 @@
-/* The decoder's forward pass on the CPU in f32: embeddings, per layer
+/* The decoder's forward pass on the CPU, activations in f32 (weights as the
+ * model keeps them, model/qmatmul.h): embeddings, per layer
  * RMSNorm -> q/k/v (+ bias, + Qwen3 q/k norm) -> RoPE -> grouped-query
  * attention -> output projection -> residual -> RMSNorm -> SwiGLU MLP ->
  * residual, then the final norm and the output head. */
@@ -10,7 +11,7 @@
 #include "util/error.h"
 #include "util/options.h"
 #include "model/forward.h"
-#include "model/matmul.h"
+#include "model/qmatmul.h"
 #include "model/recompute_select.h"
 
 /* Bound one call's scratch; longer inputs are fed in several calls over a
@@ -203,7 +204,7 @@ static int scratch_start(scratch *s, const infs_model *m, const int32_t *tokens,
 	for (uint32_t i = 0; i < n; i++) {
 		s->pos[i] = positions ? positions[i] : (int32_t)i;
 		infs__rope_cos_sin(&m->rope, s->pos[i], s->cos + (size_t)i * np, s->sin + (size_t)i * np);
-		memcpy(s->x + (size_t)i * d, m->tok_embd + (size_t)tokens[i] * d, d * sizeof(float));
+		infs__wmat_row(s->x + (size_t)i * d, &m->tok_embd, (uint32_t)tokens[i]);
 	}
 	return 0;
 }
@@ -305,9 +306,9 @@ static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, c
 	}
 	for (uint32_t i = 0; i < n; i++)
 		rmsnorm(s->xb + (size_t)i * d, s->x + (size_t)i * d, L->attn_norm, d, c->norm_eps);
-	infs__matmul(s->q, s->xb, L->wq, L->bq, n, d, (uint32_t)qd, pool);
-	infs__matmul(k_new, s->xb, L->wk, L->bk, n, d, (uint32_t)kvd, pool);
-	infs__matmul(v_new, s->xb, L->wv, L->bv, n, d, (uint32_t)kvd, pool);
+	infs__matmul_w(s->q, s->xb, &L->wq, L->bq, n, pool);
+	infs__matmul_w(k_new, s->xb, &L->wk, L->bk, n, pool);
+	infs__matmul_w(v_new, s->xb, &L->wv, L->bv, n, pool);
 	if (c->qk_norm) {
 		for (size_t r = 0; r < (size_t)n * c->n_heads; r++)
 			rmsnorm(s->q + r * hd, s->q + r * hd, L->q_norm, hd, c->norm_eps);
@@ -353,19 +354,19 @@ static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, c
 		               c->n_kv_heads, hd, c->sliding_window, io->seq, s->attn_rows, io->in_place, io->calib };
 	if (!io->seqs) /* attend_seqs has attended */
 		infs__attention(&aa, pool);
-	infs__matmul(s->xb, s->att, L->wo, L->bo, n, (uint32_t)qd, d, pool);
+	infs__matmul_w(s->xb, s->att, &L->wo, L->bo, n, pool);
 	for (size_t i = 0; i < (size_t)n * d; i++)
 		s->x[i] += s->xb[i];
 
 	for (uint32_t i = 0; i < n; i++)
 		rmsnorm(s->xb + (size_t)i * d, s->x + (size_t)i * d, L->ffn_norm, d, c->norm_eps);
-	infs__matmul(s->gate, s->xb, L->w_gate, NULL, n, d, c->n_ff, pool);
-	infs__matmul(s->up, s->xb, L->w_up, NULL, n, d, c->n_ff, pool);
+	infs__matmul_w(s->gate, s->xb, &L->w_gate, NULL, n, pool);
+	infs__matmul_w(s->up, s->xb, &L->w_up, NULL, n, pool);
 	for (size_t i = 0; i < (size_t)n * c->n_ff; i++) {
 		float g = s->gate[i];
 		s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];
 	}
-	infs__matmul(s->xb, s->gate, L->w_down, NULL, n, c->n_ff, d, pool);
+	infs__matmul_w(s->xb, s->gate, &L->w_down, NULL, n, pool);
 	for (size_t i = 0; i < (size_t)n * d; i++)
 		s->x[i] += s->xb[i];
 }
@@ -437,7 +438,7 @@ static int forward_seqs(const infs_model *m, const infs__forward_args *a)
 	if (!rc && a->logits) {
 		for (uint32_t q = 0; q < sq->n; q++)
 			rmsnorm(s.xb + (size_t)q * d, s.x + (size_t)(sq->starts[q + 1] - 1) * d, m->out_norm, d, c->norm_eps);
-		infs__matmul(a->logits, s.xb, m->output, NULL, sq->n, d, c->n_vocab, pool);
+		infs__matmul_w(a->logits, s.xb, &m->output, NULL, sq->n, pool);
 	}
 	if (have_s)
 		scratch_free(&s);
@@ -452,7 +453,7 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 		return infs__error(INFS_EINVAL, "infs_model_forward: model is NULL");
 	if (!a)
 		return infs__error(INFS_EINVAL, "infs_model_forward: arguments are NULL");
-	if (!m->tok_embd)
+	if (!m->tok_embd.data)
 		return infs__error(INFS_EINVAL, "infs_model_forward: the model has no host weights (a benchmark's "
 		                                "random model, on device %d only: use infs_model_forward_device)",
 		                   m->device);
@@ -483,7 +484,7 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 		uint32_t first = a->all_logits ? 0 : n - 1, rows = n - first;
 		for (uint32_t i = first; i < n; i++)
 			rmsnorm(s.xb + (size_t)(i - first) * d, s.x + (size_t)i * d, m->out_norm, d, c->norm_eps);
-		infs__matmul(a->logits, s.xb, m->output, NULL, rows, d, c->n_vocab, pool);
+		infs__matmul_w(a->logits, s.xb, &m->output, NULL, rows, pool);
 	}
 	scratch_free(&s);
 	infs__pool_free(own_pool);
@@ -550,7 +551,7 @@ static void query_mass(double *mass, const infs_model *m, const scratch *s, uint
 int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 {
 	static const char fn[] = "infs__recompute";
-	if (!m->tok_embd)
+	if (!m->tok_embd.data)
 		return infs__error(INFS_EINVAL, "%s: the model has no host weights", fn);
 	int rc = infs__recompute_check(m, a, fn);
 	if (rc)

@@ -1,5 +1,7 @@
 /* The model handle: loading weights from a Hugging Face directory
- * (config.json + safetensors) or a GGUF file, dequantised to f32. */
+ * (config.json + safetensors) or a GGUF file: matrices in the GGUF's
+ * quantized blocks where whole blocks make a row, else in f32; vectors in
+ * f32. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,24 +60,22 @@ static uint64_t hash_bytes(uint64_t h, const void *data, size_t n)
 	return mix(mix(h, tail), n);
 }
 
-/* Loads name as an f32 array of the given shape (cols 0: a vector of rows
- * elements). */
-static int load(loader *ld, float **out, const char *name, uint64_t rows, uint64_t cols)
+/* Finds name and checks that it has the given shape (cols 0: a vector of
+ * rows elements) and its bytes; feeds the identity hash. */
+static int find_checked(loader *ld, src_tensor *t, const char *name, uint64_t rows, uint64_t cols)
 {
-	src_tensor t;
-	*out = NULL;
-	int found = ld->find(ld, name, &t);
+	int found = ld->find(ld, name, t);
 	if (found < 0)
 		return found;
 	if (!found)
 		return infs__error(INFS_EFORMAT, "%s: tensor \"%s\" is missing", ld->path, name);
-	int shape_ok = cols ? t.n_dims == 2 && t.shape[0] == rows && t.shape[1] == cols
-	                    : t.n_dims == 1 && t.shape[0] == rows;
+	int shape_ok = cols ? t->n_dims == 2 && t->shape[0] == rows && t->shape[1] == cols
+	                    : t->n_dims == 1 && t->shape[0] == rows;
 	if (!shape_ok) {
 		char got[96] = "";
-		for (uint32_t i = 0; i < t.n_dims && i < 4; i++)
+		for (uint32_t i = 0; i < t->n_dims && i < 4; i++)
 			snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", i ? " x " : "",
-			         (unsigned long long)t.shape[i]);
+			         (unsigned long long)t->shape[i]);
 		if (cols)
 			return infs__error(INFS_EFORMAT, "%s: tensor \"%s\" is [%s], the configuration says [%llu x %llu]",
 			                   ld->path, name, got, (unsigned long long)rows, (unsigned long long)cols);
@@ -84,19 +84,54 @@ static int load(loader *ld, float **out, const char *name, uint64_t rows, uint64
 	}
 	uint64_t n = cols ? rows * cols : rows;
 	size_t need;
-	int rc = infs__ggml_nbytes(&need, t.type, n);
+	int rc = infs__ggml_nbytes(&need, t->type, n);
 	if (rc)
 		return infs__error_wrap(rc, "%s: tensor \"%s\"", ld->path, name);
-	if (need != t.nbytes)
+	if (need != t->nbytes)
 		return infs__error(INFS_EFORMAT, "%s: tensor \"%s\" has %zu bytes, its shape needs %zu", ld->path,
-		                   name, t.nbytes, need);
-	float *f = malloc((size_t)n * sizeof *f);
+		                   name, t->nbytes, need);
+	ld->hash = hash_bytes(hash_bytes(ld->hash, name, strlen(name)), t->data, t->nbytes);
+	ld->m->n_params += n;
+	return INFS_OK;
+}
+
+/* Loads name as an f32 vector of rows elements. */
+static int load(loader *ld, float **out, const char *name, uint64_t rows)
+{
+	src_tensor t;
+	*out = NULL;
+	int rc = find_checked(ld, &t, name, rows, 0);
+	if (rc)
+		return rc;
+	float *f = malloc((size_t)rows * sizeof *f);
 	if (!f)
 		return infs__error(INFS_ENOMEM, "%s: out of memory for tensor \"%s\"", ld->path, name);
-	infs__dequantize(f, t.data, t.type, (size_t)n);
-	ld->hash = hash_bytes(hash_bytes(ld->hash, name, strlen(name)), t.data, t.nbytes);
-	ld->m->weight_bytes += (size_t)n * sizeof *f;
+	infs__dequantize(f, t.data, t.type, (size_t)rows);
+	ld->m->weight_bytes += (size_t)rows * sizeof *f;
 	*out = f;
+	return INFS_OK;
+}
+
+/* Loads name as a rows x cols matrix: quantized blocks as they are stored
+ * (when whole blocks make a row), anything else in f32. */
+static int load_mat(loader *ld, infs__wmat *out, const char *name, uint64_t rows, uint64_t cols)
+{
+	src_tensor t;
+	out->data = NULL;
+	int rc = find_checked(ld, &t, name, rows, cols);
+	if (rc)
+		return rc;
+	const int keep = infs__wmat_keeps(t.type, cols);
+	const size_t bytes = keep ? t.nbytes : (size_t)(rows * cols) * sizeof(float);
+	void *p = malloc(bytes);
+	if (!p)
+		return infs__error(INFS_ENOMEM, "%s: out of memory for tensor \"%s\"", ld->path, name);
+	if (keep)
+		memcpy(p, t.data, bytes);
+	else
+		infs__dequantize(p, t.data, t.type, (size_t)(rows * cols));
+	*out = (infs__wmat){ keep ? t.type : INFS_GGML_F32, (uint32_t)rows, (uint32_t)cols, bytes / rows, p };
+	ld->m->weight_bytes += bytes;
 	return INFS_OK;
 }
 
@@ -124,13 +159,27 @@ static const names gguf_names = {
 	"blk.%u.ffn_up", "blk.%u.ffn_down", "weight", "bias",
 };
 
-static int load_layer_tensor(loader *ld, float **out, const char *fmt, uint32_t layer, const char *suffix,
-                             uint64_t rows, uint64_t cols)
+static void layer_name(char *name, size_t size, const char *fmt, uint32_t layer, const char *suffix)
 {
-	char prefix[128], name[160];
+	char prefix[128];
 	snprintf(prefix, sizeof prefix, fmt, layer);
-	snprintf(name, sizeof name, "%s.%s", prefix, suffix);
-	return load(ld, out, name, rows, cols);
+	snprintf(name, size, "%s.%s", prefix, suffix);
+}
+
+static int load_layer_vec(loader *ld, float **out, const char *fmt, uint32_t layer, const char *suffix,
+                          uint64_t rows)
+{
+	char name[160];
+	layer_name(name, sizeof name, fmt, layer, suffix);
+	return load(ld, out, name, rows);
+}
+
+static int load_layer_mat(loader *ld, infs__wmat *out, const char *fmt, uint32_t layer, uint64_t rows,
+                          uint64_t cols, const char *suffix)
+{
+	char name[160];
+	layer_name(name, sizeof name, fmt, layer, suffix);
+	return load_mat(ld, out, name, rows, cols);
 }
 
 static int load_weights(loader *ld, const names *nm)
@@ -139,10 +188,10 @@ static int load_weights(loader *ld, const names *nm)
 	const infs__model_config *c = &m->cfg;
 	uint32_t d = c->n_embd, qd = c->n_heads * c->head_dim, kvd = c->n_kv_heads * c->head_dim;
 	int rc;
-	if ((rc = load(ld, &m->tok_embd, nm->embd, c->n_vocab, d)) ||
-	    (rc = load(ld, &m->out_norm, nm->out_norm, d, 0)))
+	if ((rc = load_mat(ld, &m->tok_embd, nm->embd, c->n_vocab, d)) ||
+	    (rc = load(ld, &m->out_norm, nm->out_norm, d)))
 		return rc;
-	if (!c->tied && (rc = load(ld, &m->output, nm->output, c->n_vocab, d)))
+	if (!c->tied && (rc = load_mat(ld, &m->output, nm->output, c->n_vocab, d)))
 		return rc;
 	m->layers = calloc(c->n_layers, sizeof *m->layers);
 	if (!m->layers)
@@ -150,26 +199,26 @@ static int load_weights(loader *ld, const names *nm)
 	const char *w = nm->weight, *b = nm->bias;
 	for (uint32_t l = 0; l < c->n_layers; l++) {
 		infs__layer *L = &m->layers[l];
-		if ((rc = load_layer_tensor(ld, &L->attn_norm, nm->attn_norm, l, w, d, 0)) ||
-		    (rc = load_layer_tensor(ld, &L->wq, nm->q, l, w, qd, d)) ||
-		    (rc = load_layer_tensor(ld, &L->wk, nm->k, l, w, kvd, d)) ||
-		    (rc = load_layer_tensor(ld, &L->wv, nm->v, l, w, kvd, d)) ||
-		    (rc = load_layer_tensor(ld, &L->wo, nm->o, l, w, d, qd)) ||
-		    (rc = load_layer_tensor(ld, &L->ffn_norm, nm->ffn_norm, l, w, d, 0)) ||
-		    (rc = load_layer_tensor(ld, &L->w_gate, nm->gate, l, w, c->n_ff, d)) ||
-		    (rc = load_layer_tensor(ld, &L->w_up, nm->up, l, w, c->n_ff, d)) ||
-		    (rc = load_layer_tensor(ld, &L->w_down, nm->down, l, w, d, c->n_ff)))
+		if ((rc = load_layer_vec(ld, &L->attn_norm, nm->attn_norm, l, w, d)) ||
+		    (rc = load_layer_mat(ld, &L->wq, nm->q, l, qd, d, w)) ||
+		    (rc = load_layer_mat(ld, &L->wk, nm->k, l, kvd, d, w)) ||
+		    (rc = load_layer_mat(ld, &L->wv, nm->v, l, kvd, d, w)) ||
+		    (rc = load_layer_mat(ld, &L->wo, nm->o, l, d, qd, w)) ||
+		    (rc = load_layer_vec(ld, &L->ffn_norm, nm->ffn_norm, l, w, d)) ||
+		    (rc = load_layer_mat(ld, &L->w_gate, nm->gate, l, c->n_ff, d, w)) ||
+		    (rc = load_layer_mat(ld, &L->w_up, nm->up, l, c->n_ff, d, w)) ||
+		    (rc = load_layer_mat(ld, &L->w_down, nm->down, l, d, c->n_ff, w)))
 			return rc;
 		if (c->bias_qkv &&
-		    ((rc = load_layer_tensor(ld, &L->bq, nm->q, l, b, qd, 0)) ||
-		     (rc = load_layer_tensor(ld, &L->bk, nm->k, l, b, kvd, 0)) ||
-		     (rc = load_layer_tensor(ld, &L->bv, nm->v, l, b, kvd, 0))))
+		    ((rc = load_layer_vec(ld, &L->bq, nm->q, l, b, qd)) ||
+		     (rc = load_layer_vec(ld, &L->bk, nm->k, l, b, kvd)) ||
+		     (rc = load_layer_vec(ld, &L->bv, nm->v, l, b, kvd))))
 			return rc;
-		if (c->bias_o && (rc = load_layer_tensor(ld, &L->bo, nm->o, l, b, d, 0)))
+		if (c->bias_o && (rc = load_layer_vec(ld, &L->bo, nm->o, l, b, d)))
 			return rc;
 		if (c->qk_norm &&
-		    ((rc = load_layer_tensor(ld, &L->q_norm, nm->q_norm, l, w, c->head_dim, 0)) ||
-		     (rc = load_layer_tensor(ld, &L->k_norm, nm->k_norm, l, w, c->head_dim, 0))))
+		    ((rc = load_layer_vec(ld, &L->q_norm, nm->q_norm, l, w, c->head_dim)) ||
+		     (rc = load_layer_vec(ld, &L->k_norm, nm->k_norm, l, w, c->head_dim))))
 			return rc;
 	}
 	/* A checkpoint with more layers than its configuration is inconsistent. */
@@ -180,7 +229,8 @@ static int load_weights(loader *ld, const names *nm)
 	if ((rc = ld->find(ld, extra, &t)) != 0)
 		return rc < 0 ? rc : infs__error(INFS_EFORMAT, "%s: tensor \"%s\" exists but the configuration has %u layers",
 		                                 ld->path, extra, c->n_layers);
-	m->output = c->tied ? m->tok_embd : m->output;
+	if (c->tied)
+		m->output = m->tok_embd;
 	m->weights_hash = ld->hash;
 	return INFS_OK;
 }
@@ -224,19 +274,18 @@ static int gguf_find(loader *ld, const char *name, src_tensor *out)
 /* llama.cpp stores Llama's q and k rows permuted so that each head's
  * rotary pairs are adjacent (GPT-J order); transformers and the stored KV
  * use the Hugging Face order, where row j * hd/2 + i is GGUF row 2i + j. */
-static int unpermute_heads(float *w, uint32_t n_heads, uint32_t hd, uint32_t cols)
+static int unpermute_heads(infs__wmat *w, uint32_t n_heads, uint32_t hd)
 {
-	size_t head = (size_t)hd * cols;
-	float *tmp = malloc(head * sizeof *tmp);
+	const size_t rb = w->row_bytes, head = (size_t)hd * rb;
+	char *tmp = malloc(head);
 	if (!tmp)
 		return infs__error(INFS_ENOMEM, "out of memory");
 	for (uint32_t h = 0; h < n_heads; h++) {
-		float *W = w + h * head;
-		memcpy(tmp, W, head * sizeof *tmp);
+		char *W = (char *)w->data + h * head;
+		memcpy(tmp, W, head);
 		for (uint32_t i = 0; i < hd / 2; i++)
 			for (uint32_t j = 0; j < 2; j++)
-				memcpy(W + ((size_t)j * (hd / 2) + i) * cols, tmp + ((size_t)2 * i + j) * cols,
-				       cols * sizeof *tmp);
+				memcpy(W + ((size_t)j * (hd / 2) + i) * rb, tmp + ((size_t)2 * i + j) * rb, rb);
 	}
 	free(tmp);
 	return INFS_OK;
@@ -295,8 +344,8 @@ static int load_gguf(infs_model *m, const char *path)
 	loader ld = { m, path, gguf_find, g, 0x696e66657273636bull };
 	rc = load_weights(&ld, &gguf_names);
 	for (uint32_t l = 0; !rc && c->arch == INFS_ARCH_LLAMA && l < c->n_layers; l++)
-		if (!(rc = unpermute_heads(m->layers[l].wq, c->n_heads, c->head_dim, c->n_embd)))
-			rc = unpermute_heads(m->layers[l].wk, c->n_kv_heads, c->head_dim, c->n_embd);
+		if (!(rc = unpermute_heads(&m->layers[l].wq, c->n_heads, c->head_dim)))
+			rc = unpermute_heads(&m->layers[l].wk, c->n_kv_heads, c->head_dim);
 	/* The tokenizer and its chat template are the tokenizer.* metadata. */
 	uint64_t h = 0x746f6b656e697a65ull;
 	int any = 0;
@@ -404,16 +453,18 @@ void infs_model_free(infs_model *m)
 		infs__cuda->model_release(m);
 	for (uint32_t l = 0; m->layers && l < m->cfg.n_layers; l++) {
 		infs__layer *L = &m->layers[l];
-		float *ps[] = { L->attn_norm, L->ffn_norm, L->wq, L->wk, L->wv, L->wo, L->bq, L->bk, L->bv,
-		                L->bo, L->q_norm, L->k_norm, L->w_gate, L->w_up, L->w_down };
+		float *ps[] = { L->attn_norm, L->ffn_norm, L->bq, L->bk, L->bv, L->bo, L->q_norm, L->k_norm };
 		for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
 			free(ps[i]);
+		infs__wmat *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down };
+		for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+			infs__wmat_free(ws[i]);
 	}
 	free(m->layers);
 	infs_tokenizer_free(m->tok);
-	if (m->output != m->tok_embd)
-		free(m->output);
-	free(m->tok_embd);
+	if (m->output.data != m->tok_embd.data)
+		infs__wmat_free(&m->output);
+	infs__wmat_free(&m->tok_embd);
 	free(m->out_norm);
 	free(m);
 }
@@ -529,7 +580,7 @@ int infs_model_info_get(infs_model_info *out, const infs_model *m)
 		.n_ff = c->n_ff,
 		.n_ctx_train = c->n_ctx_train,
 		.sliding_window = c->sliding_window,
-		.n_params = m->weight_bytes / sizeof(float),
+		.n_params = m->n_params,
 	};
 	memcpy(out, &info, size);
 	return INFS_OK;

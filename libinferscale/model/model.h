@@ -5,6 +5,7 @@
 
 #include "inferscale/model.h"
 #include "model/gguf.h"
+#include "model/wmat.h"
 #include "util/json.h"
 #include "inject/rope.h"
 
@@ -49,23 +50,24 @@ int infs__config_check(const infs__model_config *c, const char *path);
 
 typedef struct infs__layer {
 	float *attn_norm, *ffn_norm;
-	float *wq, *wk, *wv, *wo;       /* [out][in] */
+	infs__wmat wq, wk, wv, wo;      /* [out][in] */
 	float *bq, *bk, *bv, *bo;       /* NULL when absent */
 	float *q_norm, *k_norm;         /* [head_dim], Qwen3 */
-	float *w_gate, *w_up, *w_down;
+	infs__wmat w_gate, w_up, w_down;
 } infs__layer;
 
 struct infs_model {
 	infs__model_config cfg;
-	float *tok_embd;    /* [n_vocab][n_embd] */
+	infs__wmat tok_embd; /* [n_vocab][n_embd]; data NULL: no host weights */
 	float *out_norm;
-	float *output;      /* [n_vocab][n_embd]; == tok_embd when tied */
+	infs__wmat output;   /* [n_vocab][n_embd]; data == tok_embd's when tied */
 	infs__layer *layers;
 	infs__rope rope;
 	uint32_t n_threads;
 	uint64_t weights_hash;
 	uint64_t tokenizer_hash; /* tokenizer and chat template sources; 0 when absent */
-	size_t weight_bytes;     /* f32 bytes held */
+	size_t weight_bytes;     /* bytes of weights held on the host */
+	uint64_t n_params;       /* weights held, in elements */
 	infs_tokenizer *tok;     /* NULL when the model has none */
 	int device;              /* -1: host only; else the device holding dev */
 	uint32_t device_max_tokens; /* tokens a device forward call may take */

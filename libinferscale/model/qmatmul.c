@@ -1,0 +1,287 @@
+#include "model/qmatmul.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "inferscale/common.h"
+#include "model/gguf.h"
+#include "model/matmul.h"
+#include "model/quant.h"
+#include "util/dtype.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#define TARGET_AVX2 __attribute__((target("avx2,fma")))
+#else
+#define HAVE_X86 0
+#endif
+
+/* Rows dequantized at a time (one buffer of RB rows stays in L1 for
+ * cols up to ~2048) and output rows per pool task (enough tasks to
+ * balance the threads at one token, where the weights' reading is all the
+ * work). */
+#define RB 4
+#define ROWS_PER_TASK 16
+
+typedef float vf4 __attribute__((vector_size(16)));
+
+typedef struct qjob {
+	float *y;
+	const float *x;
+	const infs__wmat *w;
+	const float *bias;
+	uint32_t n;
+	float *buf;         /* RB * cols floats per worker */
+} qjob;
+
+static vf4 load4(const float *p)
+{
+	vf4 v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+static float hsum4(vf4 v)
+{
+	return (v[0] + v[1]) + (v[2] + v[3]);
+}
+
+static void put(const qjob *j, uint32_t t, uint32_t r, float s)
+{
+	j->y[(size_t)t * j->w->rows + r] = j->bias ? s + j->bias[r] : s;
+}
+
+/* Rows r0 .. r0 + nr - 1, held in buf (row b at buf + b * cols; rows from
+ * nr to RB repeat row 0), against every token. */
+static void product_portable(const qjob *j, const float *buf, uint32_t r0, uint32_t nr)
+{
+	const uint32_t cols = j->w->cols;
+	for (uint32_t t = 0; t < j->n; t++) {
+		const float *x = j->x + (size_t)t * cols;
+		vf4 acc[RB];
+		memset(acc, 0, sizeof acc);
+		uint32_t k = 0;
+		for (; k + 4 <= cols; k += 4) {
+			vf4 xv = load4(x + k);
+			for (uint32_t b = 0; b < RB; b++)
+				acc[b] += xv * load4(buf + (size_t)b * cols + k);
+		}
+		for (uint32_t b = 0; b < nr; b++) {
+			float s = hsum4(acc[b]);
+			for (uint32_t kk = k; kk < cols; kk++)
+				s += x[kk] * buf[(size_t)b * cols + kk];
+			put(j, t, r0 + b, s);
+		}
+	}
+}
+
+static void dequant_portable(float *dst, const infs__wmat *w, uint32_t r)
+{
+	infs__wmat_row(dst, w, r);
+}
+
+#if HAVE_X86
+TARGET_AVX2 static float hsum256(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+	return _mm_cvtss_f32(s);
+}
+
+/* Two tokens at a time: 8 accumulators, 4 weight vectors, one token
+ * vector in registers. */
+TARGET_AVX2 static void product_avx2(const qjob *j, const float *buf, uint32_t r0, uint32_t nr)
+{
+	const uint32_t cols = j->w->cols, k8 = cols & ~7u;
+	const float *w0 = buf, *w1 = buf + cols, *w2 = buf + 2 * (size_t)cols, *w3 = buf + 3 * (size_t)cols;
+	const float *wr[RB] = { w0, w1, w2, w3 };
+	uint32_t t = 0;
+	for (; t + 2 <= j->n; t += 2) {
+		const float *xa = j->x + (size_t)t * cols, *xb = xa + cols;
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+		for (uint32_t k = 0; k < k8; k += 8) {
+			__m256 v0 = _mm256_loadu_ps(w0 + k), v1 = _mm256_loadu_ps(w1 + k);
+			__m256 v2 = _mm256_loadu_ps(w2 + k), v3 = _mm256_loadu_ps(w3 + k);
+			__m256 x = _mm256_loadu_ps(xa + k);
+			a0 = _mm256_fmadd_ps(x, v0, a0);
+			a1 = _mm256_fmadd_ps(x, v1, a1);
+			a2 = _mm256_fmadd_ps(x, v2, a2);
+			a3 = _mm256_fmadd_ps(x, v3, a3);
+			x = _mm256_loadu_ps(xb + k);
+			b0 = _mm256_fmadd_ps(x, v0, b0);
+			b1 = _mm256_fmadd_ps(x, v1, b1);
+			b2 = _mm256_fmadd_ps(x, v2, b2);
+			b3 = _mm256_fmadd_ps(x, v3, b3);
+		}
+		const __m256 acc[2][RB] = { { a0, a1, a2, a3 }, { b0, b1, b2, b3 } };
+		for (uint32_t u = 0; u < 2; u++)
+			for (uint32_t b = 0; b < nr; b++) {
+				const float *x = xa + (size_t)u * cols;
+				float s = hsum256(acc[u][b]);
+				for (uint32_t kk = k8; kk < cols; kk++)
+					s += x[kk] * wr[b][kk];
+				put(j, t + u, r0 + b, s);
+			}
+	}
+	if (t < j->n) {
+		const float *x = j->x + (size_t)t * cols;
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+		for (uint32_t k = 0; k < k8; k += 8) {
+			__m256 xv = _mm256_loadu_ps(x + k);
+			a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w0 + k), a0);
+			a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w1 + k), a1);
+			a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w2 + k), a2);
+			a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w3 + k), a3);
+		}
+		const __m256 acc[RB] = { a0, a1, a2, a3 };
+		for (uint32_t b = 0; b < nr; b++) {
+			float s = hsum256(acc[b]);
+			for (uint32_t kk = k8; kk < cols; kk++)
+				s += x[kk] * wr[b][kk];
+			put(j, t, r0 + b, s);
+		}
+	}
+}
+
+/* 16 nibbles (low halves, then high halves) as 32 floats d * q + m. */
+TARGET_AVX2 static void nibbles(float *y, const uint8_t *qs, __m256 d, __m256 m)
+{
+	const __m128i q = _mm_loadu_si128((const __m128i *)qs), mask = _mm_set1_epi8(0x0f);
+	const __m128i lo = _mm_and_si128(q, mask), hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
+	const __m128i part[4] = { lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8) };
+	for (int i = 0; i < 4; i++) {
+		__m256 v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(part[i]));
+		_mm256_storeu_ps(y + 8 * i, _mm256_fmadd_ps(v, d, m));
+	}
+}
+
+TARGET_AVX2 static void dequant_avx2(float *dst, const infs__wmat *w, uint32_t r)
+{
+	const uint8_t *b = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+	const uint32_t nb = w->cols / 32;
+	switch (w->type) {
+	case INFS_GGML_Q4_0:
+		for (uint32_t i = 0; i < nb; i++, b += 18, dst += 32) {
+			float d = infs__f16_to_f32((uint16_t)(b[0] | b[1] << 8));
+			nibbles(dst, b + 2, _mm256_set1_ps(d), _mm256_set1_ps(-8.0f * d));
+		}
+		return;
+	case INFS_GGML_Q4_1:
+		for (uint32_t i = 0; i < nb; i++, b += 20, dst += 32) {
+			float d = infs__f16_to_f32((uint16_t)(b[0] | b[1] << 8));
+			float m = infs__f16_to_f32((uint16_t)(b[2] | b[3] << 8));
+			nibbles(dst, b + 4, _mm256_set1_ps(d), _mm256_set1_ps(m));
+		}
+		return;
+	case INFS_GGML_Q8_0:
+		for (uint32_t i = 0; i < nb; i++, b += 34, dst += 32) {
+			const __m256 d = _mm256_set1_ps(infs__f16_to_f32((uint16_t)(b[0] | b[1] << 8)));
+			for (int k = 0; k < 4; k++) {
+				__m128i q = _mm_loadl_epi64((const __m128i *)(b + 2 + 8 * k));
+				__m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+				_mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(v, d));
+			}
+		}
+		return;
+	default:
+		infs__wmat_row(dst, w, r);
+	}
+}
+
+static int cpu_avx2(void)
+{
+	static int known = -1;
+	if (known < 0) {
+		__builtin_cpu_init();
+		known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	}
+	return known;
+}
+#else
+static int cpu_avx2(void)
+{
+	return 0;
+}
+#endif
+
+typedef struct qtask {
+	qjob j;
+	void (*dequant)(float *, const infs__wmat *, uint32_t);
+	void (*product)(const qjob *, const float *, uint32_t, uint32_t);
+} qtask;
+
+static void q_task(void *arg, uint32_t task, uint32_t worker)
+{
+	const qtask *q = arg;
+	const qjob *j = &q->j;
+	const uint32_t cols = j->w->cols, rows = j->w->rows;
+	float *buf = j->buf + (size_t)worker * RB * cols;
+	const uint32_t end = (task + 1) * ROWS_PER_TASK < rows ? (task + 1) * ROWS_PER_TASK : rows;
+	for (uint32_t r0 = task * ROWS_PER_TASK; r0 < end; r0 += RB) {
+		const uint32_t nr = end - r0 < RB ? end - r0 : RB;
+		for (uint32_t b = 0; b < nr; b++)
+			q->dequant(buf + (size_t)b * cols, j->w, r0 + b);
+		for (uint32_t b = nr; b < RB; b++)
+			memcpy(buf + (size_t)b * cols, buf, cols * sizeof *buf);
+		q->product(j, buf, r0, nr);
+	}
+}
+
+int infs__matmul_w_isa(float *y, const float *x, const infs__wmat *w, const float *bias, uint32_t n,
+                       infs__pool *pool, infs__isa isa)
+{
+	if (isa == INFS__ISA_AUTO)
+		isa = cpu_avx2() ? INFS__ISA_AVX2 : INFS__ISA_PORTABLE;
+	if (isa == INFS__ISA_AVX2 && !cpu_avx2())
+		return INFS_EUNSUPPORTED;
+	qtask q = { { y, x, w, bias, n, NULL }, dequant_portable, product_portable };
+#if HAVE_X86
+	if (isa == INFS__ISA_AVX2) {
+		q.dequant = dequant_avx2;
+		q.product = product_avx2;
+	}
+#endif
+	q.j.buf = malloc((size_t)infs__pool_size(pool) * RB * (w->cols ? w->cols : 1) * sizeof(float));
+	if (!q.j.buf)
+		return INFS_ENOMEM;
+	infs__pool_run(pool, q_task, &q, (w->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+	free(q.j.buf);
+	return INFS_OK;
+}
+
+void infs__matmul_w(float *y, const float *x, const infs__wmat *w, const float *bias, uint32_t n,
+                    infs__pool *pool)
+{
+	if (w->type == INFS_GGML_F32) {
+		infs__matmul(y, x, w->data, bias, n, w->cols, w->rows, pool);
+		return;
+	}
+	if (infs__matmul_w_isa(y, x, w, bias, n, pool, INFS__ISA_AUTO) == INFS_OK)
+		return;
+	/* No memory for the buffers: row by row through a stack chunk. */
+	enum { CHUNK = 256 };
+	float chunk[CHUNK];
+	const uint32_t be = infs__ggml_block_elems(w->type), bb = infs__ggml_block_bytes(w->type);
+	for (uint32_t r = 0; r < w->rows; r++) {
+		for (uint32_t t = 0; t < n; t++)
+			y[(size_t)t * w->rows + r] = bias ? bias[r] : 0.0f;
+		const char *row = (const char *)w->data + (size_t)r * w->row_bytes;
+		for (uint32_t c = 0; c < w->cols; c += CHUNK) {
+			const uint32_t k = w->cols - c < CHUNK ? w->cols - c : CHUNK;
+			infs__dequantize(chunk, row + (size_t)(c / be) * bb, w->type, k);
+			for (uint32_t t = 0; t < n; t++) {
+				float s = 0;
+				for (uint32_t e = 0; e < k; e++)
+					s += x[(size_t)t * w->cols + c + e] * chunk[e];
+				y[(size_t)t * w->rows + r] += s;
+			}
+		}
+	}
+}
+
+const char *infs__matmul_w_kernels(void)
+{
+	return cpu_avx2() ? "avx2" : "portable";
+}
