@@ -103,8 +103,9 @@ typedef struct infs_forward_options {
 	                                 cache at their positions */
 	/* Optional: a sequence id per token, to run several independent
 	 * sequences (facts to encode, say) in one call: a token attends only to
-	 * tokens of its own sequence. Each sequence has its own positions. Not
-	 * combined with a cache. */
+	 * the new tokens of its own sequence, and to the cache's positions below
+	 * n_past, which every sequence shares. Each sequence has its own
+	 * positions. Not combined with write_cache. */
 	const int32_t *seq_ids;
 } infs_forward_options;
 

@@ -293,32 +293,110 @@ static int store_fact(void *user, size_t i, const void *k, const void *v)
 	return INFS_OK;
 }
 
-/* The CPU model: the context once into an f32 cache, then fact by fact. */
+/* Facts that share one forward pass on the CPU: packed one after the other
+ * up to BATCH_TOKENS tokens (a longer fact goes alone), each attending to
+ * the shared context and to its own tokens only. Enough tokens that the
+ * matrix products read each weight once for many rows; few enough that the
+ * attention's masked scores (quadratic in the batch) stay small. */
+#define BATCH_TOKENS 384
+#define BATCH_FACTS 64
+
+/* One pass over the packed facts: tokens, positions and sequence ids of up
+ * to cap tokens, their K/V out, [n_layers][cap][row]. */
+typedef struct host_batch {
+	int32_t *tok, *pos, *seq;
+	char *k, *v;
+	size_t cap;
+} host_batch;
+
+/* Runs facts [i, j) (their own context, then their tokens, at positions
+ * n_context.. each) in one forward pass over the context cache ctx, then
+ * stores each in order from its rows of the pass. */
+static int encode_batch(encoder *e, const infs_model *model, const infs__kvcache *ctx, host_batch *b, size_t i,
+                        size_t j, void *k, void *v, infs__pool *pool)
+{
+	const plan *p = e->p;
+	const uint32_t n_ctx = e->o->n_context;
+	uint32_t m = 0;
+	for (size_t f = i; f < j; f++) {
+		const infs_fact_input *in = &p->facts[f];
+		const uint32_t len = in->n_context + p->n_tokens[f];
+		if (in->n_context)
+			memcpy(b->tok + m, in->context, in->n_context * sizeof *b->tok);
+		memcpy(b->tok + m + in->n_context, p->tokens[f], p->n_tokens[f] * sizeof *b->tok);
+		for (uint32_t t = 0; t < len; t++) {
+			b->pos[m + t] = (int32_t)(n_ctx + t);
+			b->seq[m + t] = (int32_t)(f - i);
+		}
+		m += len;
+	}
+	infs__paged_kv past = { ctx ? &ctx->layout : NULL, ctx ? ctx->table : NULL, ctx ? ctx->layout.n_blocks : 0,
+		                ctx ? n_ctx : 0, 0 };
+	infs__forward_args a = { .tokens = b->tok, .positions = b->pos, .n_tokens = m, .k_out = b->k, .v_out = b->v,
+		                 .kv_dtype = e->kg->kv_dtype, .seq = j - i > 1 ? b->seq : NULL, .past = &past,
+		                 .pool = pool };
+	int rc = infs__forward(model, &a);
+	const size_t row = infs_geometry_kv_token_bytes(e->kg) / e->kg->n_layers;
+	for (size_t f = i, at = 0; f < j && !rc; f++) {
+		const uint32_t own = p->facts[f].n_context, n = p->n_tokens[f];
+		for (uint32_t l = 0; l < e->kg->n_layers; l++) {
+			memcpy((char *)k + (size_t)l * n * row, b->k + ((size_t)l * m + at + own) * row, n * row);
+			memcpy((char *)v + (size_t)l * n * row, b->v + ((size_t)l * m + at + own) * row, n * row);
+		}
+		rc = store_fact(e, f, k, v);
+		at += own + n;
+	}
+	return rc;
+}
+
+/* The CPU model: the context once into an f32 cache, then the facts in
+ * batches that share forward passes. */
 static int encode_host(encoder *e, const infs_model *model)
 {
 	const plan *p = e->p;
 	const infs_encode_options *o = e->o;
 	infs__pool *pool = NULL;
 	infs__kvcache ctx = { 0 };
-	uint32_t max_n = 0;
-	for (size_t i = 0; i < p->n; i++)
+	uint32_t max_n = 0, max_len = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		const uint32_t len = p->facts[i].n_context + p->n_tokens[i];
 		max_n = p->n_tokens[i] > max_n ? p->n_tokens[i] : max_n;
-	size_t kv_bytes = infs_geometry_kv_token_bytes(e->kg) * max_n;
-	void *k = malloc(kv_bytes), *v = malloc(kv_bytes);
-	int rc = k && v ? INFS_OK : infs__error(INFS_ENOMEM, "infs_fact_encode: out of memory for %u tokens of KV", max_n);
+		max_len = len > max_len ? len : max_len;
+	}
+	host_batch b = { .cap = max_len > BATCH_TOKENS ? max_len : BATCH_TOKENS };
+	const size_t tok_bytes = infs_geometry_kv_token_bytes(e->kg);
+	b.tok = malloc(b.cap * sizeof *b.tok);
+	b.pos = malloc(b.cap * sizeof *b.pos);
+	b.seq = malloc(b.cap * sizeof *b.seq);
+	b.k = malloc(tok_bytes * b.cap);
+	b.v = malloc(tok_bytes * b.cap);
+	void *k = malloc(tok_bytes * max_n), *v = malloc(tok_bytes * max_n);
+	int rc = k && v && b.tok && b.pos && b.seq && b.k && b.v
+	                 ? INFS_OK
+	                 : infs__error(INFS_ENOMEM, "infs_fact_encode: out of memory for %zu tokens of KV", b.cap);
 	if (!rc)
 		rc = infs__pool_create(&pool, model->n_threads);
 	if (!rc && o->n_context)
 		rc = infs__encode_context(&ctx, model, e->kg, o->context, o->n_context, pool);
-	for (size_t i = 0; i < p->n && !rc; i++) {
-		const infs_fact_input *f = &p->facts[i];
-		rc = infs__encode_kv(k, v, model, e->kg, o->n_context ? &ctx : NULL, o->n_context, f->context,
-		                     f->n_context, p->tokens[i], p->n_tokens[i], pool);
-		if (!rc)
-			rc = store_fact(e, i, k, v);
+	for (size_t i = 0; i < p->n && !rc;) {
+		size_t j = i, m = 0;
+		while (j < p->n && j - i < BATCH_FACTS) {
+			const size_t len = p->facts[j].n_context + p->n_tokens[j];
+			if (j > i && m + len > BATCH_TOKENS)
+				break;
+			m += len;
+			j++;
+		}
+		rc = encode_batch(e, model, o->n_context ? &ctx : NULL, &b, i, j, k, v, pool);
+		i = j;
 	}
 	infs__kvcache_free(&ctx);
 	infs__pool_free(pool);
+	free(b.tok);
+	free(b.pos);
+	free(b.seq);
+	free(b.k);
+	free(b.v);
 	free(k);
 	free(v);
 	return rc;

@@ -92,8 +92,9 @@ static int check_args(const infs_model *m, const infs__forward_args *a)
 	if ((a->k_out || a->v_out) && !infs__dtype_cache_ok(a->kv_dtype))
 		return infs__error(INFS_EUNSUPPORTED, "infs_model_forward: kv_dtype %s", INFS__FP8_CACHE_MSG);
 	const infs__paged_kv *pk = a->past;
-	if (a->seq && pk && (pk->cache || pk->n_past))
-		return infs__error(INFS_EINVAL, "infs_model_forward: seq_ids (independent sequences) cannot be combined with a cache");
+	if (a->seq && pk && pk->write)
+		return infs__error(INFS_EINVAL, "infs_model_forward: seq_ids (independent sequences) cannot be combined with "
+		                                "write_cache (they may read a cache they share)");
 	if (!pk || !pk->cache) {
 		if (pk && (pk->n_past || pk->write))
 			return infs__error(INFS_EINVAL, "infs_model_forward: n_past or write_cache without a cache");

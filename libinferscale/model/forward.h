@@ -58,7 +58,8 @@ typedef struct infs__forward_args {
 	void *k_out, *v_out;        /* NULL, or pre-RoPE [n_layers][n_tokens][n_kv_heads][head_dim] */
 	infs_dtype kv_dtype;
 	const int32_t *seq;         /* NULL, or a sequence id per token: tokens attend only
-	                               within their sequence (no past allowed) */
+	                               within their sequence and to the past, which they
+	                               share (past->write unset) */
 	const infs__paged_kv *past; /* NULL: none */
 	infs__pool *pool;           /* NULL: a pool of the model's thread count for this call */
 	const infs__calib *calib;   /* NULL: none */

@@ -12,7 +12,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define HAVE_X86 1
-#define TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 #else
 #define HAVE_X86 0
 #endif
@@ -145,16 +146,24 @@ TARGET_AVX2 static void product_avx2(const qjob *j, const float *buf, uint32_t r
 	}
 }
 
+INLINE_AVX2 float half_avx2(const uint8_t *p)
+{
+	return _cvtsh_ss((unsigned short)(p[0] | p[1] << 8));
+}
+
 /* 16 nibbles (low halves, then high halves) as 32 floats d * q + m. */
-TARGET_AVX2 static void nibbles(float *y, const uint8_t *qs, __m256 d, __m256 m)
+INLINE_AVX2 void nibbles(float *y, const uint8_t *qs, __m256 d, __m256 m)
 {
 	const __m128i q = _mm_loadu_si128((const __m128i *)qs), mask = _mm_set1_epi8(0x0f);
 	const __m128i lo = _mm_and_si128(q, mask), hi = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
-	const __m128i part[4] = { lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8) };
-	for (int i = 0; i < 4; i++) {
-		__m256 v = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(part[i]));
-		_mm256_storeu_ps(y + 8 * i, _mm256_fmadd_ps(v, d, m));
-	}
+	__m256 v0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
+	__m256 v1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
+	__m256 v2 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
+	__m256 v3 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
+	_mm256_storeu_ps(y, _mm256_fmadd_ps(v0, d, m));
+	_mm256_storeu_ps(y + 8, _mm256_fmadd_ps(v1, d, m));
+	_mm256_storeu_ps(y + 16, _mm256_fmadd_ps(v2, d, m));
+	_mm256_storeu_ps(y + 24, _mm256_fmadd_ps(v3, d, m));
 }
 
 TARGET_AVX2 static void dequant_avx2(float *dst, const infs__wmat *w, uint32_t r)
@@ -164,20 +173,19 @@ TARGET_AVX2 static void dequant_avx2(float *dst, const infs__wmat *w, uint32_t r
 	switch (w->type) {
 	case INFS_GGML_Q4_0:
 		for (uint32_t i = 0; i < nb; i++, b += 18, dst += 32) {
-			float d = infs__f16_to_f32((uint16_t)(b[0] | b[1] << 8));
+			float d = half_avx2(b);
 			nibbles(dst, b + 2, _mm256_set1_ps(d), _mm256_set1_ps(-8.0f * d));
 		}
 		return;
 	case INFS_GGML_Q4_1:
 		for (uint32_t i = 0; i < nb; i++, b += 20, dst += 32) {
-			float d = infs__f16_to_f32((uint16_t)(b[0] | b[1] << 8));
-			float m = infs__f16_to_f32((uint16_t)(b[2] | b[3] << 8));
+			float d = half_avx2(b), m = half_avx2(b + 2);
 			nibbles(dst, b + 4, _mm256_set1_ps(d), _mm256_set1_ps(m));
 		}
 		return;
 	case INFS_GGML_Q8_0:
 		for (uint32_t i = 0; i < nb; i++, b += 34, dst += 32) {
-			const __m256 d = _mm256_set1_ps(infs__f16_to_f32((uint16_t)(b[0] | b[1] << 8)));
+			const __m256 d = _mm256_set1_ps(half_avx2(b));
 			for (int k = 0; k < 4; k++) {
 				__m128i q = _mm_loadl_epi64((const __m128i *)(b + 2 + 8 * k));
 				__m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
@@ -195,7 +203,7 @@ static int cpu_avx2(void)
 	static int known = -1;
 	if (known < 0) {
 		__builtin_cpu_init();
-		known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+		known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 	}
 	return known;
 }

@@ -17,7 +17,7 @@
 typedef enum infs__isa {
 	INFS__ISA_AUTO,      /* the best the CPU runs */
 	INFS__ISA_PORTABLE,  /* plain C (vector extensions) */
-	INFS__ISA_AVX2       /* AVX2 + FMA */
+	INFS__ISA_AVX2       /* AVX2 + FMA + F16C */
 } infs__isa;
 
 /* y[n][w->rows] = x[n][w->cols] * w^T + bias (bias may be NULL). f32
