@@ -64,11 +64,17 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 	}
 	for (uint32_t i = 0; i < n; i++) /* shuffled: out of order, with repeats */
 		pos[i] = (int32_t)(n_past + (shuffled ? (i * 7) % (n - n / 4 > 0 ? n - n / 4 : 1) : i));
-	for (uint32_t i = 0; i < n; i++) /* seqs: interleaved sequences, positions from 0 in each */
-		seq[i] = seqs ? (int32_t)(i % 3) : 0;
-	if (seqs)
+	for (uint32_t i = 0; i < n; i++) /* seqs 1: interleaved sequences, positions from 0 in each */
+		seq[i] = seqs == 2 ? (int32_t)(i * 3 / n) : seqs ? (int32_t)(i % 3) : 0;
+	if (seqs == 1)
 		for (uint32_t i = 0; i < n; i++)
 			pos[i] = (int32_t)(i / 3);
+	/* seqs 2: three packed one after another over the shared past, each at
+	 * positions n_past.. (the runs infs__attention takes apart) */
+	for (uint32_t i = 0, start = 0; seqs == 2 && i < n; i++) {
+		start = i && seq[i] != seq[i - 1] ? i : start;
+		pos[i] = (int32_t)(n_past + i - start);
+	}
 	for (uint32_t i = 0; in_place && i < n; i++) /* rows of the cache, out of order */
 		pos[i] = (int32_t)((i * 7 + 3) % n_past);
 	infs__attn_args a = { o1, q, k, v, pos, n, n_ctx, heads, kv, hd, window, seqs ? seq : NULL, rows, in_place,
@@ -121,6 +127,9 @@ int main(void)
 		check_case(300, 10, 2, 2, 4, 0, 1, 0, 0, NULL, pool);
 		check_case(31, 0, 4, 2, 16, 0, 0, 1, 0, NULL, pool);
 		check_case(40, 0, 4, 2, 8, 5, 0, 1, 0, NULL, pool);
+		check_case(31, 0, 4, 2, 16, 0, 0, 2, 0, NULL, pool);
+		check_case(29, 11, 6, 3, 8, 0, 0, 2, 0, NULL, pool);
+		check_case(40, 7, 4, 2, 8, 5, 0, 2, 0, NULL, pool);
 		check_case(1, 9, 4, 2, 16, 0, 0, 0, 1, NULL, pool);
 		check_case(12, 40, 4, 2, 16, 0, 0, 0, 1, NULL, pool);
 		check_case(25, 33, 6, 3, 8, 7, 0, 0, 1, NULL, pool);

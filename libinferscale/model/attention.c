@@ -205,7 +205,67 @@ static int attention_gemm(const infs__attn_args *a, infs__pool *pool)
 }
 #endif
 
+static void attention_one(const infs__attn_args *a, infs__pool *pool);
+
+/* Several sequences packed one after another (a->seq non-decreasing: runs
+ * of one id) over a shared past: each run attends to the past and to itself
+ * alone, its keys copied next to the past's, so that no score is computed
+ * only to be masked. Returns nonzero (nothing done) when the ids are not in
+ * order or memory runs out. */
+static int attention_runs(const infs__attn_args *a, infs__pool *pool)
+{
+	const uint32_t n_past = past_rows(a);
+	const size_t kv_stride = (size_t)a->n_kv_heads * a->head_dim, q_stride = (size_t)a->n_heads * a->head_dim;
+	uint32_t longest = 0;
+	for (uint32_t i = 1; i < a->n; i++)
+		if (a->seq[i] < a->seq[i - 1]) /* an id may come back: the masked path */
+			return -1;
+	for (uint32_t i = 0, r0 = 0; i < a->n; i++)
+		if (i + 1 == a->n || a->seq[i + 1] != a->seq[i]) {
+			longest = i + 1 - r0 > longest ? i + 1 - r0 : longest;
+			r0 = i + 1;
+		}
+	float *k = malloc(((size_t)n_past + longest) * kv_stride * sizeof *k);
+	float *v = malloc(((size_t)n_past + longest) * kv_stride * sizeof *v);
+	if (!k || !v) {
+		free(k);
+		free(v);
+		return -1;
+	}
+	memcpy(k, a->k, (size_t)n_past * kv_stride * sizeof *k);
+	memcpy(v, a->v, (size_t)n_past * kv_stride * sizeof *v);
+	for (uint32_t r0 = 0; r0 < a->n;) {
+		uint32_t r1 = r0 + 1;
+		while (r1 < a->n && a->seq[r1] == a->seq[r0])
+			r1++;
+		const size_t len = r1 - r0;
+		memcpy(k + (size_t)n_past * kv_stride, a->k + ((size_t)n_past + r0) * kv_stride, len * kv_stride * sizeof *k);
+		memcpy(v + (size_t)n_past * kv_stride, a->v + ((size_t)n_past + r0) * kv_stride, len * kv_stride * sizeof *v);
+		infs__attn_args run = *a;
+		run.out = a->out + r0 * q_stride;
+		run.q = a->q + r0 * q_stride;
+		run.k = k;
+		run.v = v;
+		run.pos = a->pos + r0;
+		run.n = (uint32_t)len;
+		run.n_ctx = n_past + (uint32_t)len;
+		run.seq = NULL;
+		attention_one(&run, pool);
+		r0 = r1;
+	}
+	free(k);
+	free(v);
+	return 0;
+}
+
 void infs__attention(const infs__attn_args *a, infs__pool *pool)
+{
+	if (a->seq && !a->in_place && a->n > 1 && attention_runs(a, pool) == 0)
+		return;
+	attention_one(a, pool);
+}
+
+static void attention_one(const infs__attn_args *a, infs__pool *pool)
 {
 #ifdef INFS_HAVE_BLAS
 	/* A single query gains nothing from products; a failed allocation

@@ -34,6 +34,7 @@ typedef struct qjob {
 	const float *bias;
 	uint32_t n;
 	float *buf;         /* RB * cols floats per worker */
+	float *xsum;        /* one token: the sum of x over each 32-element block */
 } qjob;
 
 static vf4 load4(const float *p)
@@ -198,6 +199,63 @@ TARGET_AVX2 static void dequant_avx2(float *dst, const infs__wmat *w, uint32_t r
 	}
 }
 
+/* 32 unsigned nibbles (low halves, then high halves) as four vectors. */
+#define NIBBLES(q, v0, v1, v2, v3)                                                                          \
+	do {                                                                                                \
+		const __m128i mask_ = _mm_set1_epi8(0x0f);                                                  \
+		const __m128i lo_ = _mm_and_si128(q, mask_), hi_ = _mm_and_si128(_mm_srli_epi16(q, 4), mask_); \
+		v0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo_));                                         \
+		v1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo_, 8)));                      \
+		v2 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi_));                                         \
+		v3 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi_, 8)));                      \
+	} while (0)
+
+/* One token, Q4_0 / Q4_1 / Q8_0 rows, with nothing stored between the
+ * blocks and the FMAs: per block d * (q . x), plus the offset (Q4_1's m,
+ * Q4_0's -8 d) times the block's sum of x, which j->xsum holds. */
+TARGET_AVX2 static void one_token_avx2(const qjob *j, uint32_t r0, uint32_t r1)
+{
+	const infs__wmat *w = j->w;
+	const uint32_t nb = w->cols / 32;
+	for (uint32_t r = r0; r < r1; r++) {
+		const uint8_t *b = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+		__m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+		float off = 0;
+		for (uint32_t i = 0; i < nb; i++) {
+			const float *x = j->x + 32 * (size_t)i;
+			__m256 v0, v1, v2, v3;
+			float d = half_avx2(b);
+			if (w->type == INFS_GGML_Q8_0) {
+				const __m256i q = _mm256_loadu_si256((const __m256i *)(b + 2));
+				v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm256_castsi256_si128(q)));
+				v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(_mm256_castsi256_si128(q), 8)));
+				v2 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
+				v3 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(_mm256_extracti128_si256(q, 1), 8)));
+				b += 34;
+			} else if (w->type == INFS_GGML_Q4_1) {
+				const __m128i q = _mm_loadu_si128((const __m128i *)(b + 4));
+				NIBBLES(q, v0, v1, v2, v3);
+				off += half_avx2(b + 2) * j->xsum[i];
+				b += 20;
+			} else {
+				const __m128i q = _mm_loadu_si128((const __m128i *)(b + 2));
+				NIBBLES(q, v0, v1, v2, v3);
+				off -= 8.0f * d * j->xsum[i];
+				b += 18;
+			}
+			__m256 p = _mm256_mul_ps(v0, _mm256_loadu_ps(x));
+			p = _mm256_fmadd_ps(v1, _mm256_loadu_ps(x + 8), p);
+			p = _mm256_fmadd_ps(v2, _mm256_loadu_ps(x + 16), p);
+			p = _mm256_fmadd_ps(v3, _mm256_loadu_ps(x + 24), p);
+			if (i & 1)
+				acc1 = _mm256_fmadd_ps(p, _mm256_set1_ps(d), acc1);
+			else
+				acc0 = _mm256_fmadd_ps(p, _mm256_set1_ps(d), acc0);
+		}
+		put(j, 0, r, hsum256(_mm256_add_ps(acc0, acc1)) + off);
+	}
+}
+
 static int cpu_avx2(void)
 {
 	static int known = -1;
@@ -218,6 +276,7 @@ typedef struct qtask {
 	qjob j;
 	void (*dequant)(float *, const infs__wmat *, uint32_t);
 	void (*product)(const qjob *, const float *, uint32_t, uint32_t);
+	void (*one_token)(const qjob *, uint32_t, uint32_t); /* NULL: through the buffer */
 } qtask;
 
 static void q_task(void *arg, uint32_t task, uint32_t worker)
@@ -227,6 +286,10 @@ static void q_task(void *arg, uint32_t task, uint32_t worker)
 	const uint32_t cols = j->w->cols, rows = j->w->rows;
 	float *buf = j->buf + (size_t)worker * RB * cols;
 	const uint32_t end = (task + 1) * ROWS_PER_TASK < rows ? (task + 1) * ROWS_PER_TASK : rows;
+	if (q->one_token) {
+		q->one_token(j, task * ROWS_PER_TASK, end);
+		return;
+	}
 	for (uint32_t r0 = task * ROWS_PER_TASK; r0 < end; r0 += RB) {
 		const uint32_t nr = end - r0 < RB ? end - r0 : RB;
 		for (uint32_t b = 0; b < nr; b++)
@@ -244,18 +307,34 @@ int infs__matmul_w_isa(float *y, const float *x, const infs__wmat *w, const floa
 		isa = cpu_avx2() ? INFS__ISA_AVX2 : INFS__ISA_PORTABLE;
 	if (isa == INFS__ISA_AVX2 && !cpu_avx2())
 		return INFS_EUNSUPPORTED;
-	qtask q = { { y, x, w, bias, n, NULL }, dequant_portable, product_portable };
+	qtask q = { { y, x, w, bias, n, NULL, NULL }, dequant_portable, product_portable, NULL };
 #if HAVE_X86
 	if (isa == INFS__ISA_AVX2) {
 		q.dequant = dequant_avx2;
 		q.product = product_avx2;
+		if (n == 1 && (w->type == INFS_GGML_Q4_0 || w->type == INFS_GGML_Q4_1 || w->type == INFS_GGML_Q8_0))
+			q.one_token = one_token_avx2;
 	}
 #endif
-	q.j.buf = malloc((size_t)infs__pool_size(pool) * RB * (w->cols ? w->cols : 1) * sizeof(float));
-	if (!q.j.buf)
-		return INFS_ENOMEM;
+	if (q.one_token) {
+		const uint32_t nb = w->cols / 32;
+		q.j.xsum = malloc((nb ? nb : 1) * sizeof *q.j.xsum);
+		for (uint32_t i = 0; q.j.xsum && i < nb; i++) {
+			float s = 0;
+			for (uint32_t e = 0; e < 32; e++)
+				s += x[32 * (size_t)i + e];
+			q.j.xsum[i] = s;
+		}
+		if (!q.j.xsum)
+			return INFS_ENOMEM;
+	} else {
+		q.j.buf = malloc((size_t)infs__pool_size(pool) * RB * (w->cols ? w->cols : 1) * sizeof(float));
+		if (!q.j.buf)
+			return INFS_ENOMEM;
+	}
 	infs__pool_run(pool, q_task, &q, (w->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
 	free(q.j.buf);
+	free(q.j.xsum);
 	return INFS_OK;
 }
 
