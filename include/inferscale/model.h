@@ -1,6 +1,6 @@
 /* inferscale — the model runtime: a Llama-family decoder (llama, mistral,
  * qwen2, qwen3) loaded from a GGUF file or a Hugging Face directory, run on
- * the CPU in f32. It gives the pre-RoPE KV a store keeps, in the store's
+ * the CPU with f32 activations. It gives the pre-RoPE KV a store keeps, in the store's
  * layout, and next-token logits. */
 #ifndef INFERSCALE_MODEL_H
 #define INFERSCALE_MODEL_H
@@ -42,7 +42,9 @@ INFS_API int infs_model_options_init(infs_model_options *opts, unsigned version)
  * Q4_K, Q5_K, Q6_K tensors), or a directory holding config.json and
  * model.safetensors (or shards listed by model.safetensors.index.json) in
  * f32, f16 or bf16 (with tokenizer.json and tokenizer_config.json for the
- * tokenizer). Weights are converted to f32 at load. opts may be NULL.
+ * tokenizer). Quantized GGUF matrices stay in their blocks in memory
+ * (multiplied there, the products in f32); everything else is converted to
+ * f32 at load. opts may be NULL.
  * Errors: INFS_ENOTFOUND, INFS_EIO, INFS_EFORMAT (a truncated or malformed
  * file, missing tensors, shapes that contradict the configuration),
  * INFS_EUNSUPPORTED (an architecture, tensor type or option not built in). */
