@@ -47,7 +47,8 @@ def cpu_flags():
 class Ours:
     def __init__(self, build, model, threads):
         exe = os.path.join(build, "benchmarks", "bench_cpu_phases")
-        self.p = subprocess.Popen([exe, model, str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen([exe, model, str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env=ours_env())
 
     def ask(self, line):
         self.p.stdin.write(line + "\n")
@@ -96,14 +97,21 @@ class LlamaCpp:
         return (time.perf_counter() - t0) * 1e3 / n, (time.process_time() - cpu0) * 1e3 / n
 
 
-def encode_rate(exe, facts, threads):
+def ours_env():
+    """OpenBLAS's own threads (the runtime's attention products use it) spin
+    while the runtime's pool works: one OpenBLAS thread, as docs/model-runtime.md
+    advises on a small machine."""
+    return dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
+
+
+def encode_rate(exe, facts, threads, env=None):
     """Facts per second (wall and per CPU-second) of `inferscale encode`."""
     n = sum(1 for line in open(facts) if line.strip())
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
         r0 = os.times()
         subprocess.run([exe, "encode", facts, "--store", os.path.join(d, "s.infs"), "--threads", str(threads),
-                        "--quiet"], check=True, stdout=subprocess.DEVNULL)
+                        "--quiet"], check=True, stdout=subprocess.DEVNULL, env=env)
         r1 = os.times()
         wall = time.perf_counter() - t0
     cpu = (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
@@ -179,6 +187,7 @@ def main():
         "reps": a.reps, "statistic": "median", "interleaved": True,
         "load_average_during": {"min": min(loads), "max": max(loads), "mean": round(statistics.mean(loads), 2)},
         "ms_note": "wall ms per phase (decode: per token); *_cpu_ms: the process's CPU time, all threads",
+        "ours_env": {"OPENBLAS_NUM_THREADS": ours_env()["OPENBLAS_NUM_THREADS"]},
         "rows": rows,
     }
     if a.before_build and a.facts:
@@ -187,8 +196,11 @@ def main():
         for rep in range(a.encode_reps):
             for which in ([0, 1] if rep % 2 == 0 else [1, 0]):
                 build = a.before_build if which == 0 else a.build
+                # Before: every product through OpenBLAS, its threads as they
+                # come (its best); after: ours_env().
                 (before if which == 0 else after).append(encode_rate(os.path.join(build, "tools", "inferscale"),
-                                                                     a.facts, a.threads))
+                                                                     a.facts, a.threads,
+                                                                     None if which == 0 else ours_env()))
             loads.append(os.getloadavg()[0])
         bw, bc = statistics.median(x[0] for x in before), statistics.median(x[1] for x in before)
         aw, ac = statistics.median(x[0] for x in after), statistics.median(x[1] for x in after)

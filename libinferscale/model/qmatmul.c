@@ -256,14 +256,12 @@ TARGET_AVX2 static void one_token_avx2(const qjob *j, uint32_t r0, uint32_t r1)
 	}
 }
 
+/* Asked on every call (a few loads of libgcc's CPU record): no cached
+ * answer for threads to race on. */
 static int cpu_avx2(void)
 {
-	static int known = -1;
-	if (known < 0) {
-		__builtin_cpu_init();
-		known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-	}
-	return known;
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 #else
 static int cpu_avx2(void)
