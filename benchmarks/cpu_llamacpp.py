@@ -6,7 +6,7 @@ interleaved rep by rep, medians; optionally fact encoding before and after
 
   benchmarks/llamacpp_setup.sh          # once: .venv-bench with llama-cpp-python
   .venv-bench/bin/python benchmarks/cpu_llamacpp.py --build build \\
-      [--before-build DIR --facts FACTS.jsonl] [--reps 9] [--threads 2]
+      [--before-build DIR --facts ../shared/data/locomo/conv-26.json] [--reps 9] [--threads 2]
 
 Writes benchmarks/results/cpu-llamacpp.json: rows {phase, tokens, threads,
 ours_ms, llamacpp_ms, ratio} (ratio = ours / llama.cpp; below 1: we are
@@ -97,6 +97,21 @@ class LlamaCpp:
         return (time.perf_counter() - t0) * 1e3 / n, (time.process_time() - cpu0) * 1e3 / n
 
 
+def locomo_facts(path):
+    """A LoCoMo conversation's observations as FACTS.jsonl for `inferscale encode`."""
+    with open(path) as f:
+        conv = json.load(f)
+    out = os.path.join(tempfile.mkdtemp(), "facts.jsonl")
+    name = os.path.splitext(os.path.basename(path))[0]
+    with open(out, "w") as f:
+        for key, obs in conv.items():
+            if key.endswith("_observation"):
+                for speaker, items in obs.items():
+                    for item in items:
+                        f.write(json.dumps({"text": item[0], "namespace": name, "speaker": speaker}) + "\n")
+    return out
+
+
 def ours_env():
     """OpenBLAS's own threads (the runtime's attention products use it) spin
     while the runtime's pool works: one OpenBLAS thread, as docs/model-runtime.md
@@ -128,11 +143,30 @@ def main():
     ap.add_argument("--questions", default="12,24,35")
     ap.add_argument("--decode-steps", type=int, default=16)
     ap.add_argument("--before-build", help="a build of the runtime before the change, for encode facts/s")
-    ap.add_argument("--facts", help="FACTS.jsonl for encode facts/s (before and after)")
+    ap.add_argument("--facts", help="FACTS.jsonl, or a LoCoMo conversation (.json: its observations), for "
+                                    "encode facts/s before and after")
     ap.add_argument("--encode-reps", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "cpu-llamacpp.json"))
+    ap.add_argument("--only", choices=["phases", "encode"],
+                    help="run one part and keep the other part of an existing --out file")
     a = ap.parse_args()
+    out = {}
+    if a.only and os.path.exists(a.out):
+        with open(a.out) as f:
+            out = json.load(f)
+    out["hardware"] = {"cpu": cpu_name(), "cores": os.cpu_count(), "flags": cpu_flags()}
+    out["model"] = os.path.basename(a.model)
+    if a.only != "encode":
+        phases_part(a, out)
+    if a.only != "phases" and a.before_build and a.facts:
+        encode_part(a, out)
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    print(a.out)
 
+
+def phases_part(a, out):
     llama = LlamaCpp(a.model, a.threads)
     ours = Ours(a.build, a.model, a.threads)
     qs = [int(x) for x in a.questions.split(",")]
@@ -180,41 +214,43 @@ def main():
                      "llamacpp_cpu_ms": round(lc, 2), "cpu_ratio": round(oc / lc, 3)})
         print(f"{ph:9s} {n:4d} tokens over {p:3d}: ours {om:9.2f} ms, llama.cpp {lm:9.2f} ms, ratio {om / lm:.2f} "
               f"(CPU {oc:.1f} vs {lc:.1f} ms, {oc / lc:.2f})", file=sys.stderr)
-    out = {
-        "hardware": {"cpu": cpu_name(), "cores": os.cpu_count(), "flags": cpu_flags()},
-        "model": os.path.basename(a.model),
+    out.update({
         "llama_cpp_python": llama.version,
         "reps": a.reps, "statistic": "median", "interleaved": True,
-        "load_average_during": {"min": min(loads), "max": max(loads), "mean": round(statistics.mean(loads), 2)},
+        "phases_time_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "load_average_during_phases": {"min": min(loads), "max": max(loads),
+                                       "mean": round(statistics.mean(loads), 2)},
         "ms_note": "wall ms per phase (decode: per token); *_cpu_ms: the process's CPU time, all threads",
         "ours_env": {"OPENBLAS_NUM_THREADS": ours_env()["OPENBLAS_NUM_THREADS"]},
         "rows": rows,
-    }
-    if a.before_build and a.facts:
-        n = sum(1 for line in open(a.facts) if line.strip())
-        before, after = [], []
-        for rep in range(a.encode_reps):
-            for which in ([0, 1] if rep % 2 == 0 else [1, 0]):
-                build = a.before_build if which == 0 else a.build
-                # Before: every product through OpenBLAS, its threads as they
-                # come (its best); after: ours_env().
-                (before if which == 0 else after).append(encode_rate(os.path.join(build, "tools", "inferscale"),
-                                                                     a.facts, a.threads,
-                                                                     None if which == 0 else ours_env()))
-            loads.append(os.getloadavg()[0])
-        bw, bc = statistics.median(x[0] for x in before), statistics.median(x[1] for x in before)
-        aw, ac = statistics.median(x[0] for x in after), statistics.median(x[1] for x in after)
-        out["encode"] = {"facts": n, "source": os.path.basename(a.facts), "threads": a.threads, "reps": a.encode_reps,
-                         "before_facts_per_s": round(bw, 2), "after_facts_per_s": round(aw, 2),
-                         "speedup": round(aw / bw, 2), "before_facts_per_cpu_s": round(bc, 2),
-                         "after_facts_per_cpu_s": round(ac, 2), "cpu_speedup": round(ac / bc, 2)}
-        out["load_average_during"] = {"min": min(loads), "max": max(loads), "mean": round(statistics.mean(loads), 2)}
-        print(f"encode: {bw:.2f} -> {aw:.2f} facts/s ({aw / bw:.2f}x); per CPU-second {bc:.2f} -> {ac:.2f} "
-              f"({ac / bc:.2f}x)", file=sys.stderr)
-    with open(a.out, "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
-    print(a.out)
+    })
+
+
+def encode_part(a, out):
+    loads = [os.getloadavg()[0]]
+    facts = locomo_facts(a.facts) if a.facts.endswith(".json") else a.facts
+    n = sum(1 for line in open(facts) if line.strip())
+    before, after = [], []
+    for rep in range(a.encode_reps):
+        for which in ([0, 1] if rep % 2 == 0 else [1, 0]):
+            build = a.before_build if which == 0 else a.build
+            # Before: every product through OpenBLAS, its threads as they
+            # come (its best); after: ours_env().
+            (before if which == 0 else after).append(encode_rate(os.path.join(build, "tools", "inferscale"),
+                                                                 facts, a.threads,
+                                                                 None if which == 0 else ours_env()))
+        loads.append(os.getloadavg()[0])
+    bw, bc = statistics.median(x[0] for x in before), statistics.median(x[1] for x in before)
+    aw, ac = statistics.median(x[0] for x in after), statistics.median(x[1] for x in after)
+    out["encode"] = {"facts": n, "source": os.path.basename(a.facts) + " (session observations)", "threads": a.threads, "reps": a.encode_reps,
+                     "before_facts_per_s": round(bw, 2), "after_facts_per_s": round(aw, 2),
+                     "speedup": round(aw / bw, 2), "before_facts_per_cpu_s": round(bc, 2),
+                     "after_facts_per_cpu_s": round(ac, 2), "cpu_speedup": round(ac / bc, 2)}
+    out["encode"]["time_utc"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    out["encode"]["load_average_during"] = {"min": min(loads), "max": max(loads),
+                                            "mean": round(statistics.mean(loads), 2)}
+    print(f"encode: {bw:.2f} -> {aw:.2f} facts/s ({aw / bw:.2f}x); per CPU-second {bc:.2f} -> {ac:.2f} "
+          f"({ac / bc:.2f}x)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -205,8 +205,9 @@ type ForwardOptions struct {
 
 	// SeqIDs, when set, gives each token a sequence: several independent
 	// sequences (facts to encode, say) run in one call, a token attending
-	// only to its own sequence's, each with its own positions. Not combined
-	// with a cache.
+	// only to its own sequence's and to the cache's positions below Past,
+	// which they share, each with its own positions. Not combined with
+	// WriteCache.
 	SeqIDs []int32
 }
 
