@@ -1,8 +1,8 @@
 /* Products over quantized weights (model/qmatmul.h), with every kernel set
  * this CPU runs, against a double-precision product over the dequantized
  * matrix: every block type the GGUF loader keeps, row counts that are not
- * multiples of the kernels' row groups or tasks, 1 to 9 and 13 tokens, 1
- * and 3 threads, with and without a bias.
+ * multiples of the kernels' row groups or tasks, 1 to 9, 13 and 70 (three
+ * token chunks) tokens, 1 and 3 threads, with and without a bias.
  *   test_qmatmul [bench]   bench: times one token and 16 tokens instead */
 #include <math.h>
 #include <string.h>
@@ -129,7 +129,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	static const uint32_t rows[] = { 1, 3, 5, 17, 33 };
-	static const uint32_t ns[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 13 };
+	static const uint32_t ns[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 70 };
 	for (uint32_t threads = 1; threads <= 3; threads += 2) {
 		infs__pool *pool = NULL;
 		CHECK_OK(infs__pool_create(&pool, threads));

@@ -18,12 +18,13 @@
 #define HAVE_X86 0
 #endif
 
-/* Rows dequantized at a time (one buffer of RB rows stays in L1 for
- * cols up to ~2048) and output rows per pool task (enough tasks to
- * balance the threads at one token, where the weights' reading is all the
- * work). */
+/* Rows multiplied at a time (RB: 4 rows x 2 tokens of accumulators in
+ * registers), output rows per pool task (enough tasks to balance the
+ * threads at one token, where the weights' reading is all the work; the
+ * task's rows, dequantized, stay in L2), tokens per pass over them. */
 #define RB 4
 #define ROWS_PER_TASK 16
+#define TOKEN_CHUNK 32
 
 typedef float vf4 __attribute__((vector_size(16)));
 
@@ -33,7 +34,7 @@ typedef struct qjob {
 	const infs__wmat *w;
 	const float *bias;
 	uint32_t n;
-	float *buf;         /* RB * cols floats per worker */
+	float *buf;         /* (ROWS_PER_TASK + RB) * cols floats per worker */
 	float *xsum;        /* one token: the sum of x over each 32-element block */
 } qjob;
 
@@ -55,11 +56,11 @@ static void put(const qjob *j, uint32_t t, uint32_t r, float s)
 }
 
 /* Rows r0 .. r0 + nr - 1, held in buf (row b at buf + b * cols; rows from
- * nr to RB repeat row 0), against every token. */
-static void product_portable(const qjob *j, const float *buf, uint32_t r0, uint32_t nr)
+ * nr to RB repeat row 0), against tokens [t0, t1). */
+static void product_portable(const qjob *j, const float *buf, uint32_t r0, uint32_t nr, uint32_t t0, uint32_t t1)
 {
 	const uint32_t cols = j->w->cols;
-	for (uint32_t t = 0; t < j->n; t++) {
+	for (uint32_t t = t0; t < t1; t++) {
 		const float *x = j->x + (size_t)t * cols;
 		vf4 acc[RB];
 		memset(acc, 0, sizeof acc);
@@ -94,13 +95,14 @@ TARGET_AVX2 static float hsum256(__m256 v)
 
 /* Two tokens at a time: 8 accumulators, 4 weight vectors, one token
  * vector in registers. */
-TARGET_AVX2 static void product_avx2(const qjob *j, const float *buf, uint32_t r0, uint32_t nr)
+TARGET_AVX2 static void product_avx2(const qjob *j, const float *buf, uint32_t r0, uint32_t nr, uint32_t t0,
+                                     uint32_t t1)
 {
 	const uint32_t cols = j->w->cols, k8 = cols & ~7u;
 	const float *w0 = buf, *w1 = buf + cols, *w2 = buf + 2 * (size_t)cols, *w3 = buf + 3 * (size_t)cols;
 	const float *wr[RB] = { w0, w1, w2, w3 };
-	uint32_t t = 0;
-	for (; t + 2 <= j->n; t += 2) {
+	uint32_t t = t0;
+	for (; t + 2 <= t1; t += 2) {
 		const float *xa = j->x + (size_t)t * cols, *xb = xa + cols;
 		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
 		for (uint32_t k = 0; k < k8; k += 8) {
@@ -127,7 +129,7 @@ TARGET_AVX2 static void product_avx2(const qjob *j, const float *buf, uint32_t r
 				put(j, t + u, r0 + b, s);
 			}
 	}
-	if (t < j->n) {
+	if (t < t1) {
 		const float *x = j->x + (size_t)t * cols;
 		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
 		for (uint32_t k = 0; k < k8; k += 8) {
@@ -273,28 +275,34 @@ static int cpu_avx2(void)
 typedef struct qtask {
 	qjob j;
 	void (*dequant)(float *, const infs__wmat *, uint32_t);
-	void (*product)(const qjob *, const float *, uint32_t, uint32_t);
+	void (*product)(const qjob *, const float *, uint32_t, uint32_t, uint32_t, uint32_t);
 	void (*one_token)(const qjob *, uint32_t, uint32_t); /* NULL: through the buffer */
 } qtask;
 
+/* A task's rows are dequantized once into the worker's buffer; the tokens
+ * then go TOKEN_CHUNK at a time over them, so that the chunk of x stays in
+ * the L2 cache while every row group of the task passes over it. */
 static void q_task(void *arg, uint32_t task, uint32_t worker)
 {
 	const qtask *q = arg;
 	const qjob *j = &q->j;
 	const uint32_t cols = j->w->cols, rows = j->w->rows;
-	float *buf = j->buf + (size_t)worker * RB * cols;
-	const uint32_t end = (task + 1) * ROWS_PER_TASK < rows ? (task + 1) * ROWS_PER_TASK : rows;
+	const uint32_t begin = task * ROWS_PER_TASK;
+	const uint32_t end = begin + ROWS_PER_TASK < rows ? begin + ROWS_PER_TASK : rows;
 	if (q->one_token) {
-		q->one_token(j, task * ROWS_PER_TASK, end);
+		q->one_token(j, begin, end);
 		return;
 	}
-	for (uint32_t r0 = task * ROWS_PER_TASK; r0 < end; r0 += RB) {
-		const uint32_t nr = end - r0 < RB ? end - r0 : RB;
-		for (uint32_t b = 0; b < nr; b++)
-			q->dequant(buf + (size_t)b * cols, j->w, r0 + b);
-		for (uint32_t b = nr; b < RB; b++)
-			memcpy(buf + (size_t)b * cols, buf, cols * sizeof *buf);
-		q->product(j, buf, r0, nr);
+	float *buf = j->buf + (size_t)worker * (ROWS_PER_TASK + RB) * cols;
+	for (uint32_t r = begin; r < end; r++)
+		q->dequant(buf + (size_t)(r - begin) * cols, j->w, r);
+	/* Rows past the end repeat the first (computed, never written). */
+	for (uint32_t r = end; r < begin + ROWS_PER_TASK + RB; r++)
+		memcpy(buf + (size_t)(r - begin) * cols, buf, cols * sizeof *buf);
+	for (uint32_t t0 = 0; t0 < j->n; t0 += TOKEN_CHUNK) {
+		const uint32_t t1 = j->n - t0 < TOKEN_CHUNK ? j->n : t0 + TOKEN_CHUNK;
+		for (uint32_t r0 = begin; r0 < end; r0 += RB)
+			q->product(j, buf + (size_t)(r0 - begin) * cols, r0, end - r0 < RB ? end - r0 : RB, t0, t1);
 	}
 }
 
@@ -326,7 +334,8 @@ int infs__matmul_w_isa(float *y, const float *x, const infs__wmat *w, const floa
 		if (!q.j.xsum)
 			return INFS_ENOMEM;
 	} else {
-		q.j.buf = malloc((size_t)infs__pool_size(pool) * RB * (w->cols ? w->cols : 1) * sizeof(float));
+		q.j.buf = malloc((size_t)infs__pool_size(pool) * (ROWS_PER_TASK + RB) * (w->cols ? w->cols : 1) *
+		                 sizeof(float));
 		if (!q.j.buf)
 			return INFS_ENOMEM;
 	}

@@ -1,11 +1,14 @@
 /* Matrix products over weights as the model keeps them (model/wmat.h):
- * y = x W^T (+ b), the activations x in f32. Quantized rows are
- * dequantized a few at a time into a buffer that stays in the L1 cache and
- * multiplied there with f32 FMAs against every token, so the weights are
- * read once per call whatever the number of tokens, and the logits are
- * those of the f32 path up to the order of the sums. The kernels are
- * picked at run time from the CPU's features: AVX2 with FMA, else
- * portable C. */
+ * y = x W^T (+ b), the activations x in f32. A pool task dequantizes its 16
+ * rows once into a buffer that stays in the L2 cache; the tokens then pass
+ * over it 32 at a time, 4 rows x 2 tokens of f32 FMA accumulators in
+ * registers, so each weight is read and dequantized once per call whatever
+ * the number of tokens. A single token over Q4_0, Q4_1 or Q8_0 rows skips
+ * the buffer: each block's values go from registers to the FMAs as
+ * d * (q . x) plus the block's offset times its sum of x. The logits are
+ * those of the dequantized f32 path up to the order of the sums. The
+ * kernels are picked at run time from the CPU's features: AVX2 with FMA
+ * and F16C, else portable C. */
 #ifndef INFS_QMATMUL_H
 #define INFS_QMATMUL_H
 
