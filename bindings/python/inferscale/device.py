@@ -129,12 +129,6 @@ def _stream(stream: Any, first: Any, device: int, arrays: Tuple[Tuple[str, _Cuda
     return handle
 
 
-def _free_with(free: Any, store: Any) -> Any:
-    """A destructor for ffi.gc that holds store, so that the store's C
-    handle outlives the object's whatever order the collector frees them in."""
-    return lambda p, _store=store: free(p)
-
-
 def hit_ids(out: Any) -> Any:
     """The fact ids of Searcher.search's out, ``(n, k)`` int64, a view."""
     return out[..., 0]
@@ -160,7 +154,7 @@ class _Bound(Handle):
     _what_name = ""
 
     def _bind(self, store: Any, ptr: Any, free: Any) -> None:
-        self._adopt(ptr, _free_with(free, store))
+        self._adopt(ptr, free, keep=store)
 
     def _what(self) -> str:
         return self._what_name

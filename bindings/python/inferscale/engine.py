@@ -124,7 +124,7 @@ class Engine(Handle):
             check(lib.infs_engine_create(out, mptr, opts))
         # The destructor holds the model's handle, so that a collected engine
         # is freed before its model.
-        ptr = self._adopt(out[0], lambda p, _m=mptr: lib.infs_engine_free(p))
+        ptr = self._adopt(out[0], lib.infs_engine_free, keep=mptr)
         self.model = model
         self.device = int(opts.device)
         tokens, n = ffi.new("const int32_t **"), ffi.new("uint32_t *")

@@ -57,10 +57,18 @@ class Handle:
         if owner is not None:
             owner._dependents.add(self)
 
-    def _adopt(self, ptr: Any, free: Optional[Callable[[Any], None]]) -> Any:
-        """Takes ownership of ptr, freed by free(ptr) (None: not ours)."""
+    def _adopt(self, ptr: Any, free: Optional[Callable[[Any], None]], keep: Any = None) -> Any:
+        """Takes ownership of ptr, freed by free(ptr) (None: not ours). keep
+        (the handle of the C object ptr uses) lives until ptr is freed, so
+        that the collector frees them in the right order whatever order it
+        finds them in."""
         self._owns = free is not None
-        self._ptr = ffi.gc(ptr, free) if self._owns else ptr
+        if not self._owns:
+            self._ptr = ptr
+        elif keep is None:
+            self._ptr = ffi.gc(ptr, free)
+        else:
+            self._ptr = ffi.gc(ptr, lambda p, _keep=keep: free(p))
         self._done = False
         return self._ptr
 

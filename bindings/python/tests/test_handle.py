@@ -191,3 +191,4 @@ def test_engine_calls_run_one_at_a_time(monkeypatch):
         b.join(WAIT)
         assert b_out["value"] > 0
     e.model.close()
+
