@@ -31,15 +31,20 @@ class Handle:
     another thread at the same time, returns once the handle is freed. A
     close from inside a call on the same handle and thread (a progress
     callback) would wait for itself: it raises InvalidArgumentError instead.
+    The free runs outside the lock because it can be slow (a store's flush
+    and fsync) and nothing can reach the pointer any more; holding the lock
+    through it would only block threads asking ``closed`` or failing to
+    start a call.
 
     Classes whose C object runs one call at a time (Engine) set
     ``_exclusive``: ``_use()`` then also holds a per-handle call lock, taken
     before the handle is checked, so calls queue behind each other and a
     close lets the one running finish and the queued ones fail cleanly. A
-    handle whose C object belongs to another handle (a model's tokenizer, a
-    store's searcher) names it ``_owner``: its calls also count as calls on
-    the owner, so the owner cannot be freed under them, and it frees nothing
-    itself when adopted with ``free=None``.
+    handle made on another (a model's engines and tokenizer, a store's
+    searchers and injectors) names it ``_owner``: its calls also count as
+    calls on the owner, so the owner cannot be freed under them, and the
+    owner's close closes it first. One whose C object the owner frees (the
+    model's tokenizer) is adopted with ``free=None``.
     """
 
     _exclusive = False
