@@ -6,7 +6,8 @@ Reads README.md and docs/**/*.md and checks, against the checkout it lives in:
   and docs/*.md (a word starting with one of the repository's top-level
   folders, such as `libinferscale/store/log.c` or `scripts/demo.sh`; globs
   must match something; `FILE:LINE` and `#anchor` suffixes are dropped);
-- every relative Markdown link target, in docs/history/ too.
+- every relative Markdown link target, in docs/history/ too, and its
+  #anchor where it names a heading of a Markdown file.
 docs/history/ may name files that are gone (it records the past) outside
 its links. Paths under build folders, ../shared or $VARIABLES are what
 commands make or the machine holds, and are not checked.
@@ -47,6 +48,24 @@ def named_paths(line, in_code):
             yield re.sub(r":\d+(-\d+)?$", "", p)  # FILE:LINE names FILE
 
 
+def anchors(path):
+    """The anchors GitHub gives a Markdown file's headings: lower case, only
+    letters, digits, spaces, hyphens and underscores kept, spaces made
+    hyphens, repeats numbered."""
+    out, seen, in_code = set(), {}, False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.lstrip().startswith("```"):
+                in_code = not in_code
+            if in_code or not line.startswith("#"):
+                continue
+            slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            n = seen.get(slug, 0)
+            seen[slug] = n + 1
+            out.add(slug if n == 0 else f"{slug}-{n}")
+    return out
+
+
 def check_file(root, path, history):
     bad = []
     rel = os.path.relpath(path, root)
@@ -63,11 +82,13 @@ def check_file(root, path, history):
             if in_code:
                 continue
             for target in LINK.findall(line):
-                target = target.split("#")[0]
-                if not target or re.match(r"^[a-z]+:", target):  # an anchor, or a URL
+                if re.match(r"^[a-z]+:", target):  # a URL
                     continue
-                full = os.path.normpath(os.path.join(os.path.dirname(path), target))
+                file, _, anchor = target.partition("#")
+                full = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
                 if not os.path.exists(full):
+                    bad.append((rel, n, target))
+                elif anchor and full.endswith(".md") and anchor not in anchors(full):
                     bad.append((rel, n, target))
     return bad
 

@@ -32,17 +32,18 @@ def fake_repo(tmp_path, readme, page):
 
 
 def test_a_missing_path_fails(tmp_path):
-    root = fake_repo(tmp_path, "Run `scripts/demo.sh`; see [the page](docs/page.md#part).\n",
-                     "```sh\nscripts/demo.sh && build/tools/inferscale ask\n```\n"
+    root = fake_repo(tmp_path, "Run `scripts/demo.sh`; see [the page](docs/page.md#a-part-two).\n",
+                     "## A part: two\n```sh\nscripts/demo.sh && build/tools/inferscale ask\n```\n"
                      "`scripts/demo.sh:12` and `scripts/*.sh` and ``ninja -C build tools/x``\n")
     r = check(root)
     assert r.returncode == 0, r.stdout  # history may name what is gone; build outputs are not checked
     for i, (bad, where) in enumerate((("`libinferscale/no_such.c`", "README.md:2: libinferscale/no_such.c"),
                                       ("[gone](docs/gone.md)", "README.md:2: docs/gone.md"),
-                                      ("`scripts/*.py`", "README.md:2: scripts/*.py"))):
+                                      ("`scripts/*.py`", "README.md:2: scripts/*.py"),
+                                      ("[part](docs/page.md#no-such-part)", "README.md:2: docs/page.md#no-such-part"))):
         root = fake_repo(tmp_path / str(i), "Run `scripts/demo.sh`.\n" + bad + "\n", "")
         r = check(root)
         assert r.returncode == 1 and where + " does not exist" in r.stdout, (bad, r.stdout)
-    root = fake_repo(tmp_path / "code", "", "```sh\npython3 scripts/missing.py\n```\n")
+    root = fake_repo(tmp_path / "code", "", "```sh\n# a comment, not a heading\npython3 scripts/missing.py\n```\n")
     r = check(root)
-    assert r.returncode == 1 and "docs/page.md:2: scripts/missing.py" in r.stdout, r.stdout
+    assert r.returncode == 1 and "docs/page.md:3: scripts/missing.py" in r.stdout, r.stdout
