@@ -183,7 +183,7 @@ func Open(path string, opts *Options) (*Store, error) {
 
 	remote := []struct {
 		what, value string
-		field  **C.char
+		field       **C.char
 	}{
 		{"remote", opts.Remote, &co.remote},
 		{"remote user", opts.RemoteUser, &co.remote_user},
