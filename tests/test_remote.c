@@ -321,7 +321,7 @@ static void test_down_and_slow(void)
 	double t0 = now_s();
 	CHECK_ERR(infs_fact_put(&id, a, "slow", &g.fact), INFS_EIO);
 	double took = now_s() - t0;
-	CHECK(took < 1.5);
+	CHECK(took < 3.0); /* 300 ms, and a loaded machine */
 	char where[64];
 	snprintf(where, sizeof where, "127.0.0.1:%d", srv.port);
 	CHECK(strstr(infs_error_last(), where) && strstr(infs_error_last(), "300 ms"));
@@ -331,7 +331,7 @@ static void test_down_and_slow(void)
 	unlink(path_b);
 	t0 = now_s();
 	CHECK_ERR(open_remote(&b, path_b, srv.url, false, 300), INFS_EIO);
-	CHECK(now_s() - t0 < 1.5);
+	CHECK(now_s() - t0 < 3.0);
 	CHECK(access(path_b, F_OK) != 0);
 	kill(srv.pid, SIGCONT);
 	CHECK_OK(open_remote(&b, path_b, srv.url, false, 300));
@@ -349,7 +349,7 @@ static void test_down_and_slow(void)
 	test_redis_kill(&srv);
 	t0 = now_s();
 	CHECK_ERR(infs_fact_put(&id, a, "slow", &g.fact), INFS_EIO);
-	CHECK(now_s() - t0 < 1.0 && strstr(infs_error_last(), where));
+	CHECK(now_s() - t0 < 3.0 && strstr(infs_error_last(), where));
 	uint64_t *live = NULL;
 	size_t n_live = 0;
 	CHECK_OK(infs_fact_list(&live, &n_live, a, "slow"));
@@ -394,7 +394,7 @@ static void test_replicas(void)
 	test_redis_start(&rep, "replica");
 	/* wait (bounded) until the replica is in sync */
 	redisContext *c = raw();
-	for (int i = 0; i < 300; i++) {
+	for (int i = 0; i < 750; i++) {
 		redisReply *r = redisCommand(c, "INFO replication");
 		int up = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "connected_slaves:1") &&
 		         strstr(r->str, "state=online");

@@ -127,6 +127,9 @@ int infs__resp_connect(infs__resp *r, const char *fn)
 		return fail(r, fn, "connecting", t0);
 	if (redisSetTimeout(r->c, tv) != REDIS_OK)
 		return fail(r, fn, "setting the timeout", t0);
+	/* Values are facts' KV, often megabytes: the reader keeps a buffer of
+	 * up to 8 MiB between replies instead of growing it again for each. */
+	r->c->reader->maxbuf = 8u << 20;
 	if (!r->password)
 		return INFS_OK;
 	const char *argv[3] = { "AUTH", r->user ? r->user : r->password, r->password };

@@ -1,8 +1,10 @@
 /* What the store takes from its remote tier: a namespace as the server
  * holds it, installed into the file after every value is checked, and the
  * header value that binds a server's keys to one geometry and identity. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "store/crc32c.h"
 #include "util/error.h"
@@ -178,11 +180,31 @@ int infs__store_install(infs_store *s, const char *ns, const uint64_t *remote, s
 		if (last)
 			break;
 	}
+	/* One allocation and one sync for the namespace, not one per fact:
+	 * the file is a cache, and a namespace cut short by a crash is made
+	 * whole again on its next use. */
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < n_values; i++)
+		bytes += values_len[i];
+	uint64_t keep = s->ix.erase_bytes + n_values * (INFS__REC_HEAD + infs__ns_body_len(INFS__DELETE_FIXED,
+	                                                                                    strlen(ns))) + INFS__RESERVE;
+	if (!rc && n_values && s->end + bytes + keep > s->reserved) {
+		uint64_t got = infs__reserve_quietly(s->fd, s->end, bytes + keep);
+		if (got > s->reserved)
+			s->reserved = got;
+	}
+	if (!rc && n_values)
+		rc = infs__map_reserve(s, s->end + bytes);
+	infs_sync_mode sync = s->opts.sync;
+	s->opts.sync = sync == INFS_SYNC_FULL ? INFS_SYNC_NORMAL : sync;
 	for (size_t i = 0; i < n_values && !rc; i++) {
 		const infs__entry *e = infs__index_get(&s->ix, want_ids[i]);
 		if (!e)
 			rc = install_one(s, ns, values[i], values_len[i]);
 	}
+	s->opts.sync = sync;
+	if (!rc && n_values && sync == INFS_SYNC_FULL && fdatasync(s->fd) != 0)
+		rc = infs__error(INFS_EIO, "writing %s: %s", s->path, strerror(errno));
 	if (rc) {
 		undo_install(s, ns);
 		rc = infs__error_wrap(rc, "caching namespace \"%s\" from %s in %s (the file holds none of it now)", ns,
