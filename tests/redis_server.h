@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -114,6 +115,8 @@ static inline int test_redis_spawn(test_redis *r)
 	argv[n] = NULL;
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* The server dies with the test, even one that crashes. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execv(argv[0], (char *const *)argv);
 		_exit(127);
 	}

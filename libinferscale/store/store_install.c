@@ -18,7 +18,7 @@ static int cmp_u64(const void *a, const void *b)
 
 static bool in_sorted(const uint64_t *ids, size_t n, uint64_t id)
 {
-	return bsearch(&id, ids, n, sizeof *ids, cmp_u64) != NULL;
+	return n && bsearch(&id, ids, n, sizeof *ids, cmp_u64) != NULL;
 }
 
 int infs__store_missing(uint64_t **out, size_t *n_out, infs_store *s, const char *ns, const uint64_t *remote,
