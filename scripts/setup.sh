@@ -7,8 +7,10 @@ cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-# clang and its runtime libraries build the libFuzzer targets (scripts/fuzz.sh).
-apt_pkgs=(build-essential pkg-config libopenblas-dev libfaiss-dev zlib1g-dev dpkg-dev clang libclang-rt-14-dev)
+# clang and its runtime libraries build the libFuzzer targets (scripts/fuzz.sh);
+# hiredis builds the remote tier and the tests start redis-server themselves.
+apt_pkgs=(build-essential pkg-config libopenblas-dev libfaiss-dev zlib1g-dev dpkg-dev clang libclang-rt-14-dev
+  libhiredis-dev redis-server)
 missing=()
 for p in "${apt_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,11 +8,13 @@
 #include <sys/stat.h>
 
 #include "cli_hints.h"
+#include "cli_remote.h"
 
 int cli_need_store(const char *path)
 {
 	struct stat st;
-	if (stat(path, &st) == 0 || errno != ENOENT)
+	/* With --remote a lost file is made again from the server. */
+	if (cli_remote_url || stat(path, &st) == 0 || errno != ENOENT)
 		return 0;
 	fprintf(stderr, "inferscale: %s: no such store: run inferscale encode --store %s FACTS.jsonl first\n", path,
 	        path);

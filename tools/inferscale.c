@@ -20,6 +20,7 @@
 
 #include "charts.h"
 #include "cli_hints.h"
+#include "cli_remote.h"
 #include "cli_usage.h"
 #include "eval_metrics.h"
 #include "fact_lines.h"
@@ -628,6 +629,7 @@ static int store_create(infs_store **out, const char *path, const runtime *r, in
 	so.geometry = &g;
 	so.identity = identity;
 	so.sync = INFS_SYNC_NORMAL;
+	cli_remote_apply(&so);
 	int rc = infs_store_open(out, path, &so);
 	infs_free(identity);
 	return rc ? lib_fail(path) : 0;
@@ -645,6 +647,7 @@ static int runtime_open(runtime *r, const args *a, int create)
 		return 1;
 	if (!create) {
 		so.flags = INFS_OPEN_READONLY;
+		cli_remote_apply(&so);
 		if (infs_store_open(&r->store, a->store, &so))
 			return lib_fail(a->store);
 		store_report_open(r->store, stderr);
@@ -666,6 +669,7 @@ static int runtime_open(runtime *r, const args *a, int create)
 			return 1;
 	} else if (create) {
 		so.sync = INFS_SYNC_NORMAL;
+		cli_remote_apply(&so);
 		if (infs_store_open(&r->store, a->store, &so))
 			return lib_fail(a->store);
 		store_report_open(r->store, stderr);
@@ -1924,6 +1928,8 @@ int main(int argc, char **argv)
 {
 	/* Whole lines as they come, also into a pipe or a log. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (cli_remote_take(&argc, argv))
+		return 2;
 	const int usage_rc = cli_usage(argc, argv);
 	if (usage_rc >= 0)
 		return usage_rc;

@@ -8,9 +8,11 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -52,6 +54,20 @@ type Options struct {
 	// use it under BackendAuto.
 	FaissIndex    string
 	FaissMinFacts uint64
+
+	// Remote ("redis://[user[:password]@]host[:port]") keeps the store on a
+	// Redis or Valkey server, the file a cache of it that can be lost
+	// (docs/scale-out.md): writes return once the server (and
+	// RemoteReplicas replicas) acknowledged them; a namespace is brought in
+	// whole by Prefetch or on first use. RemoteUser and RemotePassword (an
+	// ACL user) replace the URL's; RemoteTimeout is per connect and command
+	// (0: 2 s); RemotePrefix starts every key (""; "infs").
+	Remote         string
+	RemoteUser     string
+	RemotePassword string
+	RemoteTimeout  time.Duration
+	RemotePrefix   string
+	RemoteReplicas uint32
 }
 
 // Store is an open fact store. Its methods are safe for concurrent use by
@@ -164,6 +180,32 @@ func Open(path string, opts *Options) (*Store, error) {
 		pin.Pin(unsafe.SliceData(faiss))
 		co.faiss_index = charp(faiss)
 	}
+
+	remote := []struct {
+		what, value string
+		field       **C.char
+	}{
+		{"remote", opts.Remote, &co.remote},
+		{"remote user", opts.RemoteUser, &co.remote_user},
+		{"remote password", opts.RemotePassword, &co.remote_password},
+		{"remote prefix", opts.RemotePrefix, &co.remote_prefix},
+	}
+	for _, r := range remote {
+		if r.value == "" {
+			continue
+		}
+		b, err := cstring(op, r.what, r.value)
+		if err != nil {
+			return nil, err
+		}
+		pin.Pin(unsafe.SliceData(b))
+		*r.field = charp(b)
+	}
+	if opts.RemoteTimeout < 0 || opts.RemoteTimeout/time.Millisecond > math.MaxUint32 {
+		return nil, newError(ErrInvalid, fmt.Sprintf("%s: RemoteTimeout %v is out of range", op, opts.RemoteTimeout))
+	}
+	co.remote_timeout_ms = C.unsigned(opts.RemoteTimeout / time.Millisecond)
+	co.remote_replicas = C.unsigned(opts.RemoteReplicas)
 
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

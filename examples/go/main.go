@@ -68,6 +68,8 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 	fs.SetOutput(logw)
 	path := fs.String("store", "", "store file, created for the model if it does not exist (required)")
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address (port 0: any free port)")
+	remote := fs.String("remote", "", "redis://host:port of a Redis or Valkey server holding the facts, the store file "+
+		"its cache: instances sharing one server answer the same users (docs/scale-out.md)")
 	modelPath := fs.String("model", filepath.Join(cacheDir(), "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
 		"model (GGUF or safetensors) that encodes facts and answers")
 	embedderPath := fs.String("embedder", filepath.Join(cacheDir(), "minilm"), "sentence-transformers embedder directory")
@@ -122,7 +124,8 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 	if err != nil {
 		return err
 	}
-	store, err := inferscale.Open(*path, &inferscale.Options{Create: true, Geometry: &g, Identity: identity})
+	store, err := inferscale.Open(*path, &inferscale.Options{Create: true, Geometry: &g, Identity: identity,
+		Remote: *remote})
 	if err != nil {
 		return err
 	}

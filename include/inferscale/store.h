@@ -39,7 +39,7 @@ typedef enum infs_sync_mode {
 	INFS_SYNC_OFF = 2    /* never fsync */
 } infs_sync_mode;
 
-#define INFS_STORE_OPTIONS_VERSION 2
+#define INFS_STORE_OPTIONS_VERSION 3
 
 typedef struct infs_store_options {
 	unsigned version;
@@ -53,10 +53,22 @@ typedef struct infs_store_options {
 	uint64_t faiss_min_facts;      /* namespaces at least this large use FAISS under INFS_BACKEND_AUTO */
 	/* version 2 */
 	uint64_t host_budget_bytes;    /* pinned host memory for fact KV off the device; 0 = none (infs_prefetch) */
+	/* version 3: the remote tier on a Redis or Valkey server (docs/scale-out.md).
+	 * With remote set, the server holds the store and the file is a cache of
+	 * it: puts, encodes, deletes and drops are acknowledged once the server
+	 * has them, and a namespace is brought into the file whole on
+	 * infs_prefetch or on its first use by this handle. A build without
+	 * hiredis refuses remote with INFS_EUNSUPPORTED. */
+	const char *remote;            /* "redis://[user[:password]@]host[:port]" or "host:port"; NULL = none */
+	const char *remote_user;       /* ACL user (overrides the URL's); NULL = the URL's, or none */
+	const char *remote_password;   /* ACL password (overrides the URL's); NULL = the URL's, or none */
+	unsigned remote_timeout_ms;    /* connecting and each command; 0 = 2000 */
+	const char *remote_prefix;     /* key prefix, [A-Za-z0-9._-], 1..64 bytes; NULL = "infs" */
+	unsigned remote_replicas;      /* a write waits (WAIT) for this many replicas; 0 = the primary only */
 } infs_store_options;
 
 #define INFS_STORE_OPTIONS_INIT \
-	{ INFS_STORE_OPTIONS_VERSION, 0, NULL, NULL, INFS_SYNC_FULL, -1, 0, NULL, 100000, 0 }
+	{ INFS_STORE_OPTIONS_VERSION, 0, NULL, NULL, INFS_SYNC_FULL, -1, 0, NULL, 100000, 0, NULL, NULL, NULL, 0, NULL, 0 }
 
 INFS_API int infs_store_options_init(infs_store_options *opts, unsigned version);
 

@@ -351,6 +351,8 @@ int infs_inject_into_blocks(uint32_t *out_next_pos, infs_store *store, const cha
 	if (rc)
 		return rc;
 
+	if ((rc = infs__store_use(store, ns))) /* a remote tier's namespace, on first use */
+		return infs__error_wrap(rc, "%s", fn);
 	infs__record *recs = malloc(n_ids * sizeof *recs);
 	if (!recs)
 		return infs__error(INFS_ENOMEM, "%s: out of memory for %zu records", fn, n_ids);

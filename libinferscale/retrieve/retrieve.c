@@ -358,6 +358,8 @@ int infs_retrieve(infs_hit *out, size_t *out_n, infs_store *store, const char *n
 
 	if ((rc = check_queries(queries, n_queries, dim, o.metric, fn)))
 		return rc;
+	if ((rc = infs__store_use(store, ns))) /* a remote tier's namespace, on first use */
+		return infs__error_wrap(rc, "%s", fn);
 	infs__store_read_lock(store);
 	rc = search(out, out_n, store, ns, queries, n_queries, k, o.metric, o.backend, fn);
 	infs__store_read_unlock(store);

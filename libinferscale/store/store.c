@@ -39,6 +39,11 @@ struct infs__store_ext *infs__store_ext(infs_store *s, infs__ext_slot slot)
 	return (unsigned)slot < INFS_EXT_COUNT ? &s->ext[slot] : NULL;
 }
 
+const char *infs__store_path(const infs_store *s)
+{
+	return s->path;
+}
+
 const infs_store_options *infs__store_opts(const infs_store *s)
 {
 	return &s->opts;
@@ -113,7 +118,7 @@ int infs__store_ns_matrix(const float **emb, const uint64_t **ids, size_t *n, ui
 
 /* The extensions' hooks (store.h), called under the write lock. A put
  * that one refuses is taken back out of those that took it. */
-static int ext_put(infs_store *s, const char *ns, const infs__record *r)
+int infs__ext_put(infs_store *s, const char *ns, const infs__record *r)
 {
 	for (int i = 0; i < INFS_EXT_COUNT; i++) {
 		const struct infs__store_ext *x = &s->ext[i];
@@ -128,11 +133,24 @@ static int ext_put(infs_store *s, const char *ns, const infs__record *r)
 	return INFS_OK;
 }
 
-static void ext_delete(infs_store *s, uint64_t id)
+void infs__ext_delete(infs_store *s, uint64_t id)
 {
 	for (int i = 0; i < INFS_EXT_COUNT; i++)
 		if (s->ext[i].data && s->ext[i].on_delete)
 			s->ext[i].on_delete(s->ext[i].data, id);
+}
+
+/* The remote tier's slot when the store has one (store.h), else NULL. */
+static const struct infs__store_ext *remote_of(const infs_store *s)
+{
+	const struct infs__store_ext *x = &s->ext[INFS_EXT_REMOTE];
+	return x->data ? x : NULL;
+}
+
+int infs__store_use(infs_store *s, const char *ns)
+{
+	const struct infs__store_ext *rx = remote_of(s);
+	return rx ? rx->use(rx->data, ns, false) : INFS_OK;
 }
 
 bool infs__namespace_reserved(const char *ns)
@@ -169,13 +187,19 @@ int infs__fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_f
 	unsigned char fixed[INFS__PUT_FIXED];
 	struct iovec iov[1 + INFS__PUT_IOV];
 
+	const struct infs__store_ext *rx = remote_of(s);
+	if (rx)
+		rx->writer(rx->data, true);
 	pthread_rwlock_wrlock(&s->lock);
-	/* The id is known only under the lock; the body points at the
-	 * caller's arrays, so building it copies nothing. */
+	/* The id is known only under the lock (from the server, with a remote
+	 * tier); the body points at the caller's arrays, so building it
+	 * copies nothing. */
 	uint64_t off = s->end;
 	p.id = s->next_id;
-	int n = 1 + infs__put_encode(iov + 1, fixed, &p, ns, f, s->kv_token_bytes);
 	infs__ns *nsp;
+	if (rx && (rc = rx->take_id(rx->data, s->next_id, &p.id)))
+		goto out;
+	int n = 1 + infs__put_encode(iov + 1, fixed, &p, ns, f, s->kv_token_bytes);
 	if (p.id == UINT64_MAX) {
 		rc = infs__error(INFS_ERANGE, "infs_fact_put: %s has used up its fact ids", s->path);
 		goto out;
@@ -188,22 +212,38 @@ int infs__fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_f
 	 * copy's budget), nothing has been written. */
 	infs__record r = { p.id, f->flags, f->n_tokens, f->tokens, segment ? NULL : f->embedding, f->k, f->v,
 		           f->text ? f->text : "", f->metadata ? f->metadata : "", f->source_id, f->timestamp };
-	if ((rc = ext_put(s, ns, &r))) {
+	if ((rc = infs__ext_put(s, ns, &r))) {
 		infs__index_prune(&s->ix, nsp);
 		goto out;
 	}
+	/* The server acknowledges the record before the file takes it: the
+	 * put is acknowledged only once both hold it. */
+	unsigned char head[INFS__REC_HEAD];
+	if (rx) {
+		infs__head_encode(head, INFS__REC_PUT, iov + 1, n - 1);
+		iov[0] = (struct iovec){ head, sizeof head };
+		if ((rc = rx->put_value(rx->data, ns, p.id, iov, n))) {
+			infs__ext_delete(s, p.id);
+			infs__index_prune(&s->ix, nsp);
+			goto out;
+		}
+	}
 	if ((rc = infs__append(s, INFS__REC_PUT, iov, n, infs__reserve_after_put(s, nsp), "infs_fact_put"))) {
-		ext_delete(s, p.id);
+		infs__ext_delete(s, p.id);
+		if (rx)
+			rx->undo_put(rx->data, ns, p.id);
 		infs__index_prune(&s->ix, nsp);
 		goto out;
 	}
 	float *row = infs__index_add(&s->ix, nsp, p.id, off, s->end - off, f->flags);
 	if (row)
 		memcpy(row, f->embedding, (size_t)p.embed_n * sizeof *row);
-	s->next_id++;
+	s->next_id = p.id + 1;
 	*out_id = p.id;
 out:
 	pthread_rwlock_unlock(&s->lock);
+	if (rx)
+		rx->writer(rx->data, false);
 	return rc;
 }
 
@@ -219,9 +259,12 @@ int infs_fact_get(infs_fact_record **out, infs_store *s, const char *ns, uint64_
 	*out = NULL;
 	CHECK_STORE("infs_fact_get", s);
 	CHECK_NS("infs_fact_get", ns);
+	int rc = infs__store_use(s, ns);
+	if (rc)
+		return infs__error_wrap(rc, "infs_fact_get");
 	pthread_rwlock_rdlock(&s->lock);
 	infs__record r;
-	int rc = infs__store_find(&r, s, ns, id);
+	rc = infs__store_find(&r, s, ns, id);
 	const infs__entry *e = rc ? NULL : entry_in(s, ns, id);
 	/* The file may have been changed under the handle since open checked
 	 * it; the copy is made anyway, so check it first. */
@@ -279,16 +322,24 @@ int infs_fact_delete(infs_store *s, const char *ns, uint64_t id)
 	unsigned char fixed[INFS__DELETE_FIXED];
 	struct iovec iov[1 + INFS__NS_IOV];
 	infs__delete_encode(iov + 1, fixed, id, ns, (uint32_t)strlen(ns));
+	int rc = infs__store_use(s, ns);
+	if (rc)
+		return infs__error_wrap(rc, "infs_fact_delete");
 
+	const struct infs__store_ext *rx = remote_of(s);
+	if (rx)
+		rx->writer(rx->data, true);
 	pthread_rwlock_wrlock(&s->lock);
-	int rc;
 	if (!entry_in(s, ns, id))
 		rc = infs__error_wrap(not_found(ns, id), "infs_fact_delete");
-	else if (!(rc = infs__append(s, INFS__REC_DELETE, iov, 1 + INFS__NS_IOV, 0, "infs_fact_delete"))) {
+	else if (!(rx && (rc = rx->erase(rx->data, ns, id))) &&
+	         !(rc = infs__append(s, INFS__REC_DELETE, iov, 1 + INFS__NS_IOV, 0, "infs_fact_delete"))) {
 		infs__index_remove(&s->ix, id);
-		ext_delete(s, id);
+		infs__ext_delete(s, id);
 	}
 	pthread_rwlock_unlock(&s->lock);
+	if (rx)
+		rx->writer(rx->data, false);
 	return rc;
 }
 
@@ -298,6 +349,9 @@ int infs_fact_count(uint64_t *out, infs_store *s, const char *ns)
 		return infs__error(INFS_EINVAL, "infs_fact_count: out is NULL");
 	CHECK_STORE("infs_fact_count", s);
 	CHECK_NS("infs_fact_count", ns);
+	int rc = infs__store_use(s, ns);
+	if (rc)
+		return infs__error_wrap(rc, "infs_fact_count");
 	pthread_rwlock_rdlock(&s->lock);
 	const infs__ns *p = infs__index_ns(&s->ix, ns);
 	*out = p ? p->n_ids : 0;
@@ -311,6 +365,9 @@ int infs_namespace_generation(uint64_t *out, infs_store *s, const char *ns)
 		return infs__error(INFS_EINVAL, "infs_namespace_generation: out is NULL");
 	CHECK_STORE("infs_namespace_generation", s);
 	CHECK_NS("infs_namespace_generation", ns);
+	int rc = infs__store_use(s, ns);
+	if (rc)
+		return infs__error_wrap(rc, "infs_namespace_generation");
 	pthread_rwlock_rdlock(&s->lock);
 	const infs__ns *p = infs__index_ns(&s->ix, ns);
 	*out = p ? p->generation : 0;
@@ -332,6 +389,12 @@ int infs_prefetch(infs_store *s, const char *ns)
 {
 	CHECK_STORE("infs_prefetch", s);
 	CHECK_NS("infs_prefetch", ns);
+	/* The remote tier first: the namespace, as the server holds it now,
+	 * into the file, and then up the local tiers. */
+	const struct infs__store_ext *rx = remote_of(s);
+	int rc = rx ? rx->use(rx->data, ns, true) : INFS_OK;
+	if (rc)
+		return infs__error_wrap(rc, "infs_prefetch");
 	const struct infs__store_ext *x = tiers_of(s);
 	return x ? x->prefetch(x->data, ns) : INFS_OK;
 }
@@ -368,9 +431,11 @@ int infs_fact_list(uint64_t **out_ids, size_t *out_n, infs_store *s, const char 
 	*out_n = 0;
 	CHECK_STORE("infs_fact_list", s);
 	CHECK_NS("infs_fact_list", ns);
+	int rc = infs__store_use(s, ns);
+	if (rc)
+		return infs__error_wrap(rc, "infs_fact_list");
 	pthread_rwlock_rdlock(&s->lock);
 	const infs__ns *p = infs__index_ns(&s->ix, ns);
-	int rc = INFS_OK;
 	if (p) {
 		uint64_t *ids = malloc(p->n_ids * sizeof *ids);
 		if (ids) {
@@ -425,16 +490,22 @@ int infs_namespace_drop(infs_store *s, const char *ns)
 	struct iovec iov[1 + INFS__NS_IOV];
 	infs__drop_encode(iov + 1, fixed, ns, (uint32_t)strlen(ns));
 
+	const struct infs__store_ext *rx = remote_of(s);
+	if (rx)
+		rx->writer(rx->data, true);
 	pthread_rwlock_wrlock(&s->lock);
-	int rc = INFS_OK;
-	infs__ns *p = infs__index_ns(&s->ix, ns);
+	/* The server drops it even when this file never cached it. */
+	int rc = rx ? rx->erase(rx->data, ns, 0) : INFS_OK;
+	infs__ns *p = rc ? NULL : infs__index_ns(&s->ix, ns);
 	/* Dropping a namespace with no records writes nothing. */
 	if (p && !(rc = infs__append(s, INFS__REC_DROP, iov, 1 + INFS__NS_IOV, 0, "infs_namespace_drop"))) {
 		for (size_t i = 0; i < p->n_ids; i++)
-			ext_delete(s, p->ids[i]);
+			infs__ext_delete(s, p->ids[i]);
 		infs__index_drop(&s->ix, p);
 	}
 	pthread_rwlock_unlock(&s->lock);
+	if (rx)
+		rx->writer(rx->data, false);
 	return rc;
 }
 

@@ -5,6 +5,7 @@
 #define INFS_STORE_INTERNAL_H
 
 #include <stdbool.h>
+#include <sys/uio.h>
 
 #include "inferscale/store.h"
 
@@ -89,7 +90,56 @@ struct infs__store_ext {
 	int (*tier)(void *data, const char *ns);
 	int (*wait)(void *data);
 	void (*stats)(void *data, infs_store_stats *st);
+	/* The remote tier's hooks (remote/remote.h), through which a server
+	 * holds the store and the file caches it. writer(data, true) and
+	 * (data, false) bracket every put, delete and drop outside the
+	 * store's lock, so that the remote tier's own lock comes first.
+	 * Under the write lock: take_id gives a put's id (at least floor:
+	 * ids are unique across every node sharing the server); put_value
+	 * sends the put's record (head and body, rec[0..n-1]) to the server
+	 * after the other slots' on_put, and undo_put takes it back when the
+	 * local write then fails; erase removes fact id (or, with id 0, the
+	 * whole namespace) from the server before the local delete or drop is
+	 * written. use, without the lock, brings namespace ns from the server
+	 * into the store (infs__store_install) on its first use by this
+	 * handle, or every time with refresh. */
+	void (*writer)(void *data, bool begin);
+	int (*take_id)(void *data, uint64_t floor, uint64_t *id);
+	int (*put_value)(void *data, const char *ns, uint64_t id, const struct iovec *rec, int n);
+	void (*undo_put)(void *data, const char *ns, uint64_t id);
+	int (*erase)(void *data, const char *ns, uint64_t id);
+	int (*use)(void *data, const char *ns, bool refresh);
 };
+
+/* Brings namespace ns in from the remote tier, when the store has one,
+ * before an entry point reads it (retrieval, injection, get, count, list).
+ * INFS_OK at once without a remote tier. */
+int infs__store_use(infs_store *s, const char *ns);
+
+/* The ids of remote (n_remote ids, the server's set for namespace ns)
+ * that the store does not hold live in ns, in a malloc'd array (NULL when
+ * none). */
+int infs__store_missing(uint64_t **out, size_t *n_out, infs_store *s, const char *ns, const uint64_t *remote,
+                        size_t n_remote);
+
+/* Makes namespace ns hold exactly the facts of remote (the server's ids):
+ * deletes the local ones not in it, and appends values[i] (values_len[i]
+ * bytes each, a whole put record, head and body, as put_value sent it)
+ * for the ones it lacks. Every value is checked first (its checksums,
+ * its kind, its namespace, its id against want_ids[i], its sizes against
+ * the store's geometry): one that fails is refused with INFS_ECORRUPT
+ * naming it, and nothing is written. */
+int infs__store_install(infs_store *s, const char *ns, const uint64_t *remote, size_t n_remote,
+                        const unsigned char *const *values, const size_t *values_len, const uint64_t *want_ids,
+                        size_t n_values, const char *server);
+
+/* The store's header (geometry and identity, with its checksum) as the
+ * remote tier keeps it beside the facts, and its check: *len bytes in a
+ * malloc'd buffer. */
+int infs__store_header_value(unsigned char **out, size_t *len, const infs_store *s);
+/* Decodes a header value into a geometry and an identity (malloc'd);
+ * INFS_ECORRUPT when it is not one. */
+int infs__header_value_decode(infs_geometry *g, char **identity, const unsigned char *buf, size_t len);
 
 /* The write lock, for the device copy's tier moves, which build a new
  * copy of a namespace's KV outside any lock and publish it under this one.
@@ -97,9 +147,12 @@ struct infs__store_ext {
 void infs__store_write_lock(infs_store *s);
 void infs__store_write_unlock(infs_store *s);
 
-typedef enum infs__ext_slot { INFS_EXT_FAISS = 0, INFS_EXT_DEVICE = 1, INFS_EXT_COUNT } infs__ext_slot;
+typedef enum infs__ext_slot { INFS_EXT_FAISS = 0, INFS_EXT_DEVICE = 1, INFS_EXT_REMOTE = 2, INFS_EXT_COUNT } infs__ext_slot;
 
 struct infs__store_ext *infs__store_ext(infs_store *s, infs__ext_slot slot);
+
+/* The store's file, for messages. */
+const char *infs__store_path(const infs_store *s);
 
 /* The options the store was opened with (faiss_index, device, budget). */
 const infs_store_options *infs__store_opts(const infs_store *s);

@@ -300,8 +300,10 @@ static int apply_put(infs_store *s, window *w, uint64_t off, uint64_t body_len, 
 		return rc;
 	infs__put_fields p;
 	infs__put_decode(&p, f);
-	if (p.id <= *last_put)
-		return corrupt(s, off, "fact ids do not increase");
+	/* Ids increase through the log, except where the remote tier brought
+	 * in facts that other nodes had put before this file's newest. */
+	if (p.id == 0 || (p.id <= *last_put && infs__index_get(&s->ix, p.id)))
+		return corrupt(s, off, p.id ? "a fact id is used twice" : "fact id 0");
 	if (p.flags & ~(unsigned)INFS_FACT_SEGMENT)
 		return corrupt(s, off, "unknown flags");
 	if (p.n_tokens == 0 || p.n_tokens > INFS_FACT_TOKENS_MAX)
@@ -329,7 +331,8 @@ static int apply_put(infs_store *s, window *w, uint64_t off, uint64_t body_len, 
 	float *row = infs__index_add(&s->ix, nsp, p.id, off, INFS__REC_HEAD + body_len, p.flags);
 	if (row && (rc = fetch(row, w, body + l.emb, (size_t)p.embed_n * 4)))
 		return rc;
-	*last_put = p.id;
+	if (p.id > *last_put)
+		*last_put = p.id;
 	if (p.id >= s->next_id)
 		s->next_id = p.id + 1;
 	return INFS_OK;

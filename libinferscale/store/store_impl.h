@@ -134,6 +134,11 @@ void infs__record_at(infs__record *out, const infs_store *s, uint64_t off);
 int infs__check_fact(infs_fact *dst, const infs_fact *in, const infs_geometry *g, size_t *text_len,
                      size_t *meta_len);
 
+/* store.c: the extensions' hooks (store.h), under the write lock. A put
+ * that one refuses is taken back out of those that took it. */
+int infs__ext_put(infs_store *s, const char *ns, const infs__record *r);
+void infs__ext_delete(infs_store *s, uint64_t id);
+
 /* store_open.c */
 int infs__fsync_dir(const char *path);
 void infs__registry_update(dev_t old_dev, ino_t old_ino, dev_t dev, ino_t ino);

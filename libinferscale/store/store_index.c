@@ -176,6 +176,15 @@ int infs__index_reserve(infs__ns **out, infs__index *ix, const char *name)
 	return INFS_OK;
 }
 
+static size_t id_search(const uint64_t *ids, size_t n, uint64_t id);
+
+/* Where id goes in the increasing array ids of n: at the end, except for
+ * a fact the remote tier brought in after newer ones (store.h). */
+static size_t id_place(const uint64_t *ids, size_t n, uint64_t id)
+{
+	return n == 0 || ids[n - 1] < id ? n : id_search(ids, n, id);
+}
+
 float *infs__index_add(infs__index *ix, infs__ns *ns, uint64_t id, uint64_t off, uint64_t len, unsigned flags)
 {
 	infs__entry e = { id, off, len, ns, flags };
@@ -183,15 +192,23 @@ float *infs__index_add(infs__index *ix, infs__ns *ns, uint64_t id, uint64_t off,
 	ix->n++;
 	ix->live_bytes += len;
 	ix->erase_bytes += ns->erase_len;
-	ns->ids[ns->n_ids++] = id;
+	size_t at = id_place(ns->ids, ns->n_ids, id);
+	memmove(ns->ids + at + 1, ns->ids + at, (ns->n_ids - at) * sizeof *ns->ids);
+	ns->ids[at] = id;
+	ns->n_ids++;
 	ns->generation = ++ix->generation;
 	if (flags & INFS_FACT_SEGMENT) {
 		ix->n_segments++;
 		return NULL;
 	}
 	ix->n_facts++;
-	ns->fact_ids[ns->n_facts] = id;
-	float *row = ix->embed_dim ? ns->emb + ns->n_facts * ix->embed_dim : NULL;
+	size_t dim = ix->embed_dim;
+	at = id_place(ns->fact_ids, ns->n_facts, id);
+	memmove(ns->fact_ids + at + 1, ns->fact_ids + at, (ns->n_facts - at) * sizeof *ns->fact_ids);
+	ns->fact_ids[at] = id;
+	if (dim)
+		memmove(ns->emb + (at + 1) * dim, ns->emb + at * dim, (ns->n_facts - at) * dim * sizeof *ns->emb);
+	float *row = dim ? ns->emb + at * dim : NULL;
 	ns->n_facts++;
 	return row;
 }

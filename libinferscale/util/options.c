@@ -25,7 +25,8 @@ const size_t infs__sizes_device_forward_options[] = { [1] = offsetof(infs_device
 const size_t infs__sizes_retrieve_options[] = { [1] = sizeof(infs_retrieve_options) };
 const size_t infs__sizes_searcher_options[] = { [1] = sizeof(infs_searcher_options) };
 const size_t infs__sizes_store_options[] = { [1] = offsetof(infs_store_options, host_budget_bytes),
-                                              [2] = sizeof(infs_store_options) };
+                                              [2] = offsetof(infs_store_options, remote),
+                                              [3] = sizeof(infs_store_options) };
 const size_t infs__sizes_store_stats[] = { [1] = offsetof(infs_store_stats, lost_records),
                                             [2] = offsetof(infs_store_stats, host_bytes),
                                             [3] = offsetof(infs_store_stats, torn_bytes),

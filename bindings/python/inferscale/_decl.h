@@ -104,7 +104,7 @@ typedef enum infs_sync_mode {
 	INFS_SYNC_OFF = 2
 } infs_sync_mode;
 
-#define INFS_STORE_OPTIONS_VERSION 2
+#define INFS_STORE_OPTIONS_VERSION 3
 
 typedef struct infs_store_options {
 	unsigned version;
@@ -117,6 +117,12 @@ typedef struct infs_store_options {
 	const char *faiss_index;
 	uint64_t faiss_min_facts;
 	uint64_t host_budget_bytes;
+	const char *remote;
+	const char *remote_user;
+	const char *remote_password;
+	unsigned remote_timeout_ms;
+	const char *remote_prefix;
+	unsigned remote_replicas;
 } infs_store_options;
 
 int infs_store_options_init(infs_store_options *opts, unsigned version);

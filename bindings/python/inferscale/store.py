@@ -103,13 +103,22 @@ class Store(Handle):
     (docs/cuda.md, "Tiers"): the device within ``device_budget_bytes``,
     pinned host memory within ``host_budget_bytes`` (0: none), the file;
     least recently used namespaces are evicted, ``prefetch`` moves one up.
+    With ``remote`` ("redis://[user[:password]@]host[:port]") the facts live
+    on a Redis or Valkey server and the file is a cache of it that can be
+    lost (docs/scale-out.md): writes are acknowledged once the server has
+    them (and ``remote_replicas`` replicas), a namespace is brought in whole
+    on ``prefetch`` or on first use; ``remote_user``, ``remote_password``,
+    ``remote_timeout_ms`` and ``remote_prefix`` as in infs_store_options.
     """
 
     def __init__(self, path: PathLike, geometry: Optional[Geometry] = None,
                  identity: Optional[str] = None, *, create: bool = False, readonly: bool = False,
                  sync: Union[SyncMode, str] = SyncMode.FULL, device: int = -1,
                  device_budget_bytes: int = 0, faiss_index: Optional[str] = None,
-                 faiss_min_facts: Optional[int] = None, host_budget_bytes: int = 0) -> None:
+                 faiss_min_facts: Optional[int] = None, host_budget_bytes: int = 0,
+                 remote: Optional[str] = None, remote_user: Optional[str] = None,
+                 remote_password: Optional[str] = None, remote_timeout_ms: int = 0,
+                 remote_prefix: Optional[str] = None, remote_replicas: int = 0) -> None:
         self._init_handle()  # its dependents: the Searchers and Injectors made on it
         c_path = cpath(path)
         self.path = os.fsdecode(path)
@@ -136,6 +145,14 @@ class Store(Handle):
             opts.faiss_index = fi
         if faiss_min_facts is not None:
             opts.faiss_min_facts = as_int(faiss_min_facts, "faiss_min_facts", "uint64")
+        for name, value in (("remote", remote), ("remote_user", remote_user),
+                            ("remote_password", remote_password), ("remote_prefix", remote_prefix)):
+            if value is not None:
+                c_value = cstr(value, name)
+                keep.append(c_value)
+                setattr(opts, name, c_value)
+        opts.remote_timeout_ms = as_int(remote_timeout_ms, "remote_timeout_ms", "uint32")
+        opts.remote_replicas = as_int(remote_replicas, "remote_replicas", "uint32")
         out = ffi.new("infs_store **")
         check(lib.infs_store_open(out, c_path, opts))
         self._adopt(out[0], lib.infs_store_close)

@@ -1,0 +1,181 @@
+/* The remote tier's fetch throughput against redis-benchmark on the same
+ * server in the same run: a user's facts (SmolLM2-135M and Llama-3-8B
+ * geometry values) put once, then brought whole into a fresh file by
+ * infs_prefetch, timed; redis-benchmark GETs of values of the same size,
+ * one connection pipelined as deep as our fetch (64). It starts its own
+ * redis-server on a free loopback port and stops it.
+ * usage: bench_remote [OUT.json]   (default: print the JSON only) */
+#include <stdbool.h>
+#include <time.h>
+
+#include "redis_server.h"
+#include "inferscale/inferscale.h"
+
+typedef struct shape {
+	const char *name;
+	uint32_t layers, kv_heads, head_dim;
+	infs_dtype dtype;
+	uint32_t tokens; /* per fact */
+	uint32_t facts;  /* per user */
+} shape;
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The GET rate redis-benchmark reports for values of size bytes, or -1. */
+static double redis_benchmark_get(int port, size_t size, unsigned n)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd,
+	         "redis-benchmark -h 127.0.0.1 -p %d -c 1 -P 64 -n %u -d %zu -t set,get --csv 2>/dev/null", port, n,
+	         size);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	char line[1024];
+	double rps = -1;
+	while (fgets(line, sizeof line, p))
+		if (!strncmp(line, "\"GET\",\"", 7))
+			rps = strtod(line + 7, NULL);
+	pclose(p);
+	return rps;
+}
+
+int main(int argc, char **argv)
+{
+	if (!test_redis_binary() || system("command -v redis-benchmark > /dev/null") != 0) {
+		fprintf(stderr, "bench_remote: redis-server and redis-benchmark are needed (scripts/setup.sh)\n");
+		return 77;
+	}
+	const shape shapes[] = {
+		{ "SmolLM2-135M f16, 1 token", 30, 3, 64, INFS_DTYPE_F16, 1, 200 },
+		{ "SmolLM2-135M f16, 16 tokens", 30, 3, 64, INFS_DTYPE_F16, 16, 50 },
+		{ "Llama-3-8B bf16, 16 tokens", 32, 8, 128, INFS_DTYPE_BF16, 16, 20 },
+		{ "Llama-3-8B fp8, 16 tokens", 32, 8, 128, INFS_DTYPE_FP8_E4M3, 16, 20 },
+	};
+	enum { N_SHAPES = sizeof shapes / sizeof *shapes, REPS = 5 };
+	test_redis srv = { 0 };
+	/* Throughput, not durability, is measured: no AOF here. */
+	srv.extra[0] = "--appendonly";
+	srv.extra[1] = "no";
+	test_redis_start(&srv, "bench");
+	char dir[600];
+	snprintf(dir, sizeof dir, "%s", srv.dir);
+
+	char json[8192];
+	size_t at = (size_t)snprintf(json, sizeof json, "{\n  \"server\": \"redis-server on loopback, started by "
+	                             "bench_remote\",\n  \"command\": \"build/benchmarks/bench_remote "
+	                             "benchmarks/results/remote-cpu.json\",\n  \"reps\": %d,\n  \"rows\": [\n", REPS);
+	int rc = 0;
+	for (int si = 0; si < N_SHAPES && !rc; si++) {
+		const shape *sh = &shapes[si];
+		infs_geometry g;
+		infs_geometry_init(&g, INFS_GEOMETRY_VERSION);
+		g.n_layers = sh->layers, g.n_kv_heads = sh->kv_heads, g.head_dim = sh->head_dim,
+		g.rotary_dim = sh->head_dim;
+		g.kv_dtype = sh->dtype;
+		g.embed_dim = 384;
+		char prefix[32], url[64], path[700];
+		snprintf(prefix, sizeof prefix, "bench%d", si);
+		snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+		infs_store_options o = INFS_STORE_OPTIONS_INIT;
+		o.flags = INFS_OPEN_CREATE;
+		o.geometry = &g;
+		o.identity = sh->name;
+		o.sync = INFS_SYNC_OFF;
+		o.remote = url;
+		o.remote_prefix = prefix;
+		o.remote_timeout_ms = 10000;
+		snprintf(path, sizeof path, "%s/put%d.infs", dir, si);
+		infs_store *s;
+		if (infs_store_open(&s, path, &o)) {
+			fprintf(stderr, "bench_remote: %s\n", infs_error_last());
+			return 1;
+		}
+		size_t kv = infs_geometry_kv_token_bytes(&g) * sh->tokens;
+		unsigned char *k = malloc(kv), *v = malloc(kv);
+		int32_t *tok = calloc(sh->tokens, sizeof *tok);
+		float emb[384];
+		uint64_t st = 1 + (uint64_t)si;
+		for (size_t i = 0; i < kv; i++) {
+			st = st * 6364136223846793005ull + 1442695040888963407ull;
+			k[i] = (unsigned char)(st >> 56) & 0x3f; /* finite values in every dtype */
+			v[i] = (unsigned char)(st >> 48) & 0x3f;
+		}
+		for (int i = 0; i < 384; i++)
+			emb[i] = (float)i / 384.0f;
+		infs_fact f = INFS_FACT_INIT;
+		f.n_tokens = sh->tokens, f.tokens = tok, f.embedding = emb, f.k = k, f.v = v;
+		for (uint32_t i = 0; i < sh->facts && !rc; i++) {
+			uint64_t id;
+			rc = infs_fact_put(&id, s, "user", &f);
+		}
+		infs_store_close(s);
+		if (rc) {
+			fprintf(stderr, "bench_remote: %s\n", infs_error_last());
+			return 1;
+		}
+		size_t value = 0; /* the server's value: our record, head and body */
+		double t[REPS];
+		for (int r = 0; r < REPS && !rc; r++) {
+			snprintf(path, sizeof path, "%s/fetch%d-%d.infs", dir, si, r);
+			o.flags = 0;
+			o.geometry = NULL;
+			o.identity = NULL;
+			if ((rc = infs_store_open(&s, path, &o)))
+				break;
+			double t0 = now_s();
+			rc = infs_prefetch(s, "user");
+			t[r] = now_s() - t0;
+			infs_store_stats stats = { .version = 1 };
+			infs_store_stats_get(&stats, s);
+			if (!rc && stats.n_facts != sh->facts)
+				rc = INFS_ECORRUPT;
+			value = stats.live_bytes / sh->facts; /* the same record bytes as the server's value */
+			infs_store_close(s);
+			unlink(path);
+		}
+		if (rc) {
+			fprintf(stderr, "bench_remote: %s\n", infs_error_last());
+			return 1;
+		}
+		qsort(t, REPS, sizeof *t, cmp_double);
+		double ours = (double)value * sh->facts / t[REPS / 2] / 1e6;
+		double rps[3];
+		for (int r = 0; r < 3; r++)
+			rps[r] = redis_benchmark_get(srv.port, value, sh->facts * 4 > 256 ? sh->facts * 4 : 256);
+		qsort(rps, 3, sizeof *rps, cmp_double);
+		double theirs = rps[1] * (double)value / 1e6;
+		fprintf(stderr, "%-30s value %8zu B x %3u facts: ours %8.1f MB/s, redis-benchmark GET %8.1f MB/s, %.2fx\n",
+		        sh->name, value, sh->facts, ours, theirs, ours / theirs);
+		at += (size_t)snprintf(json + at, sizeof json - at,
+		                       "    {\"geometry\": \"%s\", \"value_bytes\": %zu, \"facts\": %u, \"ours_mb_per_s\": "
+		                       "%.1f, \"redis_benchmark_mb_per_s\": %.1f, \"ratio\": %.3f}%s\n",
+		                       sh->name, value, sh->facts, ours, theirs, ours / theirs,
+		                       si + 1 < N_SHAPES ? "," : "");
+		free(k);
+		free(v);
+		free(tok);
+	}
+	snprintf(json + at, sizeof json - at, "  ]\n}\n");
+	test_redis_stop(&srv);
+	if (argc > 1) {
+		FILE *out = fopen(argv[1], "w");
+		if (!out || fputs(json, out) < 0 || fclose(out) != 0) {
+			fprintf(stderr, "bench_remote: cannot write %s\n", argv[1]);
+			return 1;
+		}
+	}
+	fputs(json, stdout);
+	return 0;
+}
