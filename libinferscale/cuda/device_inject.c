@@ -14,7 +14,7 @@
 #include "util/error.h"
 #include "inject/inject.h"
 #include "kernels.h"
-#include "inject/rope.h"
+#include "util/rope.h"
 
 /* The tables of a call (fact and layer pointers, token offsets, block ids,
  * frequencies) travel through one of RING pinned buffers per device, so the

@@ -18,7 +18,7 @@
 #include "cuda/device_copy.h"
 #include "util/error.h"
 #include "inject/inject.h"
-#include "inject/rope.h"
+#include "util/rope.h"
 #include "kernels.h"
 
 _Static_assert(INFS_K_RESOLVE_MAX_IDS == INFS_RETRIEVE_K_MAX, "max_ids goes up to INFS_RETRIEVE_K_MAX");

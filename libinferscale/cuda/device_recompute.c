@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "cuda/device_copy.h"
 #include "cuda/device_model.h"
 #include "kernels.h"

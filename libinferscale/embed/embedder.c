@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "embed/bert.h"
 #include "embed/embed_device.h"
 #include "util/dtype.h"

@@ -13,7 +13,7 @@
 #include "util/error.h"
 #include "util/options.h"
 #include "model/forward.h"
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "engine/engine_impl.h"
 #include "engine/fit.h"
 #include "engine/sampling.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/options.h"

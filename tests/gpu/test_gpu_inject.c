@@ -11,7 +11,7 @@
 
 #include "gpu.h"
 #include "kernels.h"
-#include "inject/rope.h"
+#include "util/rope.h"
 
 enum { L_VLLM, L_NHD, L_HND, L_PACKED, L_STRIDED, L_MISALIGNED, L_COUNT };
 static const char *layout_name[L_COUNT] = {"vllm", "flashinfer-nhd", "hnd", "kv-packed", "dim-strided", "misaligned"};

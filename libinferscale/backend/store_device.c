@@ -1,7 +1,7 @@
 /* Where the store and the device backend meet: the store knows nothing of
  * its device copy, and the device copy only reads the store, so opening a
  * store with one is composed here, above both. */
-#include "cuda/device.h"
+#include "backend/backend.h"
 
 int infs_store_open(infs_store **out, const char *path, const infs_store_options *opts)
 {
