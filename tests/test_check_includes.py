@@ -49,32 +49,25 @@ base = {
 rc, out = run(tree(base))
 expect('a tree without a circle passes', rc == 0 and 'no include cycle' in out, out)
 
-# store -> inject closes store -> ... <- inject: a circle of two folders.
-circle = dict(base)
-circle['libinferscale/store/store_check.c'] = '#include "inject/inject.h"\n'
-rc, out = run(tree(circle))
-expect('a two-folder circle fails', rc == 1, out)
-expect('the circle is named', 'include cycle between folders: inject store' in out, out)
-expect('the edge is shown with its file',
-       'store -> inject: libinferscale/store/store_check.c includes "inject/inject.h"' in out, out)
-
-# util -> cuda closes a circle of three folders.
-longer = dict(base)
-longer['libinferscale/util/version.c'] = '#include "cuda/device.h"\n'
-rc, out = run(tree(longer))
-expect('a three-folder circle fails', rc == 1 and 'cuda inject store util' in out, out)
-
-# kernels/ reached by a bare name from cuda/ counts as an edge.
-kern = dict(base)
-kern['kernels/kernels.h'] = '#include "cuda/device.h"\n'
-rc, out = run(tree(kern))
-expect('a circle through kernels/ fails', rc == 1 and 'cuda kernels' in out, out)
-
-# An include under #ifdef still counts: some configuration builds it.
-guarded = dict(base)
-guarded['libinferscale/util/geometry.c'] = '#ifdef X\n#include "store/store.h"\n#endif\n'
-rc, out = run(tree(guarded))
-expect('an include under #ifdef counts', rc == 1, out)
+# Each case adds one file to the tree; a circle must fail (exit 1) and name
+# its folders, sorted, and show each edge with the file that makes it.
+circles = [
+    ('a two-folder circle (store -> inject closes inject -> store)',
+     'libinferscale/store/store_check.c', '#include "inject/inject.h"\n',
+     ['include cycle between folders: inject store',
+      'store -> inject: libinferscale/store/store_check.c includes "inject/inject.h"']),
+    ('a three-folder circle (util -> cuda)',
+     'libinferscale/util/version.c', '#include "cuda/device.h"\n', ['cuda inject store util']),
+    ('a circle through kernels/, which cuda/ reaches by a bare name',
+     'kernels/kernels.h', '#include "cuda/device.h"\n', ['cuda kernels']),
+    ('an include under #ifdef, which some configuration builds',
+     'libinferscale/util/geometry.c', '#ifdef X\n#include "store/store.h"\n#endif\n', ['store util']),
+]
+for what, path, text, wanted in circles:
+    rc, out = run(tree(dict(base, **{path: text})))
+    expect(what + ' fails', rc == 1, out)
+    for w in wanted:
+        expect(f'{what}: the output says {w!r}', w in out, out)
 
 rc, out = run(tempfile.mkdtemp())
 expect('a root without libinferscale/ is refused', rc == 2 and 'no libinferscale/' in out, out)
