@@ -17,7 +17,7 @@
 #include "inferscale/inferscale.h"
 
 #include "bench_gpu.h"
-#include "kernels.h"
+#include "inject_kernels.h"
 #include "util/rope.h"
 #include "util/splitmix.h"
 

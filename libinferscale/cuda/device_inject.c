@@ -14,7 +14,7 @@
 #include "cuda/inject_params.h"
 #include "util/error.h"
 #include "inject/inject.h"
-#include "kernels.h"
+#include "inject_kernels.h"
 #include "util/rope.h"
 
 /* The tables of a call (fact and layer pointers, token offsets, block ids,

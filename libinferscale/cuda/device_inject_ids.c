@@ -20,7 +20,7 @@
 #include "util/error.h"
 #include "inject/inject.h"
 #include "util/rope.h"
-#include "kernels.h"
+#include "inject_kernels.h"
 
 _Static_assert(INFS_K_RESOLVE_MAX_IDS == INFS_RETRIEVE_K_MAX, "max_ids goes up to INFS_RETRIEVE_K_MAX");
 

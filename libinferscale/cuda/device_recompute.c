@@ -15,7 +15,7 @@
 #include "backend/backend.h"
 #include "cuda/device_copy.h"
 #include "cuda/device_model.h"
-#include "kernels.h"
+#include "rows_kernels.h"
 #include "model/forward.h"
 #include "model/recompute_select.h"
 #include "util/error.h"

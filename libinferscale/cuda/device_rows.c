@@ -8,7 +8,7 @@
 
 #include "cuda/device_copy.h"
 #include "cuda/named_list.h"
-#include "kernels.h"
+#include "rows_kernels.h"
 #include "util/dtype.h"
 #include "util/error.h"
 

@@ -15,7 +15,7 @@
 #include "cuda/device_copy.h"
 #include "cuda/named_list.h"
 #include "util/error.h"
-#include "kernels.h"
+#include "rows_kernels.h"
 
 /* Bytes a move copies per hold of the read lock, so that a waiting writer
  * (and the readers queued behind it) waits for one batch at most. */

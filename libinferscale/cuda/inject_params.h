@@ -8,7 +8,7 @@
 #define INFS_INJECT_PARAMS_H
 
 #include "inferscale/inject.h"
-#include "kernels.h"
+#include "inject_kernels.h"
 
 static inline infs_k_inject_params infs__inject_params(const infs_geometry *g, const infs_kv_layout *l,
                                                        const void *const *src_k, const void *const *src_v,

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "gpu.h"
-#include "kernels.h"
+#include "inject_kernels.h"
 #include "util/rope.h"
 
 enum { L_VLLM, L_NHD, L_HND, L_PACKED, L_STRIDED, L_MISALIGNED, L_COUNT };
