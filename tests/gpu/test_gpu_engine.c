@@ -248,11 +248,25 @@ int main(int argc, char **argv)
 		batch_matches(e, st, emb, (const infs_answer *const *)one, "small pool");
 		infs_engine_free(e);
 	}
-	/* A prompt longer than a sequence may be is refused. */
+	/* Facts that do not fit in a sequence beside the question are left out,
+	 * the best-ranked that fit kept (infs_engine_fact_limit); a question
+	 * that cannot fit even alone is refused. */
 	e = device_engine(m, 64, 4, 0);
 	if (e) {
 		CHECK_OK(infs_engine_prepare(e, st));
-		CHECK_ERR(infs_engine_ask(&ans, e, st, emb, "maya", questions[0], &ao), INFS_ERANGE);
+		CHECK_OK(infs_engine_ask(&ans, e, st, emb, "maya", questions[0], &ao));
+		if (ans) {
+			printf("fitted: %zu facts kept, %zu left out, %u positions\n", ans->n_facts, ans->n_left_out,
+			       ans->n_prompt);
+			CHECK(ans->n_left_out > 0 && ans->n_facts + ans->n_left_out == ao.k && ans->n_prompt <= 64);
+			infs_answer_free(ans);
+			ans = NULL;
+		}
+		char long_q[1024];
+		size_t at = 0;
+		while (at + 40 < sizeof long_q)
+			at += (size_t)snprintf(long_q + at, sizeof long_q - at, "What did Maya do on Tuesday morning? ");
+		CHECK_ERR(infs_engine_ask(&ans, e, st, emb, "maya", long_q, &ao), INFS_ERANGE);
 		printf("refused: %s\n", infs_error_last());
 		infs_engine_free(e);
 	}

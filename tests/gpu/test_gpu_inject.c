@@ -1,4 +1,4 @@
-/* The injection kernel against the CPU reference (libinferscale/inject/rope.c and
+/* The injection kernel against the CPU reference (libinferscale/util/rope.c and
  * dtype.h): every paged layout, every source and cache dtype, both RoPE
  * pairings, partial rotary, every frequency scaling, block sizes from 1 up,
  * positions near the int32 limit, the vector and the scalar path, and

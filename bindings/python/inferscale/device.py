@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, Optional, Tuple
 from ._ffi import as_int, check, ffi, lib
 from .arrays import is_torch
 from .geometry import Metric
+from .handle import Handle
 from .layout import KVLayout
 
 __all__ = ["Searcher", "Injector", "hit_ids", "hit_scores"]
@@ -128,12 +129,6 @@ def _stream(stream: Any, first: Any, device: int, arrays: Tuple[Tuple[str, _Cuda
     return handle
 
 
-def _free_with(free: Any, store: Any) -> Any:
-    """A destructor for ffi.gc that holds store, so that the store's C
-    handle outlives the object's whatever order the collector frees them in."""
-    return lambda p, _store=store: free(p)
-
-
 def hit_ids(out: Any) -> Any:
     """The fact ids of Searcher.search's out, ``(n, k)`` int64, a view."""
     return out[..., 0]
@@ -151,40 +146,23 @@ def hit_scores(out: Any) -> Any:
     return out[..., 1:2].view("float32")[..., 0]
 
 
-class _Bound:
-    """A C object bound to a store: closed before the store is (Store.close
-    closes what is bound to it), and never used once either is closed."""
+class _Bound(Handle):
+    """A C object bound to a store (the Handle's owner): its calls count as
+    calls on the store, it is closed before the store is (Store.close closes
+    what is bound to it), and never used once either is closed."""
 
-    _ptr: Any = None
-    _what = ""
+    _what_name = ""
 
     def _bind(self, store: Any, ptr: Any, free: Any) -> None:
-        self._store = store
-        self._ptr = ffi.gc(ptr, _free_with(free, store))
-        store._dependents.add(self)
+        self._adopt(ptr, free, keep=store)
 
-    @property
-    def closed(self) -> bool:
-        return self._ptr is None
+    def _what(self) -> str:
+        return self._what_name
 
     def close(self) -> None:
         """Waits for the device to finish the work queued with it, then frees
         it. Idempotent."""
-        ptr, self._ptr = self._ptr, None
-        if ptr is not None:
-            ffi.release(ptr)
-
-    def _handle(self) -> Any:
-        if self._ptr is None:
-            from .errors import InvalidArgumentError
-            raise InvalidArgumentError(f"{self._what} is closed", lib.INFS_EINVAL)
-        return self._ptr
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        super().close()
 
 
 class Searcher(_Bound):
@@ -195,10 +173,11 @@ class Searcher(_Bound):
     store opened with ``device=``. One thread at a time; make one per
     thread or stream."""
 
-    _what = "Searcher"
+    _what_name = "Searcher"
 
     def __init__(self, store: Any, *, max_queries: int = 32, max_k: int = 50,
                  metric: Any = Metric.COSINE, max_facts: int = 0) -> None:
+        self._init_handle(store)
         opts = ffi.new("infs_searcher_options *")
         check(lib.infs_searcher_options_init(opts, lib.INFS_SEARCHER_OPTIONS_VERSION))
         opts.metric = int(Metric.coerce(metric))
@@ -251,8 +230,8 @@ class Searcher(_Bound):
         _want(c, "counts", (n,))
         handle = _stream(stream, queries, d, (("queries", q), ("out", o), ("counts", c)))
         cns = _ns(ns)
-        with self._store._use():
-            check(lib.infs_retrieve_device(self._handle(), cns, ffi.cast("const float *", q.ptr), n, k,
+        with self._use() as p:
+            check(lib.infs_retrieve_device(p, cns, ffi.cast("const float *", q.ptr), n, k,
                                            ffi.cast("infs_hit *", o.ptr), ffi.cast("uint32_t *", c.ptr),
                                            ffi.cast("void *", handle)))
         return out, counts
@@ -265,11 +244,12 @@ class Injector(_Bound):
     keeps layout (and with it the cache tensors) alive. One thread at a
     time."""
 
-    _what = "Injector"
+    _what_name = "Injector"
 
     def __init__(self, store: Any, layout: KVLayout, *, max_ids: int = 64, max_tokens: int = 4096) -> None:
         if not isinstance(layout, KVLayout):
             raise TypeError(f"layout must be an inferscale.KVLayout, not {type(layout).__name__}")
+        self._init_handle(store)
         opts = ffi.new("infs_injector_options *")
         check(lib.infs_injector_options_init(opts, lib.INFS_INJECTOR_OPTIONS_VERSION))
         opts.max_ids = as_int(max_ids, "max_ids", "uint32")
@@ -325,8 +305,8 @@ class Injector(_Bound):
             st_ptr = ffi.cast("int32_t *", arrays[-1][1].ptr)
         handle = _stream(stream, ids, d, tuple(arrays))
         cns = _ns(ns)
-        with self._store._use():
-            check(lib.infs_inject_device(self._handle(), cns, ffi.cast("const void *", a.ptr), id_stride,
+        with self._use() as p:
+            check(lib.infs_inject_device(p, cns, ffi.cast("const void *", a.ptr), id_stride,
                                          ffi.cast("const uint32_t *", n.ptr), start_pos,
                                          ffi.cast("const int32_t *", bt.ptr), bt.shape[0], np_ptr, st_ptr,
                                          ffi.cast("void *", handle)))

@@ -10,29 +10,28 @@ are called the same way: one text gives a vector, a list an (n, dim) array.
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
 from ._ffi import as_int, check, cpath, cstr, device_index, ffi, lib
-from .errors import InvalidArgumentError
+from .handle import Handle
 
 __all__ = ["Embedder", "SentenceTransformerEmbedder"]
 
 
-class Embedder:
+class Embedder(Handle):
     """The library's embedder, loaded from a sentence-transformers model
     directory (config.json, vocab.txt, model.safetensors, ...); computes what
     ``SentenceTransformer(path).encode(texts)`` does, on the CPU. Safe to share
     between threads; ``close()`` or ``with`` frees it, as does garbage
-    collection. device (None: the CPU) is a CUDA device index, reserved for
-    the library's CUDA embedder (UnsupportedError until it has one)."""
+    collection, with the locking rule of ``Handle``. device (None: the CPU)
+    is a CUDA device index, reserved for the library's CUDA embedder
+    (UnsupportedError until it has one)."""
 
     def __init__(self, path: Union[str, "os.PathLike[str]"], *, n_threads: int = 0,
                  max_seq_length: int = 0, device: Optional[int] = None) -> None:
-        self._ptr = None
-        self._lock = threading.Lock()
+        self._init_handle()
         opts = ffi.new("infs_embedder_options *")
         check(lib.infs_embedder_options_init(opts, lib.INFS_EMBEDDER_OPTIONS_VERSION))
         opts.n_threads = as_int(n_threads, "n_threads", "uint32")
@@ -40,37 +39,16 @@ class Embedder:
         opts.device = device_index(device)
         out = ffi.new("infs_embedder **")
         check(lib.infs_embedder_load(out, cpath(path), opts))
-        self._ptr = ffi.gc(out[0], lib.infs_embedder_free)
-        self.dim = int(lib.infs_embedder_dim(self._ptr))
-        self.max_seq_length = int(lib.infs_embedder_max_seq_length(self._ptr))
+        ptr = self._adopt(out[0], lib.infs_embedder_free)
+        self.dim = int(lib.infs_embedder_dim(ptr))
+        self.max_seq_length = int(lib.infs_embedder_max_seq_length(ptr))
 
-    @property
-    def closed(self) -> bool:
-        return self._ptr is None
-
-    def close(self) -> None:
-        """Frees the embedder. Idempotent; no other thread may be using it."""
-        with self._lock:
-            ptr, self._ptr = self._ptr, None
-        if ptr is not None:
-            ffi.release(ptr)
-
-    def __enter__(self) -> "Embedder":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    @property
-    def _p(self):
-        if self._ptr is None:
-            raise InvalidArgumentError("embedder is closed", lib.INFS_EINVAL)
-        return self._ptr
+    def _what(self) -> str:
+        return "embedder"
 
     def __call__(self, texts: Union[str, Sequence[str]], *, prompt: Optional[str] = None) -> np.ndarray:
         """Embeddings (float32) of one text, or of a list of texts as (n, dim).
         prompt is prepended to every text (e5's "query: ", say)."""
-        ptr = self._p
         single = isinstance(texts, str)
         if not single and (isinstance(texts, (bytes, bytearray)) or not hasattr(texts, "__iter__")):
             raise TypeError(f"texts must be a str or a sequence of str, not {type(texts).__name__}")
@@ -82,8 +60,9 @@ class Embedder:
         p = cstr(prompt, "prompt", none_ok=True)
         opts.prompt = p
         out = np.zeros((len(items), self.dim), dtype=np.float32)
-        if items:
-            check(lib.infs_embed(ffi.cast("float *", ffi.from_buffer(out)), ptr, arr, len(items), opts))
+        with self._use() as ptr:  # a closed embedder raises, even for no texts
+            if items:
+                check(lib.infs_embed(ffi.cast("float *", ffi.from_buffer(out)), ptr, arr, len(items), opts))
         return out[0] if single else out
 
     embed = __call__
@@ -117,12 +96,6 @@ class SentenceTransformerEmbedder:
         out = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
                                 normalize_embeddings=self.normalize, show_progress_bar=False)
         return np.ascontiguousarray(out, dtype=np.float32)
-
-    @property
-    def _p(self):
-        if self._ptr is None:
-            raise InvalidArgumentError("embedder is closed", lib.INFS_EINVAL)
-        return self._ptr
 
     def __call__(self, texts: Union[str, Sequence[str]]) -> np.ndarray:
         if isinstance(texts, str):

@@ -8,8 +8,8 @@ docs/end-to-end.md and docs/python.md."""
 from __future__ import annotations
 
 import dataclasses
+import contextlib
 import json
-import threading
 from typing import Any, List, Optional, Sequence, Union
 
 import numpy as np
@@ -17,8 +17,8 @@ import numpy as np
 from ._ffi import as_int, check, cstr, device_index, ffi, lib, pystr
 from .arrays import as_int_array
 from .embedders import Embedder
-from .errors import InvalidArgumentError
 from .geometry import DType, Metric
+from .handle import Handle
 from .model import Model
 from .store import Store
 
@@ -83,7 +83,7 @@ def render_fact(text: str, metadata: Union[None, str, dict] = None) -> str:
         lib.infs_free(out[0])
 
 
-class Engine:
+class Engine(Handle):
     """An engine over model (``infs_engine_create``): a paged KV cache of
     n_ctx tokens in blocks of block_size, of kv_dtype, in host memory
     (device None or -1) or on CUDA device ``device``, where the model must
@@ -94,18 +94,21 @@ class Engine:
     library's defaults).
 
     The engine keeps its model alive, and closing the model closes its
-    engines first. One call at a time runs on an engine (a lock serialises
-    threads); ``close()`` or ``with`` frees it, as does garbage collection.
+    engines first. One call at a time runs on an engine (calls from other
+    threads wait their turn); ``close()`` or ``with`` frees it, after the
+    call running, as does garbage collection: the locking rule of
+    ``Handle``.
     """
+
+    _exclusive = True
 
     def __init__(self, model: Model, *, n_ctx: int = 4096, block_size: int = 16,
                  kv_dtype: Union[DType, str] = DType.F16, device: Optional[int] = None,
                  max_seqs: int = 0, n_blocks: int = 0, system: Optional[str] = None,
                  memory_intro: Optional[str] = None) -> None:
-        self._ptr = None
-        self._lock = threading.Lock()
         if not isinstance(model, Model):
             raise TypeError(f"model must be an inferscale.Model, not {type(model).__name__}")
+        self._init_handle(model)
         opts = ffi.new("infs_engine_options *")
         check(lib.infs_engine_options_init(opts, lib.INFS_ENGINE_OPTIONS_VERSION))
         opts.n_ctx = as_int(n_ctx, "n_ctx", "uint32")
@@ -117,40 +120,19 @@ class Engine:
         csys, cintro = cstr(system, "system", none_ok=True), cstr(memory_intro, "memory_intro", none_ok=True)
         opts.system, opts.memory_intro = csys, cintro
         out = ffi.new("infs_engine **")
-        mptr = model._p
-        check(lib.infs_engine_create(out, mptr, opts))
+        with model._use() as mptr:
+            check(lib.infs_engine_create(out, mptr, opts))
         # The destructor holds the model's handle, so that a collected engine
         # is freed before its model.
-        self._ptr = ffi.gc(out[0], lambda p, _m=mptr: lib.infs_engine_free(p))
+        ptr = self._adopt(out[0], lib.infs_engine_free, keep=mptr)
         self.model = model
         self.device = int(opts.device)
-        model._engines.add(self)
         tokens, n = ffi.new("const int32_t **"), ffi.new("uint32_t *")
-        check(lib.infs_engine_header(tokens, n, self._ptr))
+        check(lib.infs_engine_header(tokens, n, ptr))
         self._header = np.frombuffer(ffi.buffer(tokens[0], 4 * n[0]), np.int32).copy()
 
-    @property
-    def closed(self) -> bool:
-        return self._ptr is None
-
-    def close(self) -> None:
-        """Frees the engine, after a call in flight on another thread. Idempotent."""
-        with self._lock:
-            ptr, self._ptr = self._ptr, None
-            if ptr is not None:
-                ffi.release(ptr)
-
-    def __enter__(self) -> "Engine":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    @property
-    def _p(self):
-        if self._ptr is None:
-            raise InvalidArgumentError("engine is closed", lib.INFS_EINVAL)
-        return self._ptr
+    def _what(self) -> str:
+        return "engine"
 
     @property
     def header(self) -> np.ndarray:
@@ -165,8 +147,8 @@ class Engine:
         engine with a question (``infs_engine_fact_limit``): n_ctx less the
         header, the footer and room for a question."""
         out = ffi.new("uint32_t *")
-        with self._lock:
-            check(lib.infs_engine_fact_limit(out, self._p))
+        with self._use() as p:
+            check(lib.infs_engine_fact_limit(out, p))
         return int(out[0])
 
     def check_fact(self, text: str, metadata: Union[None, str, dict] = None) -> int:
@@ -178,16 +160,16 @@ class Engine:
             metadata = json.dumps(metadata, ensure_ascii=False)
         ctext, cmeta = cstr(text, "text"), cstr(metadata, "metadata", none_ok=True)
         out = ffi.new("uint32_t *")
-        with self._lock:
-            check(lib.infs_engine_fact_check(out, self._p, ctext, cmeta))
+        with self._use() as p:
+            check(lib.infs_engine_fact_check(out, p, ctext, cmeta))
         return int(out[0])
 
     def prepare(self, store: Store) -> None:
         """Encodes the header and footer segments into the store's namespace
         "inferscale.segments" unless segments with the same tokens are already
         there: once per store, needed before ask on that store."""
-        with self._lock, _store(store)._use() as sp:
-            check(lib.infs_engine_prepare(self._p, sp))
+        with self._use() as p, _store(store)._use() as sp:
+            check(lib.infs_engine_prepare(p, sp))
 
     def ask(self, store: Store, question: str, *, namespace: str, embedder: Optional[Embedder] = None,
             k: int = 10, full_recompute: bool = False, metric: Union[Metric, str] = Metric.COSINE,
@@ -217,8 +199,8 @@ class Engine:
         o, _alive = _ask_options(k, full_recompute, metric, fact_ids, max_tokens, temperature, top_p, seed, stop,
                                  recompute_ratio, check_layer, ignore_eos, fact_temperature, fact_scale)
         out = ffi.new("infs_answer **")
-        with self._lock, _store(store)._use() as sp:
-            check(lib.infs_engine_ask(out, self._p, sp, _embedder_ptr(embedder), cns, cq, o))
+        with self._use() as p, _store(store)._use() as sp, _embedder_use(embedder) as ep:
+            check(lib.infs_engine_ask(out, p, sp, ep, cns, cq, o))
         try:
             return Answer._from_c(out[0])
         finally:
@@ -247,8 +229,8 @@ class Engine:
                                  recompute_ratio, check_layer, ignore_eos, fact_temperature, fact_scale)
         qs = ffi.new("const char *[]", keep) if n else ffi.NULL
         out = ffi.new("infs_answer *[]", max(n, 1))
-        with self._lock, _store(store)._use() as sp:
-            check(lib.infs_engine_ask_batch(out, self._p, sp, _embedder_ptr(embedder), cns, qs, n, o))
+        with self._use() as p, _store(store)._use() as sp, _embedder_use(embedder) as ep:
+            check(lib.infs_engine_ask_batch(out, p, sp, ep, cns, qs, n, o))
         try:
             return [Answer._from_c(out[i]) for i in range(n)]
         finally:
@@ -262,12 +244,13 @@ def _store(store: Store) -> Store:
     return store
 
 
-def _embedder_ptr(embedder: Optional[Embedder]):
+def _embedder_use(embedder: Optional[Embedder]) -> Any:
+    """embedder._use(), or NULL for no embedder."""
     if embedder is None:
-        return ffi.NULL
+        return contextlib.nullcontext(ffi.NULL)
     if not isinstance(embedder, Embedder):
         raise TypeError(f"embedder must be an inferscale.Embedder or None, not {type(embedder).__name__}")
-    return embedder._p
+    return embedder._use()
 
 
 def _ask_options(k: int, full_recompute: bool, metric: Union[Metric, str], fact_ids: Any, max_tokens: int,

@@ -23,9 +23,10 @@ from __future__ import annotations
 import hashlib
 import inspect
 import os
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Sequence, Tuple
 
 from .arrays import as_int_array
+from .capture import as_id_tensor, capture_kv
 from .geometry import DType, Geometry, RopeScaling
 from .layout import KVLayout
 from .store import Store
@@ -116,56 +117,6 @@ def identity_for(model: Any, tokenizer: Any = None, extra: str = "") -> str:
     return ";".join(parts)
 
 
-def _attention_modules(model: Any) -> list:
-    decoder = model.get_decoder() if hasattr(model, "get_decoder") else model.model
-    mods = [layer.self_attn for layer in decoder.layers]
-    for m in mods:
-        if not (hasattr(m, "k_proj") and hasattr(m, "v_proj")):
-            raise TypeError(f"{type(m).__name__} has no k_proj/v_proj: not a Llama/Mistral/Qwen attention")
-    return mods
-
-
-def _ids(x: Any, device: Any, what: str = "token_ids"):
-    import torch
-    return torch.tensor(as_int_array(x, what, "int32"), dtype=torch.long, device=device).reshape(1, -1)
-
-
-def capture_kv(model: Any, token_ids: Any, context_ids: Any = None) -> Tuple[Any, Any]:
-    """Runs model over ``[context][tokens]`` and returns the tokens' pre-RoPE
-    keys and values of every layer, each ``(n_layers, n_tokens, n_kv_heads, head_dim)``
-    torch tensors on the model's device in its dtype. The context's KV is not
-    returned: it only shapes the tokens' KV (context-window encoding)."""
-    import torch
-    attn = _attention_modules(model)
-    device = next(model.parameters()).device
-    ids = _ids(token_ids, device)
-    n = ids.shape[1]
-    if context_ids is not None and len(context_ids):
-        ids = torch.cat([_ids(context_ids, device, "context_ids"), ids], dim=1)
-    ks: List[Any] = [None] * len(attn)
-    vs: List[Any] = [None] * len(attn)
-
-    def keeper(store: list, i: int, head_dim: int):
-        def hook(_module, _inputs, output):
-            out = output[0] if isinstance(output, tuple) else output
-            store[i] = out[0, -n:].reshape(n, -1, head_dim).detach()
-        return hook
-
-    handles = []
-    try:
-        for i, m in enumerate(attn):
-            head_dim = int(m.head_dim)
-            kmod = m.k_norm if getattr(m, "k_norm", None) is not None else m.k_proj
-            handles.append(kmod.register_forward_hook(keeper(ks, i, head_dim)))
-            handles.append(m.v_proj.register_forward_hook(keeper(vs, i, head_dim)))
-        with torch.no_grad():
-            model(input_ids=ids, use_cache=False)
-    finally:
-        for h in handles:
-            h.remove()
-    return torch.stack(ks), torch.stack(vs)
-
-
 def put_fact(store: Store, model: Any, namespace: str, token_ids: Any, embedding: Any, *,
              context_ids: Any = None, **put_kwargs: Any) -> int:
     """Captures the fact's KV from model (after context_ids, whose KV is not
@@ -226,7 +177,7 @@ def generate(model: Any, store: Store, namespace: str, ids: Sequence[int], quest
     from the store; returns the generated ids after the question."""
     import torch
     cache, prefix = build_cache(model, store, namespace, ids)
-    q = _ids(question_ids, prefix.device, "question_ids")
+    q = as_id_tensor(question_ids, prefix.device, "question_ids")
     input_ids = torch.cat([prefix, q], dim=1)
     generate_kwargs[cache_kwarg(model)] = cache
     out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), **generate_kwargs)

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
-import weakref
 from typing import Any, NamedTuple, Optional, Union
 
 import numpy as np
 
 from ._ffi import as_int, check, cpath, device_index, ffi, lib, pystr
 from .arrays import as_int_array, fp8_bytes, fp8_quantized
-from .errors import InvalidArgumentError
 from .geometry import DType, Geometry
+from .handle import Handle
 from .layout import KVLayout
 from .tokenizer import Tokenizer
 
@@ -51,10 +49,11 @@ class ForwardResult(NamedTuple):
 _NP = {DType.F32: np.float32, DType.F16: np.float16, DType.BF16: np.uint16}
 
 
-class Model:
+class Model(Handle):
     """A model loaded by the library (read-only; forward is safe from many
-    threads at once). ``close()`` or ``with`` frees it, as does garbage
-    collection.
+    threads at once). ``close()`` or ``with`` frees it, after the engines
+    made on it, as does garbage collection, with the locking rule of
+    ``Handle``.
 
     device (None: the host only) also uploads the weights to that CUDA device
     in bf16, for an Engine on it, using at most device_budget_bytes of its
@@ -64,9 +63,7 @@ class Model:
     def __init__(self, path: Union[str, "os.PathLike[str]"], *, n_threads: int = 0,
                  device: Optional[int] = None, device_budget_bytes: int = 0,
                  device_max_tokens: int = 0) -> None:
-        self._ptr = None
-        self._lock = threading.Lock()
-        self._engines: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._init_handle()
         opts = ffi.new("infs_model_options *")
         check(lib.infs_model_options_init(opts, lib.INFS_MODEL_OPTIONS_VERSION))
         opts.n_threads = as_int(n_threads, "n_threads", "uint32")
@@ -75,45 +72,23 @@ class Model:
         opts.device_max_tokens = as_int(device_max_tokens, "device_max_tokens", "uint32")
         out = ffi.new("infs_model **")
         check(lib.infs_model_load(out, cpath(path), opts))
-        self._ptr = ffi.gc(out[0], lib.infs_model_free)
+        ptr = self._adopt(out[0], lib.infs_model_free)
         info = ffi.new("infs_model_info *")
         info.version = lib.INFS_MODEL_INFO_VERSION
-        check(lib.infs_model_info_get(info, self._ptr))
+        check(lib.infs_model_info_get(info, ptr))
         self.info = ModelInfo(pystr(info.architecture), *(int(getattr(info, f.name))
                                                           for f in dataclasses.fields(ModelInfo)[1:]))
-        tok = lib.infs_model_tokenizer(self._ptr)
+        tok = lib.infs_model_tokenizer(ptr)
         self.tokenizer: Optional[Tokenizer] = None if tok == ffi.NULL else Tokenizer._borrowed(tok, self)
 
-    @property
-    def closed(self) -> bool:
-        return self._ptr is None
-
-    def close(self) -> None:
-        """Frees the model (and its tokenizer), after closing the engines on
-        it. Idempotent; no other thread may be using it."""
-        for engine in list(self._engines):
-            engine.close()
-        with self._lock:
-            ptr, self._ptr = self._ptr, None
-        if ptr is not None:
-            ffi.release(ptr)
-
-    def __enter__(self) -> "Model":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    @property
-    def _p(self):
-        if self._ptr is None:
-            raise InvalidArgumentError("model is closed", lib.INFS_EINVAL)
-        return self._ptr
+    def _what(self) -> str:
+        return "model"
 
     def geometry(self, kv_dtype: Union[DType, str] = DType.F32, embed_dim: int = 0) -> Geometry:
         """The geometry of the model's KV, for Store.create."""
         g = ffi.new("infs_geometry *")
-        check(lib.infs_model_geometry(g, self._p, int(DType.coerce(kv_dtype))))
+        with self._use() as p:
+            check(lib.infs_model_geometry(g, p, int(DType.coerce(kv_dtype))))
         geo = Geometry._from_c(g)
         geo.embed_dim = as_int(embed_dim, "embed_dim", "uint32")
         return geo
@@ -122,7 +97,8 @@ class Model:
         """Architecture, weight, tokenizer and template hashes and KV dtype: the
         identity string for Store.create."""
         out = ffi.new("char **")
-        check(lib.infs_model_identity(out, self._p, int(DType.coerce(kv_dtype))))
+        with self._use() as p:
+            check(lib.infs_model_identity(out, p, int(DType.coerce(kv_dtype))))
         try:
             return pystr(out[0])
         finally:
@@ -181,8 +157,9 @@ class Model:
                 k, v = np.zeros(shape, _NP[dt]), np.zeros(shape, _NP[dt])
             k_p, v_p = ffi.from_buffer(k), ffi.from_buffer(v)
         tok_p = ffi.cast("const int32_t *", ffi.from_buffer(tok)) if n else ffi.NULL
-        check(lib.infs_model_forward(ffi.cast("float *", ffi.from_buffer(logits)), k_p, v_p, self._p,
-                                     tok_p, pos_p, n, opts))
+        with self._use() as p:
+            check(lib.infs_model_forward(ffi.cast("float *", ffi.from_buffer(logits)), k_p, v_p, p,
+                                         tok_p, pos_p, n, opts))
         return ForwardResult(logits if all_logits else logits[0], k, v)
 
     def capture(self, tokens: Any, context: Any = None, kv_dtype: Union[DType, str] = DType.F32):

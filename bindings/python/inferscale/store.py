@@ -7,17 +7,17 @@ import contextlib
 import dataclasses
 import json
 import os
-import threading
-import weakref
-from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Union, overload
+from typing import Any, List, NamedTuple, Optional, Sequence, Union, overload
 
 import numpy as np
 
 from ._ffi import as_int, check, cpath, cstr, ffi, lib, pystr
 from .arrays import as_float32_vectors, as_int_array, host_kv, kv_from_c
+from .capture import capture_kv
 from .embedders import Embedder
 from .errors import InvalidArgumentError
 from .geometry import Backend, DType, Geometry, Metric, SyncMode, Tier
+from .handle import Handle
 from .layout import KVLayout
 from .model import Model
 
@@ -90,13 +90,14 @@ def _ns(namespace: str):
     return cstr(namespace, "namespace")
 
 
-class Store:
+class Store(Handle):
     """A fact store file bound to one model geometry and identity.
 
     ``Store.create(path, geometry, identity)`` makes a new store (or opens an
     existing one after checking both); ``Store(path)`` opens one. A store is
     safe to share between threads; close it with ``close()`` or a ``with``
-    block (it is also closed when garbage collected). A second writer on the
+    block (it is also closed when garbage collected), with the locking rule
+    of ``Handle``: close waits for the calls in flight. A second writer on the
     same file raises BusyError. ``device`` is the CUDA device of the store's
     device copy, -1 for none. With a device copy, fact KV lives in tiers
     (docs/cuda.md, "Tiers"): the device within ``device_budget_bytes``,
@@ -109,11 +110,7 @@ class Store:
                  sync: Union[SyncMode, str] = SyncMode.FULL, device: int = -1,
                  device_budget_bytes: int = 0, faiss_index: Optional[str] = None,
                  faiss_min_facts: Optional[int] = None, host_budget_bytes: int = 0) -> None:
-        self._ptr = None
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._users = 0
-        self._dependents: "weakref.WeakSet[Any]" = weakref.WeakSet()  # Searchers and Injectors
+        self._init_handle()  # its dependents: the Searchers and Injectors made on it
         c_path = cpath(path)
         self.path = os.fsdecode(path)
         opts = ffi.new("infs_store_options *")
@@ -141,7 +138,7 @@ class Store:
             opts.faiss_min_facts = as_int(faiss_min_facts, "faiss_min_facts", "uint64")
         out = ffi.new("infs_store **")
         check(lib.infs_store_open(out, c_path, opts))
-        self._ptr = ffi.gc(out[0], lib.infs_store_close)
+        self._adopt(out[0], lib.infs_store_close)
         self._geometry = self._read_geometry()
 
     @classmethod
@@ -155,45 +152,14 @@ class Store:
         """Opens an existing store (NotFoundError if there is none)."""
         return cls(path, **kwargs)
 
-    # Lifetime: calls in flight hold a use count; close() waits for them, so
-    # infs_store_close never runs under another thread's call, and runs once.
-
-    @contextlib.contextmanager
-    def _use(self) -> Iterator[Any]:
-        with self._lock:
-            if self._ptr is None:
-                raise InvalidArgumentError(f"store {self.path!r} is closed", lib.INFS_EINVAL)
-            self._users += 1
-            ptr = self._ptr
-        try:
-            yield ptr
-        finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0:
-                    self._idle.notify_all()
+    def _what(self) -> str:
+        return f"store {self.path!r}"
 
     def close(self) -> None:
-        """Flushes (per the sync mode) and closes the store, after closing the
-        Searchers and Injectors made on it. Idempotent."""
-        with self._lock:
-            ptr, self._ptr = self._ptr, None
-            while ptr is not None and self._users:
-                self._idle.wait()
-        if ptr is not None:
-            for d in list(self._dependents):
-                d.close()
-            ffi.release(ptr)  # runs infs_store_close now and disarms the GC's call
-
-    @property
-    def closed(self) -> bool:
-        return self._ptr is None
-
-    def __enter__(self) -> "Store":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        """Flushes (per the sync mode) and closes the store, after the calls
+        in flight and after closing the Searchers and Injectors made on it.
+        Idempotent."""
+        super().close()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else self._geometry.kv_dtype.name.lower()
@@ -292,8 +258,7 @@ class Store:
             # fp8 is quantized by put from the model's float32
             k, v = model.capture(tokens, context, kv_dtype=DType.F32 if kv_dtype == DType.FP8_E4M3 else kv_dtype)
         else:
-            from . import hf
-            k, v = hf.capture_kv(model, tokens, context)
+            k, v = capture_kv(model, tokens, context)
         return self.put(namespace, tokens, k, v, embedding, segment=segment, **put_kwargs)
 
     def encode_texts(self, namespace: str, model: Any, texts: Sequence[str], *, embedder: Any = None,
@@ -351,18 +316,18 @@ class Store:
             ctx = _keep(alive, as_int_array(context, "context", "int32"))
             o.context = ffi.cast("const int32_t *", ffi.from_buffer(ctx)) if ctx.size else ffi.NULL
             o.n_context = ctx.shape[0]
-        if embedder is not None:
-            if not isinstance(embedder, Embedder):
-                raise TypeError(f"embedder must be an inferscale.Embedder, not {type(embedder).__name__}")
-            o.embedder = embedder._p
+        if embedder is not None and not isinstance(embedder, Embedder):
+            raise TypeError(f"embedder must be an inferscale.Embedder, not {type(embedder).__name__}")
         raised: List[BaseException] = []
         if progress is not None:
             o.progress = _keep(alive, _progress_callback(progress, raised))
         ids = np.zeros(max(n, 1), np.uint64)
         cns = _ns(namespace)
-        with self._use() as p:
-            status = lib.infs_fact_encode(ffi.cast("uint64_t *", ffi.from_buffer(ids)), p, cns, model._p,
-                                          facts, n, o)
+        with contextlib.ExitStack() as uses:
+            p, mp = uses.enter_context(self._use()), uses.enter_context(model._use())
+            if embedder is not None:
+                o.embedder = uses.enter_context(embedder._use())
+            status = lib.infs_fact_encode(ffi.cast("uint64_t *", ffi.from_buffer(ids)), p, cns, mp, facts, n, o)
         if raised:
             raise raised[0]
         check(status)

@@ -4,15 +4,14 @@ tokenizer.json, and chat prompt rendering."""
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any, Dict, Sequence, Union
 
 import numpy as np
 
 from ._ffi import as_int, check, cpath, cstr, ffi, lib
 from .arrays import as_int_array
-from .errors import InvalidArgumentError
 from .geometry import _NamedEnum
+from .handle import Handle
 
 __all__ = ["Tokenizer", "ChatFormat"]
 
@@ -52,18 +51,18 @@ def _messages(messages: Sequence[Union[Dict[str, str], Any]]):
     return arr, keep
 
 
-class Tokenizer:
+class Tokenizer(Handle):
     """A tokenizer loaded from a .gguf model file, a tokenizer.json, or a
     directory holding tokenizer.json (and tokenizer_config.json). Immutable
     and safe to share between threads; ``close()`` or ``with`` frees it, as
-    does garbage collection."""
+    does garbage collection, with the locking rule of ``Handle``. A model's
+    tokenizer (``Model.tokenizer``) belongs to the model and closes with it."""
 
     def __init__(self, path: Union[str, "os.PathLike[str]"]) -> None:
-        self._ptr = None
-        self._lock = threading.Lock()
+        self._init_handle()
         out = ffi.new("infs_tokenizer **")
         check(lib.infs_tokenizer_load(out, cpath(path)))
-        self._ptr = ffi.gc(out[0], lib.infs_tokenizer_free)
+        self._adopt(out[0], lib.infs_tokenizer_free)
 
     load = classmethod(lambda cls, path: cls(path))
 
@@ -71,50 +70,37 @@ class Tokenizer:
     def _borrowed(cls, ptr: Any, owner: Any) -> "Tokenizer":
         """A tokenizer owned by another object (a Model), kept alive by it."""
         tok = cls.__new__(cls)
-        tok._lock = threading.Lock()
-        tok._ptr = ptr
-        tok._owner = owner
+        tok._init_handle(owner)
+        tok._adopt(ptr, None)
         return tok
 
-    def close(self) -> None:
-        """Frees the tokenizer. Idempotent; no other thread may be using it."""
-        with self._lock:
-            ptr, self._ptr = self._ptr, None
-        if ptr is not None and getattr(self, "_owner", None) is None:
-            ffi.release(ptr)
+    def _what(self) -> str:
+        return "tokenizer"
 
-    def __enter__(self) -> "Tokenizer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    @property
-    def _p(self):
-        owner = getattr(self, "_owner", None)
-        if self._ptr is None or (owner is not None and owner.closed):
-            raise InvalidArgumentError("tokenizer is closed", lib.INFS_EINVAL)
-        return self._ptr
+    def _call(self, fn: Any, *args: Any) -> Any:
+        """fn(pointer, *args) under _use."""
+        with self._use() as p:
+            return fn(p, *args)
 
     @property
     def bos(self) -> int:
         """Beginning-of-sequence token, -1 when the model has none."""
-        return int(lib.infs_tokenizer_bos(self._p))
+        return int(self._call(lib.infs_tokenizer_bos))
 
     @property
     def eos(self) -> int:
         """End-of-sequence token, -1 when the model has none."""
-        return int(lib.infs_tokenizer_eos(self._p))
+        return int(self._call(lib.infs_tokenizer_eos))
 
     @property
     def vocab_size(self) -> int:
-        return int(lib.infs_tokenizer_vocab_size(self._p))
+        return int(self._call(lib.infs_tokenizer_vocab_size))
 
     def __len__(self) -> int:
         return self.vocab_size
 
     def is_special(self, token: int) -> bool:
-        return bool(lib.infs_tokenizer_is_special(self._p, as_int(token, "token", "int32")))
+        return bool(self._call(lib.infs_tokenizer_is_special, as_int(token, "token", "int32")))
 
     def encode(self, text: Union[str, bytes], *, add_special: bool = False,
                parse_special: bool = False) -> np.ndarray:
@@ -130,9 +116,9 @@ class Tokenizer:
         flags = ((lib.INFS_TOKENIZE_ADD_SPECIAL if add_special else 0)
                  | (lib.INFS_TOKENIZE_PARSE_SPECIAL if parse_special else 0))
         src = ffi.from_buffer(data)
-        p = self._p
-        buf, n = _sized(lambda out, cap, n_out: lib.infs_tokenize(p, src, len(data), flags, out, cap, n_out),
-                        lambda cap: ffi.new("infs_token[]", cap), len(data) + 8)
+        with self._use() as p:
+            buf, n = _sized(lambda out, cap, n_out: lib.infs_tokenize(p, src, len(data), flags, out, cap, n_out),
+                            lambda cap: ffi.new("infs_token[]", cap), len(data) + 8)
         return np.frombuffer(ffi.buffer(buf, 4 * n), dtype=np.int32).copy()
 
     def _tokens(self, tokens: Any):
@@ -143,9 +129,9 @@ class Tokenizer:
         """The exact bytes the tokens stand for."""
         arr, ptr = self._tokens(tokens)
         flags = lib.INFS_DETOKENIZE_SKIP_SPECIAL if skip_special else 0
-        p = self._p
-        buf, n = _sized(lambda out, cap, n_out: lib.infs_detokenize(p, ptr, arr.size, flags, out, cap, n_out),
-                        lambda cap: ffi.new("char[]", cap), 8 * arr.size + 16)
+        with self._use() as p:
+            buf, n = _sized(lambda out, cap, n_out: lib.infs_detokenize(p, ptr, arr.size, flags, out, cap, n_out),
+                            lambda cap: ffi.new("char[]", cap), 8 * arr.size + 16)
         return ffi.buffer(buf, n)[:]
 
     def decode(self, tokens: Any, *, skip_special: bool = False) -> str:
@@ -154,10 +140,10 @@ class Tokenizer:
 
     def piece(self, token: int) -> bytes:
         """The bytes of one token."""
-        p = self._p
         token = as_int(token, "token", "int32")
-        buf, n = _sized(lambda out, cap, n_out: lib.infs_token_to_piece(p, token, out, cap, n_out),
-                        lambda cap: ffi.new("char[]", cap), 64)
+        with self._use() as p:
+            buf, n = _sized(lambda out, cap, n_out: lib.infs_token_to_piece(p, token, out, cap, n_out),
+                            lambda cap: ffi.new("char[]", cap), 64)
         return ffi.buffer(buf, n)[:]
 
     @property
@@ -165,7 +151,7 @@ class Tokenizer:
         """The format of the tokenizer's chat template (CHATML when it has none);
         UnsupportedError for a template of no known format."""
         out = ffi.new("infs_chat_format *")
-        check(lib.infs_chat_format_detect(self._p, out))
+        check(self._call(lib.infs_chat_format_detect, out))
         return ChatFormat(int(out[0]))
 
     def render_chat(self, messages: Sequence[Dict[str, str]], *,
@@ -176,11 +162,11 @@ class Tokenizer:
         arr, keep = _messages(messages)
         fmt = int(ChatFormat.coerce(format))
         flags = lib.INFS_CHAT_ADD_GENERATION_PROMPT if add_generation_prompt else 0
-        p = self._p
-        buf, n = _sized(lambda out, cap, n_out: lib.infs_chat_render(p, fmt, arr, len(messages), flags,
-                                                                     out, cap, n_out),
-                        lambda cap: ffi.new("char[]", cap), 256 + sum(len(m["content"]) for m in messages
-                                                                      if isinstance(m, dict)) * 2)
+        with self._use() as p:
+            buf, n = _sized(lambda out, cap, n_out: lib.infs_chat_render(p, fmt, arr, len(messages), flags,
+                                                                         out, cap, n_out),
+                            lambda cap: ffi.new("char[]", cap), 256 + sum(len(m["content"]) for m in messages
+                                                                          if isinstance(m, dict)) * 2)
         del keep
         return ffi.buffer(buf, n)[:].decode("utf-8", "replace")
 
@@ -191,9 +177,9 @@ class Tokenizer:
         arr, keep = _messages(messages)
         fmt = int(ChatFormat.coerce(format))
         flags = lib.INFS_CHAT_ADD_GENERATION_PROMPT if add_generation_prompt else 0
-        p = self._p
-        buf, n = _sized(lambda out, cap, n_out: lib.infs_chat_tokenize(p, fmt, arr, len(messages), flags,
-                                                                       out, cap, n_out),
-                        lambda cap: ffi.new("infs_token[]", cap), 512)
+        with self._use() as p:
+            buf, n = _sized(lambda out, cap, n_out: lib.infs_chat_tokenize(p, fmt, arr, len(messages), flags,
+                                                                           out, cap, n_out),
+                            lambda cap: ffi.new("infs_token[]", cap), 512)
         del keep
         return np.frombuffer(ffi.buffer(buf, 4 * n), dtype=np.int32).copy()
