@@ -1,5 +1,6 @@
-/* Shared by the CPU benchmarks, which see only the public API: clocks, the
- * CPU's name, where the test models are, and a whole file read. */
+/* Shared by the benchmarks, CPU and GPU, which see the public API: clocks,
+ * stopping at a failed call, the CPU's name, where the test models are, and
+ * a whole file read. */
 #ifndef INFS_BENCH_COMMON_H
 #define INFS_BENCH_COMMON_H
 
@@ -8,12 +9,38 @@
 #include <string.h>
 #include <time.h>
 
+#include "inferscale/inferscale.h"
+
 /* Seconds on clock id (CLOCK_MONOTONIC: wall; CLOCK_PROCESS_CPUTIME_ID: CPU). */
 static inline double bench_clock(clockid_t id)
 {
 	struct timespec ts;
 	clock_gettime(id, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The monotonic clock in milliseconds and in microseconds. */
+static inline double bench_now_ms(void)
+{
+	return bench_clock(CLOCK_MONOTONIC) * 1e3;
+}
+
+static inline double bench_now_us(void)
+{
+	return bench_clock(CLOCK_MONOTONIC) * 1e6;
+}
+
+/* Stops the benchmark after a failed call what, with the library's message. */
+static inline void bench_die(const char *what)
+{
+	fprintf(stderr, "%s: %s\n", what, infs_error_last());
+	exit(1);
+}
+
+static inline void bench_ok(int rc, const char *what)
+{
+	if (rc)
+		bench_die(what);
 }
 
 /* The CPU's model name from /proc/cpuinfo, "unknown" without one; cut at a

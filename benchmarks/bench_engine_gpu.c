@@ -44,27 +44,13 @@
 #include "inferscale/inferscale.h"
 
 #include "../tests/cache_path.h"
+#include "bench_common.h"
 #include "bench_gpu.h"
 #include "bench_llama3.h"
 #include "model/model.h"
 #include "util/splitmix.h"
 
 enum { N_FACTS = 1000, FACT = 24, MAX_T = 8192, N_CTX = 8192, BATCH = 32, ANSWER = 32, WARMUP = 3, RUNS = 10 };
-
-static void ok(int rc, const char *what)
-{
-	if (rc) {
-		fprintf(stderr, "%s: %s\n", what, infs_error_last());
-		exit(1);
-	}
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static double median_d(double *v, int n)
 {
@@ -102,7 +88,7 @@ int main(int argc, char **argv)
 	cache_path(tpath, sizeof tpath, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
 	cache_path(epath, sizeof epath, "minilm");
 	infs_tokenizer *tok = NULL;
-	ok(infs_tokenizer_load(&tok, tpath), "SmolLM2's tokenizer");
+	bench_ok(infs_tokenizer_load(&tok, tpath), "SmolLM2's tokenizer");
 	infs_embedder *emb = NULL;
 	infs_embedder_options eo = INFS_EMBEDDER_OPTIONS_INIT;
 	eo.device = 0;
@@ -110,13 +96,13 @@ int main(int argc, char **argv)
 	if (infs_embedder_load(&emb, epath, &eo) == INFS_EUNSUPPORTED) {
 		embed_where = "host";
 		eo.device = -1;
-		ok(infs_embedder_load(&emb, epath, &eo), "the embedder");
+		bench_ok(infs_embedder_load(&emb, epath, &eo), "the embedder");
 	} else if (!emb) {
-		ok(1, "the embedder");
+		bench_ok(1, "the embedder");
 	}
 	const infs__model_config cfg = llama3_8b();
 	infs_model *m = NULL;
-	ok(infs__model_random_device(&m, &cfg, 0, MAX_T, 42), "the random model");
+	bench_ok(infs__model_random_device(&m, &cfg, 0, MAX_T, 42), "the random model");
 	m->tok = tok; /* freed with the model */
 
 	/* The store: a device copy, facts put with one K/V pattern. */
@@ -127,11 +113,11 @@ int main(int argc, char **argv)
 	}
 	snprintf(spath, sizeof spath, "%s/facts.infs", dir);
 	infs_geometry g;
-	ok(infs_model_geometry(&g, m, INFS_DTYPE_BF16), "geometry");
+	bench_ok(infs_model_geometry(&g, m, INFS_DTYPE_BF16), "geometry");
 	const uint32_t dim = infs_embedder_dim(emb);
 	g.embed_dim = dim;
 	char *identity = NULL;
-	ok(infs_model_identity(&identity, m, INFS_DTYPE_BF16), "identity");
+	bench_ok(infs_model_identity(&identity, m, INFS_DTYPE_BF16), "identity");
 	infs_store_options so = INFS_STORE_OPTIONS_INIT;
 	so.flags = INFS_OPEN_CREATE;
 	so.geometry = &g;
@@ -139,7 +125,7 @@ int main(int argc, char **argv)
 	so.sync = INFS_SYNC_OFF;
 	so.device = 0;
 	infs_store *st = NULL;
-	ok(infs_store_open(&st, spath, &so), "the store");
+	bench_ok(infs_store_open(&st, spath, &so), "the store");
 	const size_t kv_elems = (size_t)cfg.n_layers * FACT * cfg.n_kv_heads * cfg.head_dim;
 	uint16_t *kv = malloc(kv_elems * sizeof *kv);
 	uint64_t rng = 11;
@@ -150,7 +136,7 @@ int main(int argc, char **argv)
 		kv[i] = (uint16_t)(bits >> 16);
 	}
 	const size_t tv = infs_tokenizer_vocab_size(tok);
-	double t0 = now_ms();
+	double t0 = bench_now_ms();
 	for (int i = 0; i < N_FACTS; i++) {
 		int32_t ft[FACT];
 		float e[1024];
@@ -166,9 +152,9 @@ int main(int argc, char **argv)
 		infs_fact f = INFS_FACT_INIT;
 		f.n_tokens = FACT, f.tokens = ft, f.embedding = e, f.k = kv, f.v = kv;
 		uint64_t id;
-		ok(infs_fact_put(&id, st, "user", &f), "infs_fact_put");
+		bench_ok(infs_fact_put(&id, st, "user", &f), "infs_fact_put");
 	}
-	fprintf(stderr, "store: %d facts in %.1f s\n", N_FACTS, (now_ms() - t0) / 1e3);
+	fprintf(stderr, "store: %d facts in %.1f s\n", N_FACTS, (bench_now_ms() - t0) / 1e3);
 	free(kv);
 
 	infs_engine_options en = INFS_ENGINE_OPTIONS_INIT;
@@ -178,8 +164,8 @@ int main(int argc, char **argv)
 	en.max_seqs = BATCH;
 	en.n_blocks = 4096;
 	infs_engine *e = NULL;
-	ok(infs_engine_create(&e, m, &en), "the engine");
-	ok(infs_engine_prepare(e, st), "infs_engine_prepare");
+	bench_ok(infs_engine_create(&e, m, &en), "the engine");
+	bench_ok(infs_engine_prepare(e, st), "infs_engine_prepare");
 
 	FILE *out = fopen(argv[1], "w");
 	if (!out) {
@@ -208,11 +194,11 @@ int main(int argc, char **argv)
 				ao.n_fact_ids = 0;
 			}
 			infs_answer *a = NULL, *f = NULL;
-			ok(infs_engine_ask(&a, e, st, emb, "user", q, &ao), "injection");
+			bench_ok(infs_engine_ask(&a, e, st, emb, "user", q, &ao), "injection");
 			ao.full_recompute = 1;
 			ao.fact_ids = a->fact_ids, ao.n_fact_ids = a->n_facts;
 			/* The injection order is best last: the ids are best first. */
-			ok(infs_engine_ask(&f, e, st, emb, "user", q, &ao), "full recompute");
+			bench_ok(infs_engine_ask(&f, e, st, emb, "user", q, &ao), "full recompute");
 			if (f->n_prompt != a->n_prompt) {
 				fprintf(stderr, "full recompute's prompt (%u) is not injection's (%u)\n", f->n_prompt, a->n_prompt);
 				return 1;
@@ -257,9 +243,9 @@ int main(int argc, char **argv)
 			infs_answer *as[BATCH];
 			double best = 1e30;
 			for (int r = 0; r < 3; r++) { /* the first captures the graphs of its shapes */
-				double s = now_ms();
-				ok(infs_engine_ask_batch(as, e, st, emb, "user", qp, BATCH, &ao), "infs_engine_ask_batch");
-				const double w = now_ms() - s;
+				double s = bench_now_ms();
+				bench_ok(infs_engine_ask_batch(as, e, st, emb, "user", qp, BATCH, &ao), "infs_engine_ask_batch");
+				const double w = bench_now_ms() - s;
 				best = w < best ? w : best;
 				uint64_t toks = 0, pos = 0;
 				for (int i = 0; i < BATCH; i++) {
@@ -310,11 +296,11 @@ int main(int argc, char **argv)
 				ao.query_weight = modes[mi].weight;
 				ao.check_layer = modes[mi].check_layer;
 				infs_answer *a = NULL, *f = NULL;
-				ok(infs_engine_ask(&a, e, st, emb, "user", q, &ao), modes[mi].name);
+				bench_ok(infs_engine_ask(&a, e, st, emb, "user", q, &ao), modes[mi].name);
 				ao.prefix_tokens = 0, ao.recompute_ratio = 0, ao.query_weight = 0, ao.check_layer = 0;
 				ao.full_recompute = 1;
 				ao.fact_ids = a->fact_ids, ao.n_fact_ids = a->n_facts;
-				ok(infs_engine_ask(&f, e, st, emb, "user", q, &ao), "full recompute");
+				bench_ok(infs_engine_ask(&f, e, st, emb, "user", q, &ao), "full recompute");
 				if (r >= 0) {
 					rt[0][r] = a->ttft_ms, rt[1][r] = a->prefill_ms;
 					rf[r] = a->embed_ms + a->retrieve_ms + f->inject_ms + f->prefill_ms;
@@ -343,15 +329,15 @@ int main(int argc, char **argv)
 	so.flags = 0;
 	so.device_budget_bytes = 4u << 20;
 	so.host_budget_bytes = 4ull << 30;
-	ok(infs_store_open(&st, spath, &so), "the store on the pinned tier");
-	ok(infs_engine_prepare(e, st), "infs_engine_prepare");
-	ok(infs_prefetch(st, "user"), "infs_prefetch");
-	ok(infs_prefetch(st, INFS_SEGMENT_NAMESPACE), "infs_prefetch");
-	ok(infs_tier_wait(st), "infs_tier_wait");
+	bench_ok(infs_store_open(&st, spath, &so), "the store on the pinned tier");
+	bench_ok(infs_engine_prepare(e, st), "infs_engine_prepare");
+	bench_ok(infs_prefetch(st, "user"), "infs_prefetch");
+	bench_ok(infs_prefetch(st, INFS_SEGMENT_NAMESPACE), "infs_prefetch");
+	bench_ok(infs_tier_wait(st), "infs_tier_wait");
 	infs_tier tier;
-	ok(infs_namespace_tier(&tier, st, "user"), "infs_namespace_tier");
+	bench_ok(infs_namespace_tier(&tier, st, "user"), "infs_namespace_tier");
 	infs_store_stats sst = { .version = INFS_STORE_STATS_VERSION };
-	ok(infs_store_stats_get(&sst, st), "infs_store_stats_get");
+	bench_ok(infs_store_stats_get(&sst, st), "infs_store_stats_get");
 	double ht[5][RUNS], hf[RUNS];
 	for (int r = -WARMUP; r < RUNS; r++) {
 		question(q, sizeof q, qi++);
@@ -359,10 +345,10 @@ int main(int argc, char **argv)
 		ao.generate.max_tokens = 1;
 		ao.k = 50;
 		infs_answer *a = NULL, *f = NULL;
-		ok(infs_engine_ask(&a, e, st, emb, "user", q, &ao), "injection from the pinned tier");
+		bench_ok(infs_engine_ask(&a, e, st, emb, "user", q, &ao), "injection from the pinned tier");
 		ao.full_recompute = 1;
 		ao.fact_ids = a->fact_ids, ao.n_fact_ids = a->n_facts;
-		ok(infs_engine_ask(&f, e, st, emb, "user", q, &ao), "full recompute");
+		bench_ok(infs_engine_ask(&f, e, st, emb, "user", q, &ao), "full recompute");
 		if (r >= 0) {
 			ht[0][r] = a->ttft_ms, ht[1][r] = a->embed_ms, ht[2][r] = a->retrieve_ms;
 			ht[3][r] = a->inject_ms, ht[4][r] = a->prefill_ms;
@@ -371,7 +357,7 @@ int main(int argc, char **argv)
 		infs_answer_free(a);
 		infs_answer_free(f);
 	}
-	ok(infs_namespace_tier(&tier, st, "user"), "infs_namespace_tier");
+	bench_ok(infs_namespace_tier(&tier, st, "user"), "infs_namespace_tier");
 	const parts hp = { median_d(ht[0], RUNS), median_d(ht[1], RUNS), median_d(ht[2], RUNS), median_d(ht[3], RUNS),
 		           median_d(ht[4], RUNS) };
 	const double hfull = median_d(hf, RUNS);

@@ -17,8 +17,8 @@
 #include "inferscale/inferscale.h"
 
 #include "bench_gpu.h"
-#include "kernels.h"
-#include "inject/rope.h"
+#include "inject_kernels.h"
+#include "util/rope.h"
 #include "util/splitmix.h"
 
 enum { LAYERS = 32, HEADS = 8, DIM = 128, TOKENS = 24, FACTS = 800, BLOCKS = 4096, BS = 16, SETS = 8 };

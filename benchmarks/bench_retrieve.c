@@ -23,7 +23,7 @@
 #include <math.h>
 
 #include "bench_gpu.h"
-#include "kernels.h"
+#include "retrieve_kernels.h"
 
 enum { DIMS = 384, K = 10 };
 

@@ -26,23 +26,11 @@
 
 #include "inferscale/inferscale.h"
 
+#include "bench_common.h"
 #include "bench_gpu.h"
 #include "bench_llama3.h"
 
 enum { DIMS = 384, K = 10, MAX_Q = 32, REPS = 200 };
-
-static double now_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static void die(const char *what)
-{
-	fprintf(stderr, "%s: %s\n", what, infs_error_last());
-	exit(1);
-}
 
 static uint64_t rng = 1;
 
@@ -62,7 +50,7 @@ static infs_store *make_store(const char *path, uint32_t n)
 	so.flags = INFS_OPEN_CREATE, so.geometry = &g, so.identity = "bench", so.sync = INFS_SYNC_OFF;
 	infs_store *st;
 	if (infs_store_open(&st, path, &so))
-		die("infs_store_open");
+		bench_die("infs_store_open");
 	float emb[DIMS];
 	uint16_t kv[2] = {0, 0};
 	int32_t tok = 0;
@@ -73,13 +61,13 @@ static infs_store *make_store(const char *path, uint32_t n)
 		f.n_tokens = 1, f.tokens = &tok, f.embedding = emb, f.k = kv, f.v = kv;
 		uint64_t id;
 		if (infs_fact_put(&id, st, "user", &f))
-			die("infs_fact_put");
+			bench_die("infs_fact_put");
 	}
 	infs_store_close(st);
 	so.flags = 0;
 	so.device = 0;
 	if (infs_store_open(&st, path, &so))
-		die("infs_store_open with a device copy");
+		bench_die("infs_store_open with a device copy");
 	return st;
 }
 
@@ -97,7 +85,7 @@ typedef struct search {
 static void device_call(search *c)
 {
 	if (infs_retrieve_device(c->s, "user", c->dq, c->nq, K, c->dh, c->dc, c->stream))
-		die("infs_retrieve_device");
+		bench_die("infs_retrieve_device");
 }
 
 static void host_call(search *c)
@@ -107,7 +95,7 @@ static void host_call(search *c)
 	infs_retrieve_options o = INFS_RETRIEVE_OPTIONS_INIT;
 	o.backend = INFS_BACKEND_CUDA;
 	if (infs_retrieve(hits, n, c->st, "user", c->q, c->nq, K, &o))
-		die("infs_retrieve");
+		bench_die("infs_retrieve");
 }
 
 /* The median of reps wall times of f(c) (with a wait when sync). */
@@ -118,11 +106,11 @@ static float wall_us(void (*f)(search *), search *c, int sync)
 		f(c);
 	CUDA_OK(cudaStreamSynchronize(c->stream));
 	for (int r = 0; r < REPS; r++) {
-		double t0 = now_us();
+		double t0 = bench_now_us();
 		f(c);
 		if (sync)
 			CUDA_OK(cudaStreamSynchronize(c->stream));
-		t[r] = (float)(now_us() - t0);
+		t[r] = (float)(bench_now_us() - t0);
 	}
 	return median(t, REPS);
 }
@@ -133,11 +121,11 @@ static float queued_us(search *c)
 	float t[9];
 	for (int i = 0; i < 9; i++) {
 		CUDA_OK(cudaStreamSynchronize(c->stream));
-		double t0 = now_us();
+		double t0 = bench_now_us();
 		for (int r = 0; r < REPS; r++)
 			device_call(c);
 		CUDA_OK(cudaStreamSynchronize(c->stream));
-		t[i] = (float)((now_us() - t0) / REPS);
+		t[i] = (float)((bench_now_us() - t0) / REPS);
 	}
 	return median(t, 9);
 }
@@ -180,11 +168,11 @@ static float copies_us(search *c, void *pinned)
 	float t[REPS];
 	const size_t up = (size_t)c->nq * DIMS * 4, down = (size_t)c->nq * (K * sizeof(infs_hit) + 4);
 	for (int r = 0; r < REPS; r++) {
-		double t0 = now_us();
+		double t0 = bench_now_us();
 		CUDA_OK(cudaMemcpyAsync(c->dq, pinned, up, cudaMemcpyHostToDevice, c->stream));
 		CUDA_OK(cudaMemcpyAsync(pinned, c->dh, down, cudaMemcpyDeviceToHost, c->stream));
 		CUDA_OK(cudaStreamSynchronize(c->stream));
-		t[r] = (float)(now_us() - t0);
+		t[r] = (float)(bench_now_us() - t0);
 	}
 	/* the queries back as they were */
 	CUDA_OK(cudaMemcpy(c->dq, c->q, (size_t)MAX_Q * DIMS * 4, cudaMemcpyHostToDevice));
@@ -199,7 +187,7 @@ static void search_init(search *c, infs_store *st, const float *q)
 	infs_searcher_options so = INFS_SEARCHER_OPTIONS_INIT;
 	so.max_queries = MAX_Q, so.max_k = K;
 	if (infs_searcher_create(&c->s, st, &so))
-		die("infs_searcher_create");
+		bench_die("infs_searcher_create");
 	CUDA_OK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
 	CUDA_OK(cudaMalloc((void **)&c->dq, (size_t)MAX_Q * DIMS * 4));
 	/* room for the counts beside the hits: copies_us moves both at once */
@@ -256,10 +244,10 @@ static double throughput(infs_store *st, const float *q, int n, int device)
 	for (int i = 0; i < n; i++)
 		pthread_create(&th[i], NULL, thread_run, &t[i]);
 	pthread_barrier_wait(&start);
-	double t0 = now_us();
+	double t0 = bench_now_us();
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
-	double wall = now_us() - t0;
+	double wall = bench_now_us() - t0;
 	for (int i = 0; i < n; i++)
 		search_free(&t[i].c);
 	pthread_barrier_destroy(&start);
@@ -284,13 +272,13 @@ static void inject_host(inj *c)
 	infs_inject_options o = INFS_INJECT_OPTIONS_INIT;
 	o.stream = c->stream;
 	if (infs_inject_into_blocks(&next, c->st, "user", c->ids, INJ_FACTS, 0, c->table, 128, &c->layout, &o))
-		die("infs_inject_into_blocks");
+		bench_die("infs_inject_into_blocks");
 }
 
 static void inject_dev(inj *c)
 {
 	if (infs_inject_device(c->in, "user", c->d_ids, 8, c->d_n, 0, c->d_table, 128, c->d_next, c->d_status, c->stream))
-		die("infs_inject_device");
+		bench_die("infs_inject_device");
 }
 
 static float inj_wall(void (*f)(inj *), inj *c, int sync)
@@ -298,14 +286,14 @@ static float inj_wall(void (*f)(inj *), inj *c, int sync)
 	float t[9];
 	for (int i = 0; i < 9; i++) {
 		CUDA_OK(cudaStreamSynchronize(c->stream));
-		double t0 = now_us();
+		double t0 = bench_now_us();
 		for (int r = 0; r < 20; r++) {
 			f(c);
 			if (sync)
 				CUDA_OK(cudaStreamSynchronize(c->stream));
 		}
 		CUDA_OK(cudaStreamSynchronize(c->stream));
-		t[i] = (float)((now_us() - t0) / 20);
+		t[i] = (float)((bench_now_us() - t0) / 20);
 	}
 	return median(t, 9);
 }
@@ -330,7 +318,7 @@ static void bench_inject(FILE *out, const char *dir)
 	inj c;
 	memset(&c, 0, sizeof c);
 	if (infs_store_open(&c.st, path, &so))
-		die("infs_store_open");
+		bench_die("infs_store_open");
 	const size_t half = (size_t)INJ_TOKENS * infs_geometry_kv_token_bytes(&g);
 	uint16_t *kv = malloc(2 * half);
 	for (size_t i = 0; i < half; i++) { /* K then V: bf16 values of magnitude in [0.5, 1) */
@@ -345,7 +333,7 @@ static void bench_inject(FILE *out, const char *dir)
 		infs_fact fact = INFS_FACT_INIT;
 		fact.n_tokens = INJ_TOKENS, fact.tokens = tokens, fact.embedding = emb, fact.k = kv, fact.v = kv + half / 2;
 		if (infs_fact_put(&c.ids[f], c.st, "user", &fact))
-			die("infs_fact_put");
+			bench_die("infs_fact_put");
 	}
 	free(kv);
 	/* the cache: vLLM's (2, blocks, block, heads, dim) per layer */
@@ -369,7 +357,7 @@ static void bench_inject(FILE *out, const char *dir)
 	infs_injector_options io = INFS_INJECTOR_OPTIONS_INIT;
 	io.max_ids = INJ_FACTS, io.max_tokens = INJ_FACTS * INJ_TOKENS;
 	if (infs_injector_create(&c.in, c.st, lay, &io))
-		die("infs_injector_create");
+		bench_die("infs_injector_create");
 	CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 	uint32_t n = INJ_FACTS;
 	CUDA_OK(cudaMalloc((void **)&c.d_ids, sizeof c.ids));
@@ -442,9 +430,9 @@ int main(int argc, char **argv)
 	int first = 1;
 	for (int a = 0; a < 3; a++) {
 		snprintf(path, sizeof path, "%s/store%d.infs", dir, a);
-		double t0 = now_us();
+		double t0 = bench_now_us();
 		infs_store *st = make_store(path, facts[a]);
-		fprintf(stderr, "store of %u facts made in %.1f s\n", facts[a], (now_us() - t0) / 1e6);
+		fprintf(stderr, "store of %u facts made in %.1f s\n", facts[a], (bench_now_us() - t0) / 1e6);
 		search c;
 		search_init(&c, st, q);
 		for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++) {

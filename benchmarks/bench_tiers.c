@@ -27,26 +27,12 @@
 
 #include "inferscale/inferscale.h"
 
+#include "bench_common.h"
 #include "bench_gpu.h"
 #include "util/splitmix.h"
 
 enum { LAYERS = 32, HEADS = 8, DIM = 128, TOKENS = 24, FACTS = 64, K = 50, BLOCKS = 1024, BS = 16, EMB = 8,
        WARMUP = 3, REPS = 20 };
-
-static void ok(int rc, const char *what)
-{
-	if (rc) {
-		fprintf(stderr, "%s: %s\n", what, infs_error_last());
-		exit(1);
-	}
-}
-
-static double now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 typedef struct bench {
 	infs_store *st;
@@ -71,14 +57,14 @@ static void run_api(bench *b, int rep)
 	uint32_t next;
 	infs_inject_options o = INFS_INJECT_OPTIONS_INIT;
 	o.stream = b->stream;
-	ok(infs_inject_into_blocks(&next, b->st, "user", b->ids + rep % (FACTS - K + 1), K, 0, b->table, BLOCKS,
+	bench_ok(infs_inject_into_blocks(&next, b->st, "user", b->ids + rep % (FACTS - K + 1), K, 0, b->table, BLOCKS,
 	                           &b->layout, &o),
 	   "infs_inject_into_blocks");
 }
 
 static void run_ids(bench *b, int rep)
 {
-	ok(infs_inject_device(b->inj, "user", b->d_ids + rep % (FACTS - K + 1), 8, b->d_n, 0, b->d_table, BLOCKS, NULL,
+	bench_ok(infs_inject_device(b->inj, "user", b->d_ids + rep % (FACTS - K + 1), 8, b->d_n, 0, b->d_table, BLOCKS, NULL,
 	                      b->d_status, b->stream),
 	   "infs_inject_device");
 }
@@ -97,10 +83,10 @@ static double wall_us(void (*run)(bench *, int), bench *b)
 		run(b, i);
 	CUDA_OK(cudaStreamSynchronize(b->stream));
 	for (int i = 0; i < REPS; i++) {
-		double t0 = now_us();
+		double t0 = bench_now_us();
 		run(b, i);
 		CUDA_OK(cudaStreamSynchronize(b->stream));
-		t[i] = (float)(now_us() - t0);
+		t[i] = (float)(bench_now_us() - t0);
 	}
 	return median(t, REPS);
 }
@@ -119,7 +105,7 @@ static infs_store *make_store(const char *path, infs_dtype dtype, uint64_t budge
 	so.device = 0, so.device_budget_bytes = budget, so.host_budget_bytes = host_budget;
 	unlink(path);
 	infs_store *st;
-	ok(infs_store_open(&st, path, &so), "infs_store_open");
+	bench_ok(infs_store_open(&st, path, &so), "infs_store_open");
 	infs_geometry gf = g;
 	gf.kv_dtype = INFS_DTYPE_F32;
 	const size_t elems = (size_t)TOKENS * infs_geometry_kv_token_bytes(&gf) / 4;
@@ -129,20 +115,20 @@ static infs_store *make_store(const char *path, infs_dtype dtype, uint64_t budge
 	uint64_t rng = 7;
 	for (size_t i = 0; i < elems; i++)
 		x[i] = (float)((int64_t)(infs__splitmix64(&rng) % 2001) - 1000) / 1000.0f;
-	ok(infs_kv_convert(k, dtype, x, INFS_DTYPE_F32, &g, TOKENS), "infs_kv_convert");
-	ok(infs_kv_convert(v, dtype, x, INFS_DTYPE_F32, &g, TOKENS), "infs_kv_convert");
+	bench_ok(infs_kv_convert(k, dtype, x, INFS_DTYPE_F32, &g, TOKENS), "infs_kv_convert");
+	bench_ok(infs_kv_convert(v, dtype, x, INFS_DTYPE_F32, &g, TOKENS), "infs_kv_convert");
 	int32_t tok[TOKENS] = { 0 };
 	float emb[EMB] = { 1 };
 	for (int i = 0; i < FACTS; i++) {
 		infs_fact f = INFS_FACT_INIT;
 		f.n_tokens = TOKENS, f.tokens = tok, f.embedding = emb, f.k = k, f.v = v;
-		ok(infs_fact_put(&ids[i], st, "user", &f), "infs_fact_put");
+		bench_ok(infs_fact_put(&ids[i], st, "user", &f), "infs_fact_put");
 	}
 	free(x), free(k), free(v);
-	ok(infs_prefetch(st, "user"), "infs_prefetch");
-	ok(infs_tier_wait(st), "infs_tier_wait");
+	bench_ok(infs_prefetch(st, "user"), "infs_prefetch");
+	bench_ok(infs_tier_wait(st), "infs_tier_wait");
 	infs_tier t;
-	ok(infs_namespace_tier(&t, st, "user"), "infs_namespace_tier");
+	bench_ok(infs_namespace_tier(&t, st, "user"), "infs_namespace_tier");
 	if (t != want) {
 		fprintf(stderr, "the store's facts are in tier %d, not %d\n", (int)t, (int)want);
 		exit(1);
@@ -247,7 +233,7 @@ int main(int argc, char **argv)
 			if (tier < 2) { /* device ids: the device tier, and pinned memory through the mapping */
 				infs_injector_options io = INFS_INJECTOR_OPTIONS_INIT;
 				io.max_ids = K, io.max_tokens = K * TOKENS;
-				ok(infs_injector_create(&b.inj, b.st, lay, &io), "infs_injector_create");
+				bench_ok(infs_injector_create(&b.inj, b.st, lay, &io), "infs_injector_create");
 				CUDA_OK(cudaMemcpy(b.d_ids, b.ids, FACTS * 8, cudaMemcpyHostToDevice));
 				const double ids_us = wall_us(run_ids, &b);
 				int32_t status = 0;

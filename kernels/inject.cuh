@@ -21,6 +21,7 @@
 #include <cuda_fp8.h>
 
 #include "common.cuh"
+#include "inject_kernels.h"
 
 namespace infs {
 

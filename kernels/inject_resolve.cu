@@ -3,6 +3,7 @@
  * checks every limit and writes the counts the injection kernel reads,
  * zero on any error so that nothing is written. */
 #include "common.cuh"
+#include "inject_kernels.h"
 
 namespace {
 

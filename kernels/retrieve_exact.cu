@@ -7,6 +7,8 @@
 #include <atomic>
 
 #include "common.cuh"
+#include "retrieve_kernels.h"
+#include "rows_kernels.h"
 
 namespace {
 

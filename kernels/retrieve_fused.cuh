@@ -55,6 +55,7 @@
 #define INFS_KERNELS_RETRIEVE_FUSED_CUH
 
 #include "topk.cuh"
+#include "retrieve_kernels.h"
 
 namespace infs::fused {
 

@@ -2,6 +2,7 @@
  * K pointers rewritten in place, so that the arrays a captured graph reads
  * stay where they are. */
 #include "common.cuh"
+#include "rows_kernels.h"
 
 namespace {
 

@@ -17,6 +17,7 @@
 #define INFS_KERNELS_TOPK_CUH
 
 #include "common.cuh"
+#include "retrieve_kernels.h"
 
 namespace infs {
 

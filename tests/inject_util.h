@@ -12,7 +12,7 @@
 #include "test_util.h"
 #include "util/dtype.h"
 #include "inject/inject.h"
-#include "inject/rope.h"
+#include "util/rope.h"
 
 /* One record with its own K and V buffers (pre-RoPE, store dtype). */
 typedef struct test_rec {

@@ -11,7 +11,7 @@
 
 #include "check.h"
 #include "inferscale/model.h"
-#include "inject/rope.h"
+#include "util/rope.h"
 
 static inline infs_model_info model_info(const infs_model *m)
 {

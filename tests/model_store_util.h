@@ -1,6 +1,7 @@
 /* What the tests on the real models share: SmolLM2 and the embedder
  * loaded from the cache, a new store for the model's facts, facts encoded
- * after the engine's header. */
+ * after the engine's header, and the engine tests' setting of all three
+ * with the example memory (smollm2_memory). */
 #ifndef INFS_TEST_MODEL_STORE_UTIL_H
 #define INFS_TEST_MODEL_STORE_UTIL_H
 
@@ -107,6 +108,28 @@ static inline int read_facts(const char *path, char **texts, char **rendered, in
 	}
 	fclose(f);
 	return got;
+}
+
+/* The setting of the engine tests on SmolLM2: the models loaded (*m,
+ * *emb), a new store (*st) for them with f16 KV, maya.infs in the scratch
+ * folder name (its path in path), and, when facts is not NULL, the first
+ * n_facts facts of that JSONL file (examples/memory/facts.jsonl) read into
+ * texts and rendered (read_facts). 0, a failed check recorded, when any of
+ * it is missing. */
+static inline int smollm2_memory(infs_model **m, infs_embedder **emb, infs_store **st, char *path, size_t n,
+                                 const char *name, const char *facts, char **texts, char **rendered, int n_facts)
+{
+	*st = NULL;
+	if (!load_smollm2(m, emb))
+		return 0;
+	if (facts) {
+		const int got = read_facts(facts, texts, rendered, n_facts);
+		CHECK(got == n_facts);
+		if (got != n_facts)
+			return 0;
+	}
+	*st = model_store_create(*m, INFS_DTYPE_F16, infs_embedder_dim(*emb), name, "maya.infs", path, n);
+	return *st != NULL;
 }
 
 #endif

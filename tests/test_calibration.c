@@ -70,18 +70,14 @@ static infs_answer *ask(infs_engine *e, infs_store *st, const uint64_t *best_fir
 int main(int argc, char **argv)
 {
 	CHECK(argc == 2);
-	char spath[600];
+	char spath[600], *texts[N_FACTS], *rendered[N_FACTS];
 	infs_model *m;
 	infs_embedder *emb;
-	if (!load_smollm2(&m, &emb))
+	infs_store *st;
+	if (!smollm2_memory(&m, &emb, &st, spath, sizeof spath, "calibration", argv[1], texts, rendered, N_FACTS))
 		CHECK_DONE();
-	char *texts[N_FACTS], *rendered[N_FACTS];
-	const int nf = read_facts(argv[1], texts, rendered, N_FACTS);
-	CHECK(nf == N_FACTS);
-	infs_store *st = model_store_create(m, INFS_DTYPE_F16, infs_embedder_dim(emb), "calibration", "maya.infs", spath,
-	                                    sizeof spath);
 	infs_engine *e = host_engine_f16(m, 1024);
-	if (nf != N_FACTS || !st || !e)
+	if (!e)
 		CHECK_DONE();
 	CHECK_OK(infs_engine_prepare(e, st));
 	uint64_t ids[N_FACTS];
@@ -149,7 +145,7 @@ int main(int argc, char **argv)
 		infs_answer_free(all[i]);
 	free(plain);
 	free(cal_hand);
-	for (int i = 0; i < nf; i++) {
+	for (int i = 0; i < N_FACTS; i++) {
 		free(texts[i]);
 		infs_free(rendered[i]);
 	}

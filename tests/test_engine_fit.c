@@ -38,12 +38,11 @@ int main(void)
 	char spath[600];
 	infs_model *m;
 	infs_embedder *emb;
-	if (!load_smollm2(&m, &emb))
+	infs_store *st;
+	if (!smollm2_memory(&m, &emb, &st, spath, sizeof spath, "engine-fit", NULL, NULL, NULL, 0))
 		CHECK_DONE();
-	infs_store *st = model_store_create(m, INFS_DTYPE_F16, infs_embedder_dim(emb), "engine-fit", "maya.infs", spath,
-	                                    sizeof spath);
 	infs_engine *e = host_engine_f16(m, 1024);
-	if (!st || !e)
+	if (!e)
 		CHECK_DONE();
 	CHECK_OK(infs_engine_prepare(e, st));
 

@@ -70,16 +70,12 @@ static int compare(infs_engine *eb, infs_engine *e, infs_store *st, const infs_e
 int main(int argc, char **argv)
 {
 	CHECK(argc == 2);
-	char spath[600];
+	char spath[600], *texts[N_FACTS], *rendered[N_FACTS];
 	infs_model *m;
 	infs_embedder *emb;
-	if (!load_smollm2(&m, &emb))
+	infs_store *st;
+	if (!smollm2_memory(&m, &emb, &st, spath, sizeof spath, "engine-host-batch", argv[1], texts, rendered, N_FACTS))
 		CHECK_DONE();
-	char *texts[N_FACTS], *rendered[N_FACTS];
-	const int n = read_facts(argv[1], texts, rendered, N_FACTS);
-	CHECK(n == N_FACTS);
-	infs_store *st = model_store_create(m, INFS_DTYPE_F16, infs_embedder_dim(emb), "engine-host-batch", "maya.infs",
-	                                    spath, sizeof spath);
 
 	infs_engine_options eo = INFS_ENGINE_OPTIONS_INIT;
 	eo.n_ctx = 512;
@@ -93,7 +89,7 @@ int main(int argc, char **argv)
 	eo.max_seqs = 4;
 	eo.n_blocks = 512 / 16;
 	CHECK_OK(infs_engine_create(&small, m, &eo));
-	if (n != N_FACTS || !st || !e || !eb || !small)
+	if (!e || !eb || !small)
 		CHECK_DONE();
 	CHECK_OK(infs_engine_prepare(e, st));
 	CHECK_OK(infs_engine_prepare(eb, st));
@@ -130,7 +126,7 @@ int main(int argc, char **argv)
 	eo.n_blocks = 4; /* less than one sequence of n_ctx */
 	CHECK_ERR(infs_engine_create(&bad, m, &eo), INFS_ERANGE);
 
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < N_FACTS; i++) {
 		free(texts[i]);
 		infs_free(rendered[i]);
 	}

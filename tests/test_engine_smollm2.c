@@ -36,23 +36,16 @@ static void *ask_thread(void *arg)
 int main(int argc, char **argv)
 {
 	CHECK(argc == 2);
-	char spath[600];
+	/* The first facts of the example memory. */
+	char spath[600], *texts[N_FACTS], *rendered[N_FACTS];
 	infs_model *m;
 	infs_embedder *emb;
-	if (!load_smollm2(&m, &emb))
+	infs_store *st;
+	if (!smollm2_memory(&m, &emb, &st, spath, sizeof spath, "engine-smollm2", argv[1], texts, rendered, N_FACTS))
 		CHECK_DONE();
-
-	/* The first facts of the example memory. */
-	char *texts[N_FACTS], *rendered[N_FACTS];
-	const int n = read_facts(argv[1], texts, rendered, N_FACTS);
-	CHECK(n == N_FACTS);
-	if (n != N_FACTS)
-		CHECK_DONE();
-
-	infs_store *st = model_store_create(m, INFS_DTYPE_F16, infs_embedder_dim(emb), "engine-smollm2", "maya.infs", spath, sizeof spath);
 
 	infs_engine *e = host_engine_f16(m, 1024);
-	if (!st || !e)
+	if (!e)
 		CHECK_DONE();
 	infs_answer *ans = NULL;
 	CHECK_ERR(infs_engine_ask(&ans, e, st, emb, "maya", "Who?", NULL), INFS_EINVAL); /* not prepared */
@@ -169,7 +162,7 @@ int main(int argc, char **argv)
 	CHECK(ans && ans->n_facts == 0);
 	infs_answer_free(ans);
 
-	for (int i = 0; i < n; i++) {
+	for (int i = 0; i < N_FACTS; i++) {
 		free(texts[i]);
 		infs_free(rendered[i]);
 	}

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "gguf_builder.h"
 
 static int open_buf(infs__gguf **g, const gbuf *b)

@@ -5,7 +5,7 @@
 
 #include "cache_path.h"
 #include "check.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 int main(void)
 {

@@ -12,7 +12,7 @@
 #include "golden.h"
 #include "model_compare.h"
 #include "model/model.h"
-#include "inject/rope.h"
+#include "util/rope.h"
 
 static void check_paged_as(const infs_model *model, const int32_t *tokens, uint32_t n, const float *want_logits,
                            uint32_t n_vocab, const float *k_pre, const float *v_pre, const infs_geometry *g,

@@ -11,7 +11,7 @@
 #include "check.h"
 #include "test_util.h"
 #include "inferscale/common.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/qmatmul.h"
 #include "model/quant.h"
 

@@ -17,7 +17,7 @@
 
 #include "check.h"
 #include "util/json.h"
-#include "inject/rope.h"
+#include "util/rope.h"
 #include "read_file.h"
 
 static infs_geometry geometry_of(const infs__json *c)

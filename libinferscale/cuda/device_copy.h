@@ -1,23 +1,15 @@
 /* The CUDA module's state, shared by device*.c: the store's device copy
- * (fact KV in pooled chunks, each namespace's embeddings) and the
- * conversions of CUDA and cuBLAS failures into inferscale errors. */
+ * (fact KV in pooled chunks, each namespace's embeddings), and what each
+ * of its files offers the others. */
 #ifndef INFS_DEVICE_COPY_H
 #define INFS_DEVICE_COPY_H
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 
-#include "cuda/device.h"
+#include "backend/backend.h"
+#include "cuda/cuda_util.h"
 #include "store/store.h"
-
-/* Sets the calling thread's message for a failed CUDA call and returns
- * INFS_EDEVICE (INFS_EBUDGET when the device is out of memory). */
-int infs__cuda_error(cudaError_t err, const char *fn, const char *what);
-
-/* Makes dev the calling thread's current device, remembering the previous
- * one in *prev for infs__device_restore. */
-int infs__device_enter(int *prev, int dev, const char *fn);
-void infs__device_restore(int prev);
 
 /* One namespace's facts on the device, rows in increasing id order (the
  * store hands ids out increasing), deleted rows flagged in dead until the
@@ -227,10 +219,31 @@ int infs__tier_of(void *data, const char *ns);
 int infs__tier_wait(void *data);
 void infs__tier_stats(void *data, infs_store_stats *st);
 
-/* The record map (device.c). */
+/* The record map (device_records.c). Under the write lock. */
 infs__dev_rec *infs__device_rec_mut(infs__device *d, uint64_t id);
+/* Room for one more record in the map. */
 int infs__device_rec_reserve(infs__device *d);
 void infs__device_rec_insert(infs__device *d, const infs__dev_rec *e);
+void infs__device_rec_remove(infs__device *d, infs__dev_rec *e);
+
+/* Each namespace's embeddings (device_rows.c). Under the write lock. */
+/* The rows of namespace name, made empty when it has none. */
+infs__dev_ns *infs__rows_get(infs__device *d, const char *name, const char *fn);
+/* Appends n rows (ids increasing, all above the namespace's last). */
+int infs__rows_append(infs__device *d, infs__dev_ns *p, const float *emb, const uint64_t *ids, uint32_t n,
+                      const char *fn);
+/* Sets where rows row .. row + n's K lies and their tokens. */
+int infs__rows_set_kv(infs__dev_ns *p, uint32_t row, const char *const *kv, const uint32_t *ntok, uint32_t n,
+                      const char *fn);
+/* Flags row of p dead: p is compacted once half its rows are dead, and
+ * freed (unlinked) once all are. */
+void infs__rows_drop(infs__device *d, infs__dev_ns *p, uint32_t row);
+/* Takes p out of d's list and frees it. */
+void infs__rows_unlink(infs__device *d, infs__dev_ns *p);
+
+/* Builds the device copy of store s and installs its hooks (device_copy.c):
+ * the backend's attach. */
+int infs__device_attach(infs_store *s);
 
 /* The model on a device (device_model.c), the backend's model_* entries. */
 struct infs_model;
@@ -263,7 +276,10 @@ extern const struct infs__dengine_ops infs__dengine_cuda;
 void infs__device_pool_free(infs__device *d);
 
 /* The store's device copy, or NULL when it has none. */
-infs__device *infs__device_of(infs_store *s);
+static inline infs__device *infs__device_of(infs_store *s)
+{
+	return s ? infs__store_ext(s, INFS_EXT_DEVICE)->data : NULL;
+}
 
 /* Record id of the device copy (kv NULL when it is not on the device), or
  * NULL. */

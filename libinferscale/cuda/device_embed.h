@@ -1,5 +1,5 @@
 /* The embedder's encoder on a device (device_embed.c): the backend's
- * bert_* entries (device.h). */
+ * bert_* entries (backend/backend.h). */
 #ifndef INFS_DEVICE_EMBED_H
 #define INFS_DEVICE_EMBED_H
 

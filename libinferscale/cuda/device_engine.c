@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "cuda/device_copy.h"
 #include "engine/engine_device.h"
 #include "model/forward.h"

@@ -11,10 +11,11 @@
 #include <string.h>
 
 #include "cuda/device_copy.h"
+#include "cuda/inject_params.h"
 #include "util/error.h"
 #include "inject/inject.h"
-#include "kernels.h"
-#include "inject/rope.h"
+#include "inject_kernels.h"
+#include "util/rope.h"
 
 /* The tables of a call (fact and layer pointers, token offsets, block ids,
  * frequencies) travel through one of RING pinned buffers per device, so the
@@ -253,32 +254,12 @@ int infs__inject_device(const infs__inject_plan *plan)
 	memcpy(blocks, plan->block_table + b0, nblk * sizeof *blocks);
 	memcpy(freq, rope.inv_freq, rope.n_pairs * sizeof *freq);
 
-	infs_k_inject_params p = {
-		.src_k = (const void *const *)dv,
-		.src_v = (const void *const *)(dv + 8 * nf),
-		.fact_first = (const uint32_t *)(dv + ptr_bytes),
-		.n_facts = (uint32_t)nf,
-		.n_tokens = plan->n_tokens,
-		.start_pos = plan->start_pos,
-		.block_size = bs,
-		.blocks = (const int32_t *)(dv + ptr_bytes + 4 * (nf + 1)),
-		.dst_k = (void *const *)(dv + 8 * 2 * nf),
-		.dst_v = (void *const *)(dv + 8 * (2 * nf + L)),
-		.stride_block = l->stride_block,
-		.stride_slot = l->stride_slot,
-		.stride_head = l->stride_head,
-		.stride_dim = l->stride_dim,
-		.n_layers = g->n_layers,
-		.n_heads = g->n_kv_heads,
-		.head_dim = g->head_dim,
-		.rotary_dim = g->rotary_dim,
-		.style = g->rope_style,
-		.attn_scale = rope.attn_scale,
-		.inv_freq = (const float *)(dv + ptr_bytes + 4 * (nf + 1 + nblk)),
-		.src_dtype = g->kv_dtype,
-		.dst_dtype = l->dtype,
-		.ptr_bits = bits,
-	};
+	/* the tables as uploaded: src_k, src_v, dst_k, dst_v, then fact_first, blocks, inv_freq */
+	const infs_k_inject_params p = infs__inject_params(
+		g, l, (const void *const *)dv, (const void *const *)(dv + 8 * nf), (const uint32_t *)(dv + ptr_bytes),
+		(uint32_t)nf, plan->n_tokens, plan->start_pos, (const int32_t *)(dv + ptr_bytes + 4 * (nf + 1)),
+		(void *const *)(dv + 8 * 2 * nf), (void *const *)(dv + 8 * (2 * nf + L)), rope.attn_scale,
+		(const float *)(dv + ptr_bytes + 4 * (nf + 1 + nblk)), bits);
 	err = cudaMemcpyAsync(dv, h, bytes, cudaMemcpyHostToDevice, stream);
 	if (err == cudaSuccess)
 		err = infs_k_inject(&p, stream);

@@ -16,10 +16,11 @@
 #include <string.h>
 
 #include "cuda/device_copy.h"
+#include "cuda/inject_params.h"
 #include "util/error.h"
 #include "inject/inject.h"
-#include "inject/rope.h"
-#include "kernels.h"
+#include "util/rope.h"
+#include "inject_kernels.h"
 
 _Static_assert(INFS_K_RESOLVE_MAX_IDS == INFS_RETRIEVE_K_MAX, "max_ids goes up to INFS_RETRIEVE_K_MAX");
 
@@ -152,35 +153,15 @@ int infs__inject_on_device(infs_injector *inj, const char *ns, const void *ids, 
 		.next_pos = next_pos, .status = status, .err_notfound = INFS_ENOTFOUND, .err_range = INFS_ERANGE,
 		.err_notresident = INFS_ENOTRESIDENT,
 	};
-	infs_k_inject_params kp = {
-		.src_k = (const void *const *)inj->src_k,
-		.src_v = (const void *const *)inj->src_v,
-		.fact_first = inj->first,
-		.n_facts = inj->max_ids,
-		.n_tokens = inj->max_tokens,
-		.start_pos = start_pos,
-		.block_size = l->block_size,
-		/* the table from start_pos's block; past its end every call with
-		 * tokens is refused on the device and nothing reads it */
-		.blocks = b0 < block_table_len ? block_table + b0 : block_table,
-		.dst_k = (void *const *)inj->dst_k,
-		.dst_v = (void *const *)inj->dst_v,
-		.stride_block = l->stride_block,
-		.stride_slot = l->stride_slot,
-		.stride_head = l->stride_head,
-		.stride_dim = l->stride_dim,
-		.n_layers = g->n_layers,
-		.n_heads = g->n_kv_heads,
-		.head_dim = g->head_dim,
-		.rotary_dim = g->rotary_dim,
-		.style = g->rope_style,
-		.attn_scale = inj->attn_scale,
-		.inv_freq = inj->inv_freq,
-		.src_dtype = g->kv_dtype,
-		.dst_dtype = l->dtype,
-		.ptr_bits = inj->ptr_bits,
-		.dev_counts = inj->counts,
-	};
+	/* The table from start_pos's block; past its end every call with
+	 * tokens is refused on the device and nothing reads it. The counts are
+	 * the device's (written by the resolve), max_ids and max_tokens their
+	 * bounds. */
+	infs_k_inject_params kp = infs__inject_params(
+		g, l, (const void *const *)inj->src_k, (const void *const *)inj->src_v, inj->first, inj->max_ids,
+		inj->max_tokens, start_pos, b0 < block_table_len ? block_table + b0 : block_table,
+		(void *const *)inj->dst_k, (void *const *)inj->dst_v, inj->attn_scale, inj->inv_freq, inj->ptr_bits);
+	kp.dev_counts = inj->counts;
 	cudaError_t err = infs_k_inject_resolve(&rp, (cudaStream_t)stream);
 	if (err == cudaSuccess)
 		err = infs_k_inject(&kp, (cudaStream_t)stream);

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cuda/carve.h"
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "cuda/device_copy.h"
 #include "cuda/device_model.h"
 #include "model/forward.h"

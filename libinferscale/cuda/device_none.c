@@ -1,4 +1,4 @@
 /* A build without CUDA: no device backend. */
-#include "cuda/device.h"
+#include "backend/backend.h"
 
 const infs__device_backend *const infs__cuda = NULL;

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "cuda/device_copy.h"
 #include "cuda/device_model.h"
-#include "kernels.h"
+#include "rows_kernels.h"
 #include "model/forward.h"
 #include "model/recompute_select.h"
 #include "util/error.h"

@@ -24,7 +24,7 @@
 
 #include "cuda/device_copy.h"
 #include "util/error.h"
-#include "kernels.h"
+#include "retrieve_kernels.h"
 #include "retrieve/retrieve.h"
 
 /* f32 scores held at once on the GEMM path: larger batches run in rounds. */

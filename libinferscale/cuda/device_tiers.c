@@ -13,8 +13,9 @@
 #include <string.h>
 
 #include "cuda/device_copy.h"
+#include "cuda/named_list.h"
 #include "util/error.h"
-#include "kernels.h"
+#include "rows_kernels.h"
 
 /* Bytes a move copies per hold of the read lock, so that a waiting writer
  * (and the readers queued behind it) waits for one batch at most. */
@@ -33,24 +34,7 @@ void infs__kns_touch(infs__device *d, infs__kv_ns *k)
 	__atomic_store_n(&k->lru, __atomic_add_fetch(&d->tick, 1, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 }
 
-static infs__kv_ns *kns_get(infs__device *d, const char *name, const char *fn)
-{
-	infs__kv_ns *k = infs__kns_find(d, name);
-	if (k)
-		return k;
-	k = calloc(1, sizeof *k);
-	if (k && !(k->name = strdup(name))) {
-		free(k);
-		k = NULL;
-	}
-	if (!k) {
-		infs__error(INFS_ENOMEM, "%s: out of memory", fn);
-		return NULL;
-	}
-	k->next = d->kns;
-	d->kns = k;
-	return k;
-}
+static INFS__NAMED_GET(kns_get, infs__kns_find, infs__kv_ns, infs__device, kns)
 
 static void kns_free_if_empty(infs__device *d, infs__kv_ns *k)
 {

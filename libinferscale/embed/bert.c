@@ -31,6 +31,7 @@ struct job {
 	const infs__bert_config *cfg;
 	const infs__bert_weights *w;
 	const infs__bert_layer *layer;
+	const float *norm_w, *norm_b; /* the LayerNorm residual_norm applies: the layer's first or second */
 	const int32_t *ids;
 	const uint32_t *offsets;
 	size_t n_tok;
@@ -112,8 +113,8 @@ static void attend(void *arg, uint32_t item, uint32_t worker)
 	}
 }
 
-/* The tokens of one task: h = LayerNorm(h + tmp) with the first norm. */
-static void residual_norm1(void *arg, uint32_t task, uint32_t worker)
+/* The tokens of one task: h = LayerNorm(h + tmp) with the job's norm. */
+static void residual_norm(void *arg, uint32_t task, uint32_t worker)
 {
 	const struct job *j = arg;
 	size_t dim = j->cfg->dim, end = rows_end(j, task);
@@ -122,20 +123,7 @@ static void residual_norm1(void *arg, uint32_t task, uint32_t worker)
 		const float *x = j->tmp + t * dim;
 		for (size_t i = 0; i < dim; i++)
 			h[i] += x[i];
-		layer_norm(h, j->layer->ln1_w, j->layer->ln1_b, dim, j->cfg->ln_eps);
-	}
-}
-
-static void residual_norm2(void *arg, uint32_t task, uint32_t worker)
-{
-	const struct job *j = arg;
-	size_t dim = j->cfg->dim, end = rows_end(j, task);
-	for (size_t t = (size_t)task * ROWS_PER_TASK; t < end; t++) {
-		float *h = j->h + t * dim;
-		const float *x = j->tmp + t * dim;
-		for (size_t i = 0; i < dim; i++)
-			h[i] += x[i];
-		layer_norm(h, j->layer->ln2_w, j->layer->ln2_b, dim, j->cfg->ln_eps);
+		layer_norm(h, j->norm_w, j->norm_b, dim, j->cfg->ln_eps);
 	}
 }
 
@@ -185,11 +173,13 @@ void infs__bert_encode(const infs__bert_config *cfg, const infs__bert_weights *w
 		infs__matmul(j.v, j.h, L->wv, L->bv, n, d, d, pool);
 		infs__pool_run(pool, attend, &j, n_seq * cfg->n_heads);
 		infs__matmul(j.tmp, j.ctx, L->wo, L->bo, n, d, d, pool);
-		infs__pool_run(pool, residual_norm1, &j, row_tasks);
+		j.norm_w = L->ln1_w, j.norm_b = L->ln1_b;
+		infs__pool_run(pool, residual_norm, &j, row_tasks);
 		infs__matmul(j.up, j.h, L->w_up, L->b_up, n, d, f, pool);
 		infs__pool_run(pool, gelu_rows, &j, row_tasks);
 		infs__matmul(j.tmp, j.up, L->w_down, L->b_down, n, f, d, pool);
-		infs__pool_run(pool, residual_norm2, &j, row_tasks);
+		j.norm_w = L->ln2_w, j.norm_b = L->ln2_b;
+		infs__pool_run(pool, residual_norm, &j, row_tasks);
 	}
 
 	for (uint32_t s = 0; s < n_seq; s++) {

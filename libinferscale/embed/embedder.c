@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "embed/bert.h"
 #include "embed/embed_device.h"
 #include "util/dtype.h"
@@ -62,22 +62,10 @@ INFS__DEFINE_INIT(infs_embed_options_init, infs_embed_options, infs__sizes_embed
 
 /* ---- files ---------------------------------------------------------------- */
 
-static char *join(const char *dir, const char *name)
-{
-	size_t a = strlen(dir), b = strlen(name);
-	char *p = malloc(a + b + 2);
-	if (p) {
-		memcpy(p, dir, a);
-		p[a] = '/';
-		memcpy(p + a + 1, name, b + 1);
-	}
-	return p;
-}
-
 /* Reads dir/name whole. INFS_ENOTFOUND when it does not exist. */
 static int read_file(char **out, size_t *len, const char *dir, const char *name)
 {
-	char *path = join(dir, name);
+	char *path = infs__path_join(dir, name);
 	if (!path)
 		return infs__error(INFS_ENOMEM, "out of memory");
 	int rc = infs__file_read(out, len, path, 256u << 20);
@@ -255,7 +243,7 @@ static int read_modules(infs_embedder *e, const char *dir)
 			                 "supported", dir, type);
 	}
 	if (!rc && pool_dir) {
-		char *pd = join(dir, pool_dir);
+		char *pd = infs__path_join(dir, pool_dir);
 		if (!pd)
 			rc = infs__error(INFS_ENOMEM, "out of memory");
 		else
@@ -344,7 +332,7 @@ static int tensor(const float **out, infs_embedder *e, const char *prefix, const
 
 static int read_weights(infs_embedder *e, const char *dir)
 {
-	char *path = join(dir, "model.safetensors");
+	char *path = infs__path_join(dir, "model.safetensors");
 	if (!path)
 		return infs__error(INFS_ENOMEM, "out of memory");
 	int rc = infs__safetensors_open(&e->st, path);

@@ -10,7 +10,7 @@
 #include "store/store.h"
 #include "model/forward.h"
 #include "engine/kvcache.h"
-#include "cuda/device.h"
+#include "backend/backend.h"
 
 /* Facts embedded per infs_embed call: one batch of the embedder, and the
  * granularity at which a cancel is noticed while embedding. */

@@ -1,9 +1,7 @@
 /* The reference engine: one sequence in a paged host KV cache, filled by
  * injection and by the model's paged forward pass, then decoded. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "inferscale/engine.h"
 #include "engine/compose.h"
@@ -13,7 +11,7 @@
 #include "util/error.h"
 #include "util/options.h"
 #include "model/forward.h"
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "engine/engine_impl.h"
 #include "engine/fit.h"
 #include "engine/sampling.h"
@@ -22,13 +20,6 @@
 const infs__engine_view *infs__engine_view_of(const infs_engine *e)
 {
 	return &e->view;
-}
-
-double infs__now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 INFS__DEFINE_INIT(infs_engine_options_init, infs_engine_options, infs__sizes_engine_options, INFS_ENGINE_OPTIONS_INIT)
@@ -151,13 +142,6 @@ void infs_engine_free(infs_engine *e)
 	free(e->logits);
 	pthread_mutex_destroy(&e->ask_lock);
 	free(e);
-}
-
-int infs__engine_need_prompt(const infs_engine *e, const char *fn)
-{
-	if (e->have_prompt)
-		return INFS_OK;
-	return infs__error(e->prompt_rc ? e->prompt_rc : INFS_EUNSUPPORTED, "%s: the engine has no prompt layout (the model's tokenizer or chat template is missing)", fn);
 }
 
 int infs_engine_header(const int32_t **out_tokens, uint32_t *out_n, const infs_engine *e)
@@ -314,37 +298,6 @@ int infs_engine_prefill(infs_engine *e, const int32_t *tokens, uint32_t n)
 	return INFS_OK;
 }
 
-int infs__token_ends(const infs_tokenizer *tok, int32_t t)
-{
-	return t == infs_tokenizer_eos(tok) || t < 0 || (size_t)t >= infs_tokenizer_vocab_size(tok) ||
-	       infs_tokenizer_is_special(tok, t);
-}
-
-int infs__answer_text(char **out, const infs_tokenizer *tok, const int32_t *ids, uint32_t n)
-{
-	int32_t *kept = malloc((n ? n : 1) * sizeof *kept);
-	if (!kept)
-		return infs__error(INFS_ENOMEM, "out of memory for the answer");
-	uint32_t nk = 0;
-	for (uint32_t i = 0; i < n; i++)
-		if (!infs__token_ends(tok, ids[i]))
-			kept[nk++] = ids[i];
-	size_t len = 0;
-	int rc = infs_detokenize(tok, kept, nk, INFS_DETOKENIZE_SKIP_SPECIAL, NULL, 0, &len);
-	char *s = rc ? NULL : malloc(len + 1);
-	if (!rc && !s)
-		rc = infs__error(INFS_ENOMEM, "out of memory for the answer");
-	if (!rc)
-		rc = infs_detokenize(tok, kept, nk, INFS_DETOKENIZE_SKIP_SPECIAL, s, len + 1, &len);
-	free(kept);
-	if (rc) {
-		free(s);
-		return rc;
-	}
-	*out = s;
-	return INFS_OK;
-}
-
 /* infs_engine_generate, also past the tokens that end an answer when
  * ignore_eos is set. */
 static int generate(char **out, uint32_t *out_n_tokens, infs_engine *e, const infs_generate_options *opts,
@@ -419,192 +372,6 @@ static int generate(char **out, uint32_t *out_n_tokens, infs_engine *e, const in
 	return INFS_OK;
 }
 
-void infs_answer_free(infs_answer *a)
-{
-	if (!a)
-		return;
-	free(a->text);
-	free(a->fact_ids);
-	free(a->scores);
-	free(a->first_logits);
-	free(a);
-}
-
-/* The composed prompt's fact tokens, injection order, for full recompute:
- * read in place under the store's read lock, never copying a record's KV.
- * lens (NULL, or n counts): each fact's token count. */
-int infs__fact_tokens(int32_t **out, uint32_t *n_out, uint32_t *lens, infs_store *store, const char *ns,
-                      const uint64_t *order, size_t n)
-{
-	int32_t *all = NULL;
-	size_t len = 0;
-	int rc = INFS_OK;
-	infs__store_read_lock(store);
-	for (size_t i = 0; i < n && !rc; i++) {
-		infs__record r;
-		rc = infs__store_find(&r, store, ns, order[i]);
-		int32_t *grown = rc ? NULL : realloc(all, (len + r.n_tokens) * sizeof *all);
-		if (!rc && !grown)
-			rc = infs__error(INFS_ENOMEM, "out of memory for the prompt");
-		if (!rc) {
-			all = grown;
-			memcpy(all + len, r.tokens, r.n_tokens * sizeof *all);
-			len += r.n_tokens;
-			if (lens)
-				lens[i] = r.n_tokens;
-		}
-	}
-	infs__store_read_unlock(store);
-	if (rc) {
-		free(all);
-		return rc;
-	}
-	*out = all;
-	*n_out = (uint32_t)len;
-	return INFS_OK;
-}
-
-/* Accuracy recovery after the injection of header and facts
- * (order[0..nh)): the facts' tokens, which lie right after the header,
- * recomputed in place (infs__recompute). With recompute_ratio 0
- * only each chunk's first prefix_tokens run, through every layer; else all
- * run through the check layer, where the prefixes are kept and the
- * ratio's share (at least the prefixes) is filled by score. The question's
- * tokens qt[0..nq) help score with query_weight. In the block pool the
- * sequence's blocks are table (host memory); table NULL: the host engine's
- * own cache. With table and logits set, the question's prefill goes in the
- * same pass when rows and question fit one step (*prefilled then set). */
-int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char *ns, const uint64_t *order,
-                  size_t nh, const int32_t *qt, uint32_t nq, const infs_ask_options *o, uint32_t n_past,
-                  const int32_t *table, float *logits, int *prefilled)
-{
-	if (prefilled)
-		*prefilled = 0;
-	int32_t *ft = NULL, *tok = NULL, *pos = NULL;
-	uint8_t *forced = NULL;
-	uint32_t nf = 0, *lens = malloc((nh ? nh : 1) * sizeof *lens);
-	int rc = lens ? infs__fact_tokens(&ft, &nf, lens, store, ns, order, nh)
-	              : infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
-	if (rc) {
-		free(lens);
-		return rc;
-	}
-	const uint32_t first = e->prompt.n_header, n = nf;
-	if (first + n != n_past) {
-		free(ft);
-		free(lens);
-		return infs__error(INFS_EFORMAT, "infs_engine_ask: the injected prompt holds %u positions, its tokens %u",
-		                   n_past, first + n);
-	}
-	tok = malloc((n ? n : 1) * sizeof *tok);
-	pos = malloc((n ? n : 1) * sizeof *pos);
-	forced = calloc(n ? n : 1, 1);
-	if (!tok || !pos || !forced) {
-		rc = infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
-	} else {
-		if (nf)
-			memcpy(tok, ft, nf * sizeof *tok);
-		uint32_t n_forced = 0;
-		for (uint32_t c = 0, at = 0; c < nh; at += lens[c++])
-			for (uint32_t j = 0; j < lens[c] && j < o->prefix_tokens; j++, n_forced++)
-				forced[at + j] = 1;
-		uint32_t rows = 0;
-		for (uint32_t i = 0; i < n; i++)
-			if (o->recompute_ratio > 0.0f || forced[i]) { /* ratio 0: only the prefixes run */
-				tok[rows] = tok[i];
-				pos[rows++] = (int32_t)(first + i);
-			}
-		uint32_t keep = (uint32_t)((double)o->recompute_ratio * n + 0.5);
-		keep = o->recompute_ratio > 0.0f ? (keep < n_forced ? n_forced : keep < n ? keep : n) : rows;
-		infs__paged_kv past = { &e->cache.layout, e->cache.table, e->cache.layout.n_blocks, n_past, 1 };
-		infs__calib calib;
-		const int calibrated = infs__calib_of(&calib, o, nh, first, n_past);
-		infs__recompute_args ra = { .tokens = tok, .positions = pos, .n_tokens = rows,
-			                    .check_layer = o->check_layer, .n_keep = keep,
-			                    .forced = o->recompute_ratio > 0.0f ? forced : NULL, .query = qt,
-			                    .n_query = nq, .query_weight = o->query_weight,
-			                    .past = &past, .pool = e->pool };
-		/* One pass over the weights instead of two. */
-		const int fuse = table && logits && prefilled && rows && nq &&
-		                 (uint64_t)rows + nq <= e->batch_ops->max_tokens(e->batch);
-		ra.calib = fuse && calibrated ? &calib : NULL; /* the question's rows, when they run here */
-		if (rows && table)
-			rc = e->batch_ops->recompute(e->batch, &ra, table, n_past, fuse ? logits : NULL);
-		else if (rows)
-			rc = infs__recompute(e->model, &ra);
-		a->n_recomputable = n;
-		/* A check layer that is the last lets every row through every layer. */
-		a->n_recomputed = o->check_layer + 1 == e->geom.n_layers ? rows : ra.n_keep;
-		if (!rc && fuse)
-			*prefilled = 1;
-	}
-	free(ft);
-	free(lens);
-	free(tok);
-	free(pos);
-	free(forced);
-	return rc;
-}
-
-int infs__calib_of(infs__calib *c, const infs_ask_options *o, size_t n_facts, uint32_t lo, uint32_t hi)
-{
-	const float scale = o->fact_scale > 0.0f ? o->fact_scale : 1.0f / sqrtf((float)(n_facts ? n_facts : 1));
-	if (o->fact_temperature == 1.0f && scale == 1.0f)
-		return 0; /* off: the attention of plain injection, bit for bit */
-	c->lo = lo;
-	c->hi = hi;
-	c->inv_temp = 1.0f / o->fact_temperature;
-	c->log_scale = logf(scale);
-	return 1;
-}
-
-int infs__ask_take(infs_ask_options *po, const infs_engine *e, const infs_store *store,
-                   const infs_embedder *embedder, const infs_ask_options *opts, const char *fn)
-{
-	infs_ask_options o = INFS_ASK_OPTIONS_INIT;
-	int rc = INFS__TAKE(o, opts, infs__sizes_ask_options, fn, "options");
-	if (rc)
-		return rc;
-	rc = infs__engine_need_prompt(e, fn);
-	if (rc)
-		return rc;
-	if (e->prepared != store)
-		return infs__error(INFS_EINVAL, "%s: run infs_engine_prepare on this store first", fn);
-	if (!o.k)
-		o.k = 10;
-	if (o.k > INFS_RETRIEVE_K_MAX)
-		return infs__error(INFS_ERANGE, "%s: k %u is above %u", fn, o.k, INFS_RETRIEVE_K_MAX);
-	if (o.n_fact_ids && !o.fact_ids)
-		return infs__error(INFS_EINVAL, "%s: n_fact_ids %zu with NULL fact_ids", fn, o.n_fact_ids);
-	if (!o.fact_ids && !embedder)
-		return infs__error(INFS_EINVAL, "%s: no embedder to retrieve with", fn);
-	if (!(o.recompute_ratio >= 0.0f && o.recompute_ratio <= 1.0f))
-		return infs__error(INFS_ERANGE, "%s: recompute_ratio %g is not in [0, 1]", fn, (double)o.recompute_ratio);
-	if (!(o.query_weight >= 0.0f && o.query_weight <= 1.0f))
-		return infs__error(INFS_ERANGE, "%s: query_weight %g is not in [0, 1]", fn, (double)o.query_weight);
-	if (o.check_layer >= e->geom.n_layers)
-		return infs__error(INFS_ERANGE, "%s: check_layer %u: the model has %u layers", fn, o.check_layer,
-		                   e->geom.n_layers);
-	/* Recomputing every token is full recompute, exactly. */
-	if (o.recompute_ratio >= 1.0f)
-		o.full_recompute = 1;
-	if (!(o.fact_temperature > 0.0f && o.fact_temperature <= 1e3f) || !(o.fact_scale >= 0.0f && o.fact_scale <= 1e3f))
-		return infs__error(INFS_ERANGE, "%s: fact_temperature %g, fact_scale %g: the temperature must be in "
-		                   "(0, 1000], the scale in (0, 1000] or 0 for 1 / sqrt(facts) (1 and 1: no calibration)",
-		                   fn, (double)o.fact_temperature, (double)o.fact_scale);
-	infs_generate_options g = INFS_GENERATE_OPTIONS_INIT;
-	if ((rc = INFS__TAKE(g, &o.generate, infs__sizes_generate_options, fn, "generate options")))
-		return rc;
-	if (!g.max_tokens)
-		g.max_tokens = 64;
-	if (!(g.top_p > 0 && g.top_p <= 1) || g.temperature != g.temperature)
-		return infs__error(INFS_ERANGE, "%s: top_p %g is outside (0, 1] or the temperature is NaN", fn,
-		                   (double)g.top_p);
-	o.generate = g;
-	*po = o;
-	return INFS_OK;
-}
-
 static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,
                const char *ns, const char *question, const infs_ask_options *opts);
 
@@ -637,7 +404,7 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 	infs_hit *hits = calloc(cap ? cap : 1, sizeof *hits);
 	uint64_t *order = calloc(cap ? cap : 1, sizeof *order);
 	float *qv = embedder ? malloc((size_t)infs_embedder_dim(embedder) * sizeof *qv) : NULL;
-	int32_t *qt = NULL, *ft = NULL, *all = NULL;
+	int32_t *qt = NULL, *all = NULL;
 	uint32_t nq = 0, nf = 0;
 	if (!a || !hits || !order || (embedder && !qv)) {
 		rc = infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
@@ -677,21 +444,8 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 		n_prompt = e->n_past + nq;
 	} else {
 		/* The same tokens, all prefilled: facts' tokens read from the store. */
-		if ((rc = infs__fact_tokens(&ft, &nf, NULL, store, ns, order, nh)))
+		if ((rc = infs__full_prompt(&all, &n_prompt, &nf, e, store, ns, order, nh, qt, nq)))
 			goto fail;
-		size_t total = (size_t)e->prompt.n_header + nf + nq;
-		if (!(all = malloc(total * sizeof *all))) {
-			rc = infs__error(INFS_ENOMEM, "infs_engine_ask: out of memory");
-			goto fail;
-		}
-		int32_t *p = all;
-		memcpy(p, e->prompt.header, e->prompt.n_header * sizeof *p);
-		p += e->prompt.n_header;
-		if (nf)
-			memcpy(p, ft, nf * sizeof *p);
-		p += nf;
-		memcpy(p, qt, nq * sizeof *p);
-		n_prompt = (uint32_t)total;
 	}
 	double t3 = infs__now_ms();
 	if (!o.full_recompute && (o.recompute_ratio > 0.0f || o.prefix_tokens) &&
@@ -734,7 +488,6 @@ static int ask(infs_answer **out, infs_engine *e, infs_store *store, const infs_
 	free(order);
 	free(qv);
 	free(qt);
-	free(ft);
 	free(all);
 	e->have_calib = 0;
 	*out = a;
@@ -746,7 +499,6 @@ fail:
 	free(order);
 	free(qv);
 	free(qt);
-	free(ft);
 	free(all);
 	return rc;
 }

@@ -173,44 +173,35 @@ static int place(batch *b, request *r, int *admitted)
 	*admitted = 0;
 	for (size_t i = 0; i < r->n_hits; i++)
 		b->order[i] = r->hits[r->n_hits - 1 - i].id; /* best fact nearest the question */
-	int32_t *ft = NULL;
-	uint32_t nf = 0;
-	int rc = infs__fact_tokens(&ft, &nf, NULL, b->store, b->ns, b->order, r->n_hits);
+	int32_t *all = NULL;
+	uint32_t nf = 0, n_prompt = 0;
+	int rc = infs__full_prompt(&all, &n_prompt, &nf, e, b->store, b->ns, b->order, r->n_hits, r->question,
+	                           r->n_question);
 	if (rc)
 		return rc;
-	const uint64_t n_prompt = (uint64_t)e->prompt.n_header + nf + r->n_question;
 	const uint32_t seq_cap = e->seq_blocks * e->block_size;
 	if (n_prompt >= seq_cap) {
-		free(ft);
+		free(all);
 		return infs__error(INFS_ERANGE, "%s: question %zu: a prompt of %llu positions leaves no room in n_ctx %u",
 		                   fn, r->q, (unsigned long long)n_prompt, seq_cap);
 	}
-	uint64_t want = n_prompt + o->generate.max_tokens;
+	uint64_t want = (uint64_t)n_prompt + o->generate.max_tokens;
 	uint32_t need = (uint32_t)(((want < seq_cap ? want : seq_cap) + e->block_size - 1) / e->block_size);
 	/* need <= seq_blocks <= n_blocks: an empty pool takes any request. */
 	if (need > b->n_free) {
-		free(ft);
+		free(all);
 		return INFS_OK;
 	}
-	r->a->n_prompt = (uint32_t)n_prompt;
+	r->a->n_prompt = n_prompt;
 	r->a->n_facts = r->n_hits;
 	if (o->recompute_ratio >= 1.0f) /* recovery that recomputed everything */
 		r->a->n_recomputable = r->a->n_recomputed = nf;
 	if (o->full_recompute) {
-		r->n_prefill = (uint32_t)n_prompt;
-		r->prefill = malloc(n_prompt * sizeof *r->prefill);
-		if (!r->prefill) {
-			free(ft);
-			return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
-		}
-		int32_t *p = r->prefill;
-		memcpy(p, e->prompt.header, e->prompt.n_header * sizeof *p);
-		p += e->prompt.n_header;
-		if (nf)
-			memcpy(p, ft, nf * sizeof *p);
-		memcpy(p + nf, r->question, r->n_question * sizeof *p);
+		r->prefill = all; /* the same tokens, all prefilled */
+		r->n_prefill = n_prompt;
+	} else {
+		free(all);
 	}
-	free(ft);
 	for (uint32_t i = 0; i < need; i++)
 		r->table[i] = b->free_blocks[--b->n_free];
 	r->n_own = need;

@@ -1,11 +1,14 @@
-/* The engine's state and the helpers its files share (engine.c: creation,
- * the host engine's sequence operations and infs_engine_ask;
- * engine_batch.c: requests batched over a block pool, a device engine's or
- * a host engine's). */
+/* The engine's state and the helpers its files share. engine.c: creation,
+ * the host engine's sequence operations and infs_engine_ask; engine_batch.c:
+ * requests batched over a block pool, a device engine's or a host
+ * engine's. Both call, and neither is called by, ask_options.c (options
+ * checked), prompt_tokens.c (the prompt read from the store), recover.c
+ * (accuracy recovery) and answer.c (the answer's text). */
 #ifndef INFS_ENGINE_IMPL_H
 #define INFS_ENGINE_IMPL_H
 
 #include <pthread.h>
+#include <time.h>
 
 #include "inferscale/engine.h"
 #include "engine/compose.h"
@@ -42,7 +45,14 @@ struct infs_engine {
 	const infs__dengine_ops *batch_ops;
 };
 
-double infs__now_ms(void);
+static inline double infs__now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Whether e has a prompt layout (ask_options.c); the error names fn. */
 int infs__engine_need_prompt(const infs_engine *e, const char *fn);
 /* The attention calibration o asks for, n_facts facts at positions
  * [lo, hi): into *c and 1, or 0 when it is off. */
@@ -60,6 +70,12 @@ int infs__answer_text(char **out, const infs_tokenizer *tok, const int32_t *ids,
  * lens (NULL, or n counts): each fact's token count. */
 int infs__fact_tokens(int32_t **out, uint32_t *n_out, uint32_t *lens, infs_store *store, const char *ns,
                       const uint64_t *order, size_t n);
+/* The prompt of full recompute: e's header, the facts order[0..n)'s tokens,
+ * then qt[0..nq) (footer, question and the template's suffix); released
+ * with free(). *n_fact_tokens (NULL: not wanted): the facts' share. */
+int infs__full_prompt(int32_t **out, uint32_t *n_out, uint32_t *n_fact_tokens, const infs_engine *e,
+                      infs_store *store, const char *ns, const uint64_t *order, size_t n, const int32_t *qt,
+                      uint32_t nq);
 /* Accuracy recovery of a prompt injected into positions [0, n_past):
  * header, facts order[0..nh), footer; qt[0..nq) the question's tokens.
  * Fills a's n_recomputable and n_recomputed. table: the sequence's blocks

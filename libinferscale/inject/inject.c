@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "util/dtype.h"
 #include "util/error.h"
 #include "util/options.h"
-#include "inject/rope.h"
+#include "util/rope.h"
 
 INFS__DEFINE_INIT(infs_kv_layout_init, infs_kv_layout, infs__sizes_kv_layout, INFS_KV_LAYOUT_INIT)
 

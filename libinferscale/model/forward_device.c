@@ -2,7 +2,7 @@
  * a device, the cache is on the same one and has the model's shape, the
  * block table covers every position the host knows, the call fits the
  * workspace), then the device backend runs it. */
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "util/dtype.h"
 #include "util/error.h"
 #include "util/options.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/options.h"
@@ -363,15 +363,6 @@ static int load_gguf(infs_model *m, const char *path)
 	return rc;
 }
 
-static char *join(const char *dir, const char *name)
-{
-	size_t n = strlen(dir) + strlen(name) + 2;
-	char *s = malloc(n);
-	if (s)
-		snprintf(s, n, "%s/%s", dir, name);
-	return s;
-}
-
 /* The tokenizer's sources (tokenizer.json, tokenizer_config.json with the
  * chat template) feed the identity hash. */
 static int hash_tokenizer_files(infs_model *m, const char *dir)
@@ -380,7 +371,7 @@ static int hash_tokenizer_files(infs_model *m, const char *dir)
 	uint64_t h = 0x746f6b656e697a65ull;
 	int any = 0;
 	for (int i = 0; i < 2; i++) {
-		char *p = join(dir, files[i]), *text = NULL;
+		char *p = infs__path_join(dir, files[i]), *text = NULL;
 		size_t len = 0;
 		if (!p)
 			return infs__error(INFS_ENOMEM, "out of memory");
@@ -400,7 +391,7 @@ static int hash_tokenizer_files(infs_model *m, const char *dir)
 
 static int load_hf_dir(infs_model *m, const char *dir)
 {
-	char *cfg_path = join(dir, "config.json"), *text = NULL;
+	char *cfg_path = infs__path_join(dir, "config.json"), *text = NULL;
 	size_t len = 0;
 	if (!cfg_path)
 		return infs__error(INFS_ENOMEM, "out of memory");
@@ -430,7 +421,7 @@ static int load_hf_dir(infs_model *m, const char *dir)
 	infs__safetensors_close(st);
 	if (rc || (rc = hash_tokenizer_files(m, dir)))
 		return rc;
-	char *tj = join(dir, "tokenizer.json");
+	char *tj = infs__path_join(dir, "tokenizer.json");
 	if (!tj)
 		return infs__error(INFS_ENOMEM, "out of memory");
 	struct stat sb;

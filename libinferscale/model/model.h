@@ -4,10 +4,10 @@
 #define INFS_MODEL_INTERNAL_H
 
 #include "inferscale/model.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/wmat.h"
 #include "util/json.h"
-#include "inject/rope.h"
+#include "util/rope.h"
 
 typedef enum infs__arch {
 	INFS_ARCH_LLAMA,

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "inferscale/common.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/matmul.h"
 #include "model/quant.h"
 #include "util/dtype.h"

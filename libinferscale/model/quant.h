@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 /* A name for any type id: "Q4_1", or "ggml type 99" written into buf for
  * an id unknown to GGUF. buf needs 24 bytes. */

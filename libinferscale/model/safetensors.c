@@ -227,15 +227,6 @@ static int by_name(const void *a, const void *b)
 	return strcmp(((const infs__st_tensor *)a)->name, ((const infs__st_tensor *)b)->name);
 }
 
-static char *join(const char *dir, const char *name)
-{
-	size_t n = strlen(dir) + strlen(name) + 2;
-	char *s = malloc(n);
-	if (s)
-		snprintf(s, n, "%s/%s", dir, name);
-	return s;
-}
-
 /* The shard file names of a sharded checkpoint's index, deduplicated. */
 static int read_index(char ***out, size_t *n_out, const char *index_path)
 {
@@ -295,13 +286,13 @@ int infs__safetensors_open(infs__safetensors **out, const char *path)
 	size_t n_files = 0;
 	int rc = INFS_OK;
 	if (S_ISDIR(sb.st_mode)) {
-		char *index = join(path, "model.safetensors.index.json");
+		char *index = infs__path_join(path, "model.safetensors.index.json");
 		if (!index)
 			return infs__error(INFS_ENOMEM, "out of memory");
 		if (access(index, F_OK) == 0) {
 			rc = read_index(&files, &n_files, index);
 			for (size_t i = 0; !rc && i < n_files; i++) {
-				char *full = join(path, files[i]);
+				char *full = infs__path_join(path, files[i]);
 				if (!full)
 					rc = infs__error(INFS_ENOMEM, "out of memory");
 				free(files[i]);
@@ -309,7 +300,7 @@ int infs__safetensors_open(infs__safetensors **out, const char *path)
 			}
 		} else {
 			files = calloc(1, sizeof *files);
-			if (files && (files[0] = join(path, "model.safetensors")))
+			if (files && (files[0] = infs__path_join(path, "model.safetensors")))
 				n_files = 1;
 			else
 				rc = infs__error(INFS_ENOMEM, "out of memory");

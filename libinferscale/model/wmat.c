@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/quant.h"
 
 void infs__wmat_row(float *dst, const infs__wmat *w, uint32_t r)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "util/error.h"
 #include "util/options.h"
 #include "retrieve/topk.h"

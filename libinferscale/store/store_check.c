@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "inject/rope.h"
+#include "util/rope.h"
 #include "util/dtype.h"
 #include "util/error.h"
 #include "util/options.h"

@@ -9,7 +9,7 @@
 
 #include "util/error.h"
 #include "util/file.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "util/json.h"
 #include "text/tokenizer_impl.h"
 #include "text/unicode.h"

@@ -4,7 +4,7 @@
 #define INFS_TOKENIZER_IMPL_H
 
 #include "text/bpe.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "inferscale/tokenizer.h"
 #include "text/pretokenize.h"
 

@@ -78,3 +78,15 @@ int infs__file_read(char **out, size_t *len, const char *path, uint64_t max)
 	*len = size;
 	return INFS_OK;
 }
+
+char *infs__path_join(const char *dir, const char *name)
+{
+	size_t a = strlen(dir), b = strlen(name);
+	char *p = malloc(a + b + 2);
+	if (p) {
+		memcpy(p, dir, a);
+		p[a] = '/';
+		memcpy(p + a + 1, name, b + 1);
+	}
+	return p;
+}

@@ -20,4 +20,8 @@ int infs__file_open(int *fd, size_t *size, const char *path, uint64_t max);
  * INFS_ENOMEM. */
 int infs__file_read(char **out, size_t *len, const char *path, uint64_t max);
 
+/* "dir/name" in a malloc'd string, NULL when out of memory: the path of a
+ * file in a model's or embedder's folder. */
+char *infs__path_join(const char *dir, const char *name);
+
 #endif

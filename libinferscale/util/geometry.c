@@ -5,7 +5,7 @@
 
 #include "util/error.h"
 #include "util/options.h"
-#include "inject/rope.h"
+#include "util/rope.h"
 
 size_t infs_dtype_size(infs_dtype dtype)
 {

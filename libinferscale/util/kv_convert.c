@@ -5,7 +5,7 @@
 #include <stdbool.h>
 
 #include "inferscale/geometry.h"
-#include "inject/rope.h"
+#include "util/rope.h"
 #include "util/dtype.h"
 #include "util/error.h"
 

@@ -3,7 +3,7 @@
  * A file that opens is also read as a tokenizer, which then encodes and
  * decodes a sample text. scripts/fuzz.sh builds and runs it. */
 #include "fuzz_util.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "inferscale/common.h"
 #include "text/tokenizer_impl.h"
 

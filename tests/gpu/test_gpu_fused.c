@@ -16,7 +16,7 @@
 
 #include "util/dtype.h"
 #include "gpu.h"
-#include "kernels.h"
+#include "retrieve_kernels.h"
 
 enum { DIM = 384 };
 

@@ -1,4 +1,4 @@
-/* The injection kernel against the CPU reference (libinferscale/inject/rope.c and
+/* The injection kernel against the CPU reference (libinferscale/util/rope.c and
  * dtype.h): every paged layout, every source and cache dtype, both RoPE
  * pairings, partial rotary, every frequency scaling, block sizes from 1 up,
  * positions near the int32 limit, the vector and the scalar path, and
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "gpu.h"
-#include "kernels.h"
-#include "inject/rope.h"
+#include "inject_kernels.h"
+#include "util/rope.h"
 
 enum { L_VLLM, L_NHD, L_HND, L_PACKED, L_STRIDED, L_MISALIGNED, L_COUNT };
 static const char *layout_name[L_COUNT] = {"vllm", "flashinfer-nhd", "hnd", "kv-packed", "dim-strided", "misaligned"};

@@ -15,7 +15,7 @@
 #include "../model_compare.h"
 #include "../model_store_util.h"
 #include "inferscale/model.h"
-#include "inject/rope.h"
+#include "util/rope.h"
 
 enum { BS = 4, NB = 8, MAX_T = 16 };
 static const int32_t table[NB] = { 6, 2, 7, 0, 5, 1, 3, 4 };

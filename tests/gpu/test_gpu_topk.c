@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "gpu.h"
-#include "kernels.h"
+#include "retrieve_kernels.h"
 
 enum { TIES_NONE, TIES_SOME, TIES_ALL };
 

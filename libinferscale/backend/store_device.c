@@ -2,7 +2,7 @@
  * knows nothing of either, and they only use the store through its
  * extension slots, so opening a store with them is composed here, above
  * all three. */
-#include "cuda/device.h"
+#include "backend/backend.h"
 #include "remote/remote.h"
 
 int infs_store_open(infs_store **out, const char *path, const infs_store_options *opts)

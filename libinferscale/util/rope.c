@@ -1,4 +1,4 @@
-#include "inject/rope.h"
+#include "util/rope.h"
 
 #include <math.h>
 

@@ -1,9 +1,11 @@
 /* The device backend as the rest of the library reaches it: one table of
- * the CUDA module's entry points, or none. Which it is is decided by the
- * build alone: device.c defines infs__cuda when CUDA is built in,
- * device_none.c defines it NULL otherwise. */
-#ifndef INFS_DEVICE_H
-#define INFS_DEVICE_H
+ * the CUDA module's entry points, or none. It lives outside cuda/ so that
+ * the subsystems calling it include nothing of cuda/, which implements it.
+ * Which it is is decided by the build alone: cuda/backend_table.c defines
+ * infs__cuda when CUDA is built in, cuda/device_none.c defines it NULL
+ * otherwise. */
+#ifndef INFS_BACKEND_H
+#define INFS_BACKEND_H
 
 #include "inferscale/inject.h"
 #include "inferscale/retrieve.h"
