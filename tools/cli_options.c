@@ -350,6 +350,24 @@ static void command_help(const cli_command *c)
 	}
 }
 
+/* Keeps option d's value v (NULL for a flag), given as o: 0, or 1 after a
+ * message. */
+static int keep(cli_args *a, const struct opt *d, const char *v, const char *o, const cli_command *c)
+{
+	void *field = (char *)a + d->field;
+	if (d->set)
+		return d->set(a, v, o, c);
+	if (!d->hi && v)
+		*(const char **)field = v;
+	else if (!d->hi)
+		*(int *)field = 1;
+	else if (parse_range(field, v, o, d->lo, d->hi))
+		return 1;
+	else if (d->given)
+		*(int *)(void *)((char *)a + d->given) = 1;
+	return 0;
+}
+
 /* The default models: under $INFS_CACHE, else ~/.cache/inferscale. */
 static void defaults(cli_args *a)
 {
@@ -398,19 +416,8 @@ int cli_parse(cli_args *a, const cli_command *c, int argc, char **argv)
 				return fail("%s needs a value", o) + 1;
 			v = argv[++i];
 		}
-		void *field = (char *)a + d->field;
-		if (d->set && d->set(a, v, o, c))
+		if (keep(a, d, v, o, c))
 			return 2;
-		if (d->set)
-			continue;
-		if (d->hi && parse_range(field, v, o, d->lo, d->hi))
-			return 2;
-		if (d->hi && d->given)
-			*(int *)(void *)((char *)a + d->given) = 1;
-		else if (!d->hi && v)
-			*(const char **)field = v;
-		else if (!d->hi)
-			*(int *)field = 1;
 	}
 	int rc = c->check(a);
 	if (rc)
