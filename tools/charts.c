@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_text.h"
 #include "jsonl.h"
 #include "plot.h"
 #include "say.h"
@@ -196,36 +197,6 @@ int chart_sweep(const char *png, const chart_sweep_run *runs, size_t n, char *er
 }
 
 /* --- Result files. --- */
-
-static int read_text(char **out, size_t *n, const char *path, char *err, size_t n_err)
-{
-	*out = NULL;
-	*n = 0;
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return say(err, n_err, "%s: %s", path, strerror(errno));
-	size_t cap = 0;
-	int rc = 0;
-	for (;;) {
-		if (*n == cap) {
-			char *p = realloc(*out, cap = cap ? 2 * cap : 1 << 16);
-			if (!p) {
-				rc = say(err, n_err, "out of memory reading %s", path);
-				break;
-			}
-			*out = p;
-		}
-		size_t got = fread(*out + *n, 1, cap - *n, f);
-		*n += got;
-		if (!got) {
-			if (ferror(f))
-				rc = say(err, n_err, "%s: %s", path, strerror(errno));
-			break;
-		}
-	}
-	fclose(f);
-	return rc;
-}
 
 /* o's member at a path of at most two keys, "a" or "a.b". */
 static const jsonl_value *member(const jsonl_value *o, const char *path)
@@ -444,7 +415,7 @@ int chart_file(const char *png, const char *json, const char **kind, char *err, 
 {
 	char *text;
 	size_t len;
-	if (read_text(&text, &len, json, err, n_err)) {
+	if (file_text_read(&text, &len, json, err, n_err)) {
 		free(text);
 		return -1;
 	}

@@ -1,4 +1,5 @@
-/* The command-line tool's chart renderer: an RGB image, lines, rectangles
+/* The command-line tool's chart renderer (plot_image.c, plot_font.c,
+ * plot_png.c, plot_chart.c): an RGB image, lines, rectangles
  * and text in a built-in 5x7 bitmap font (ASCII 32..126), charts with axes,
  * "nice" ticks, a legend, line and stacked bar series and an optional second
  * y axis, written as PNG (8-bit RGB, deflated by zlib). No anti-aliasing.
@@ -28,6 +29,12 @@ uint32_t plot_pixel(const plot_image *im, int x, int y);
  * any order; a line width pixels wide (dashed: 8 on, 4 off). */
 void plot_rect(plot_image *im, int x0, int y0, int x1, int y1, uint32_t color);
 void plot_line(plot_image *im, int x0, int y0, int x1, int y1, int width, int dashed, uint32_t color);
+
+/* The font's cell: 5 columns by 9 rows, 7 above the baseline and 2 for
+ * descenders; a character of scale s takes (PLOT_GLYPH_W + 1) * s pixels
+ * across (a column of space after it). */
+#define PLOT_GLYPH_W 5
+#define PLOT_GLYPH_H 9
 
 /* Text scale times the font's size: 7 * scale high, plot_text_width wide.
  * Horizontal text has its top-left corner at (x, y); vertical text reads
