@@ -10,6 +10,7 @@
 #include "util/dtype.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #define TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -262,8 +263,12 @@ TARGET_AVX2 static void one_token_avx2(const qjob *j, uint32_t r0, uint32_t r1)
  * answer for threads to race on. */
 static int cpu_avx2(void)
 {
+	/* F16C through cpuid: clang's __builtin_cpu_supports does not know it. */
+	unsigned a, b, c, d;
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C))
+		return 0;
 	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 #else
 static int cpu_avx2(void)

@@ -220,7 +220,8 @@ static int hook_put_value(void *data, const char *ns, uint64_t id, const struct 
 		return infs__error(INFS_ENOMEM, "infs_fact_put: out of memory for a %zu-byte value", len);
 	size_t at = 0;
 	for (int i = 0; i < n; i++) {
-		memcpy(value + at, rec[i].iov_base, rec[i].iov_len);
+		if (rec[i].iov_len) /* an empty part (no metadata) may have no base */
+			memcpy(value + at, rec[i].iov_base, rec[i].iov_len);
 		at += rec[i].iov_len;
 	}
 	char fkey[INFS__REMOTE_KEY_MAX], ikey[INFS__REMOTE_KEY_MAX], sid[24];
