@@ -1,5 +1,6 @@
 #include "model/qmatmul.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -259,9 +260,10 @@ TARGET_AVX2 static void one_token_avx2(const qjob *j, uint32_t r0, uint32_t r1)
 	}
 }
 
-/* Asked on every call (a few loads of libgcc's CPU record): no cached
- * answer for threads to race on. */
-static int cpu_avx2(void)
+/* The CPU's answer, asked once: cpuid exits to the hypervisor on a virtual
+ * machine, too dear for every product. Threads racing on the first call
+ * store the same value, atomically. */
+static int probe_avx2(void)
 {
 	/* F16C through cpuid: clang's __builtin_cpu_supports does not know it. */
 	unsigned a, b, c, d;
@@ -269,6 +271,17 @@ static int cpu_avx2(void)
 		return 0;
 	__builtin_cpu_init();
 	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+static int cpu_avx2(void)
+{
+	static atomic_int known = -1;
+	int v = atomic_load_explicit(&known, memory_order_relaxed);
+	if (v < 0) {
+		v = probe_avx2();
+		atomic_store_explicit(&known, v, memory_order_relaxed);
+	}
+	return v;
 }
 #else
 static int cpu_avx2(void)
