@@ -115,7 +115,8 @@ int main(int argc, char **argv)
 			n_tokens = 0;
 			while (n_tokens < MAX_TOKENS && scanf("%d", &id) == 1)
 				tokens[n_tokens++] = id;
-			scanf("%*s"); /* the terminating "end" */
+			if (scanf("%*s") == EOF) /* the terminating "end" */
+				break;
 			printf("ok %u\n", n_tokens);
 			fflush(stdout);
 			continue;

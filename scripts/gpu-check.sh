@@ -59,6 +59,12 @@ if [[ $skip != *sanitizer* ]]; then
 		# minutes under it.
 		tools="memcheck racecheck"
 		[[ $t == *store* || $t == *retrieve* || $t == *tiers* ]] && tools=memcheck
+		# gpu-engine runs the model, injection and sampling kernels that
+		# gpu-model, gpu-graph, gpu-inject and gpu-sample racecheck; under
+		# racecheck its process ends with status 9 after some 80 s, having
+		# printed nothing, with hazards reported in cuBLAS's nvjet kernels
+		# only (2026-12-03), so it runs under memcheck alone.
+		[[ $t == *gpu-engine* ]] && tools=memcheck
 		for tool in $tools; do
 			echo "-- $tool $t" | tee -a "$OUT/sanitizer.log"
 			start=$SECONDS
@@ -70,7 +76,7 @@ if [[ $skip != *sanitizer* ]]; then
 			log=$(mktemp)
 			exitcode="--error-exitcode 99"
 			[ $tool = racecheck ] && exitcode=
-			INFS_TEST_SMALL=1 meson test -C "$BUILD" --no-rebuild --print-errorlogs \
+			INFS_TEST_SMALL=1 meson test -C "$BUILD" --no-rebuild --print-errorlogs --timeout-multiplier 10 \
 				--wrapper "compute-sanitizer --tool $tool $exitcode" "$t" >"$log" 2>&1
 			rc=$?
 			cat "$log" >>"$OUT/sanitizer.log"

@@ -93,6 +93,9 @@ typedef struct infs__device_backend {
 	                   int pooling, int normalize, float *out, void *stream);
 	int (*bert_encode_host)(struct infs__bert_dev *d, const int32_t *ids, const uint32_t *offsets, uint32_t n_seq,
 	                        int pooling, int normalize, float *out);
+	/* How many forward passes d replayed from a CUDA graph (a shape's
+	 * second call captures it, later ones replay it). */
+	uint64_t (*bert_graph_runs)(const struct infs__bert_dev *d);
 	/* The engine on a device (engine/engine_device.h). */
 	const struct infs__dengine_ops *engine;
 } infs__device_backend;

@@ -20,6 +20,7 @@ static const infs__device_backend cuda_backend = { infs__device_attach, infs__re
 	                                                infs__device_bert_release,
 	                                                infs__device_bert_encode,
 	                                                infs__device_bert_encode_host,
+	                                                infs__device_bert_graph_runs,
 	                                                &infs__dengine_cuda };
 const infs__device_backend *const infs__cuda = &cuda_backend;
 

@@ -6,7 +6,14 @@
  * nothing: the token ids go up as kernel arguments, and each call's work
  * waits, on the device, for the previous call's (an event), since every
  * call uses the one workspace. The caller (embed/embedder.c) has checked
- * every argument and serialises the calls. */
+ * every argument and serialises the calls.
+ *
+ * A question's embedding is some 50 small kernels whose launches cost more
+ * than their work: the forward pass of a shape seen before (token count,
+ * texts, longest text, pooling, output) is captured as a CUDA graph the
+ * second time and replayed from then on. The graph reads the ids and
+ * offsets from the workspace, where each call's own go first by kernel
+ * arguments, so the replayed work is the eager work exactly. */
 #include <cublas_v2.h>
 #include <stdlib.h>
 
@@ -18,6 +25,16 @@
 #include "util/error.h"
 
 #define BLAS_WORKSPACE (32u << 20) /* what cuBLAS asks for on Hopper */
+#define MAX_GRAPHS 64               /* shapes kept; a new one replaces the oldest */
+
+/* A forward pass's shape: what its kernels and GEMMs take besides the
+ * workspace. */
+typedef struct shape {
+	uint32_t n, n_seq, max_len;
+	int pooling, normalize;
+	float *out;
+	cudaGraphExec_t exec;       /* NULL: seen once, not captured */
+} shape;
 
 typedef struct dev_layer {
 	float *wqkv, *bqkv;          /* [3 dim][dim], [3 dim]: q, k, v */
@@ -43,6 +60,9 @@ struct infs__bert_dev {
 	uint32_t *offsets;          /* max_tokens + 1 */
 	int32_t *ids;               /* max_tokens */
 	void *blas_ws;
+	shape graphs[MAX_GRAPHS];
+	uint32_t n_graphs, next_out; /* next_out: the slot a new shape replaces when all are taken */
+	uint64_t graph_runs;        /* forward passes replayed from a graph */
 };
 
 static const char load_fn[] = "infs_embedder_load";
@@ -133,6 +153,9 @@ void infs__device_bert_release(struct infs__bert_dev *d)
 		return;
 	int prev;
 	if (infs__device_enter(&prev, d->device, "infs_embedder_free") == INFS_OK) {
+		for (uint32_t i = 0; i < d->n_graphs; i++)
+			if (d->graphs[i].exec)
+				cudaGraphExecDestroy(d->graphs[i].exec);
 		if (d->blas)
 			cublasDestroy(d->blas);
 		if (d->done)
@@ -230,35 +253,26 @@ static cublasStatus_t sgemm(cublasHandle_t h, float *y, const float *x, const fl
 	                   y, (int)out);
 }
 
-/* Queues the encoder over the batch on s, the pooled rows to out (device),
- * after the previous call's work. */
-static int enqueue(struct infs__bert_dev *d, const int32_t *ids, const uint32_t *offsets, uint32_t n_seq,
-                   int pooling, int normalize, float *out, cudaStream_t s, const char *fn)
+/* Queues the forward pass of shape k over the ids and offsets in the
+ * workspace on s: embeddings, the layers, the pooled rows to k->out. */
+static int queue_body(struct infs__bert_dev *d, const shape *k, cudaStream_t s, const char *fn)
 {
 	const infs__bert_config *g = &d->cfg;
-	const uint32_t n = offsets[n_seq], D = g->dim, F = g->n_ffn;
-	uint32_t max_len = 0;
-	for (uint32_t i = 0; i < n_seq; i++)
-		if (offsets[i + 1] - offsets[i] > max_len)
-			max_len = offsets[i + 1] - offsets[i];
+	const uint32_t n = k->n, n_seq = k->n_seq, D = g->dim, F = g->n_ffn;
 	float *tmp = d->qkv; /* q|k|v are dead once attention has run */
-	cudaError_t err = cudaStreamWaitEvent(s, d->done, 0);
-	if (err == cudaSuccess)
-		err = infs_k_bert_put(d->offsets, offsets, (size_t)n_seq + 1, s);
-	if (err == cudaSuccess)
-		err = infs_k_bert_put(d->ids, ids, n, s);
+	cudaError_t err = cudaSuccess;
 	cublasStatus_t st = cublasSetStream(d->blas, s);
 	/* after cublasSetStream, which puts back cuBLAS's own workspace pool */
 	if (st == CUBLAS_STATUS_SUCCESS)
 		st = cublasSetWorkspace(d->blas, d->blas_ws, BLAS_WORKSPACE);
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
+	if (st == CUBLAS_STATUS_SUCCESS)
 		err = infs_k_bert_embed(d->h, d->ids, d->offsets, n_seq, n, d->word, d->pos, d->type, d->ln_w, d->ln_b, D,
 		                        g->n_vocab, g->ln_eps, s);
 	for (uint32_t l = 0; l < g->n_layers && err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS; l++) {
 		const dev_layer *L = &d->layers[l];
 		st = sgemm(d->blas, d->qkv, d->h, L->wqkv, n, D, 3 * D);
 		if (st == CUBLAS_STATUS_SUCCESS)
-			err = infs_k_bert_attention(d->ctx, d->qkv, L->bqkv, d->offsets, n_seq, max_len, D, g->n_heads, s);
+			err = infs_k_bert_attention(d->ctx, d->qkv, L->bqkv, d->offsets, n_seq, k->max_len, D, g->n_heads, s);
 		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
 			st = sgemm(d->blas, tmp, d->ctx, L->wo, n, D, D);
 		if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
@@ -273,12 +287,86 @@ static int enqueue(struct infs__bert_dev *d, const int32_t *ids, const uint32_t 
 			err = infs_k_bert_residual_norm(d->h, tmp, L->b_down, L->ln2_w, L->ln2_b, n, D, g->ln_eps, s);
 	}
 	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
-		err = infs_k_bert_pool(out, d->h, d->offsets, n_seq, D, pooling, normalize, s);
+		err = infs_k_bert_pool(k->out, d->h, d->offsets, n_seq, D, k->pooling, k->normalize, s);
 	if (err != cudaSuccess)
 		return infs__cuda_error(err, fn, "queueing the embedder's forward pass");
 	if (st != CUBLAS_STATUS_SUCCESS)
 		return infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fn, (int)st, cublasGetStatusString(st));
 	return INFS_OK;
+}
+
+/* The graph of shape k: found, or captured now on d's own stream when the
+ * shape was seen once before; NULL (run eagerly) for a shape seen first. */
+static int graph_of(cudaGraphExec_t *out, struct infs__bert_dev *d, const shape *k, const char *fn)
+{
+	*out = NULL;
+	shape *g = NULL;
+	for (uint32_t i = 0; i < d->n_graphs && !g; i++) {
+		shape *c = &d->graphs[i];
+		if (c->n == k->n && c->n_seq == k->n_seq && c->max_len == k->max_len && c->pooling == k->pooling &&
+		    c->normalize == k->normalize && c->out == k->out)
+			g = c;
+	}
+	if (g && g->exec) {
+		*out = g->exec;
+		return INFS_OK;
+	}
+	if (!g) { /* seen first: noted, in a free slot or the oldest one's */
+		g = &d->graphs[d->n_graphs < MAX_GRAPHS ? d->n_graphs++ : d->next_out++ % MAX_GRAPHS];
+		if (g->exec)
+			cudaGraphExecDestroy(g->exec);
+		*g = *k;
+		g->exec = NULL;
+		return INFS_OK;
+	}
+	cudaGraph_t graph = NULL;
+	cudaError_t err = cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "capturing the embedder's forward pass");
+	int rc = queue_body(d, k, d->stream, fn);
+	err = cudaStreamEndCapture(d->stream, &graph);
+	if (!rc && err != cudaSuccess)
+		rc = infs__cuda_error(err, fn, "capturing the embedder's forward pass");
+	cudaGraphExec_t exec = NULL;
+	if (!rc && (err = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess)
+		rc = infs__cuda_error(err, fn, "instantiating the embedder's graph");
+	if (graph)
+		cudaGraphDestroy(graph);
+	if (!rc)
+		*out = g->exec = exec;
+	return rc;
+}
+
+/* Queues the encoder over the batch on s, the pooled rows to out (device),
+ * after the previous call's work: the ids and offsets into the workspace,
+ * then the forward pass, replayed from a graph when its shape has one. */
+static int enqueue(struct infs__bert_dev *d, const int32_t *ids, const uint32_t *offsets, uint32_t n_seq,
+                   int pooling, int normalize, float *out, cudaStream_t s, const char *fn)
+{
+	shape k = { offsets[n_seq], n_seq, 0, pooling, normalize, out, NULL };
+	for (uint32_t i = 0; i < n_seq; i++)
+		if (offsets[i + 1] - offsets[i] > k.max_len)
+			k.max_len = offsets[i + 1] - offsets[i];
+	cudaError_t err = cudaStreamWaitEvent(s, d->done, 0);
+	if (err == cudaSuccess)
+		err = infs_k_bert_put(d->offsets, offsets, (size_t)n_seq + 1, s);
+	if (err == cudaSuccess)
+		err = infs_k_bert_put(d->ids, ids, k.n, s);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "queueing the embedder's inputs");
+	cudaGraphExec_t exec = NULL;
+	int rc = graph_of(&exec, d, &k, fn);
+	if (rc || !exec)
+		return rc ? rc : queue_body(d, &k, s, fn);
+	if ((err = cudaGraphLaunch(exec, s)) != cudaSuccess)
+		return infs__cuda_error(err, fn, "launching the embedder's graph");
+	d->graph_runs++;
+	return INFS_OK;
+}
+
+uint64_t infs__device_bert_graph_runs(const struct infs__bert_dev *d)
+{
+	return d ? d->graph_runs : 0;
 }
 
 /* Records d->done on s after the call's work: the next call waits for it.

@@ -16,5 +16,6 @@ int infs__device_bert_encode(struct infs__bert_dev *d, const int32_t *ids, const
                              int pooling, int normalize, float *out, void *stream);
 int infs__device_bert_encode_host(struct infs__bert_dev *d, const int32_t *ids, const uint32_t *offsets,
                                   uint32_t n_seq, int pooling, int normalize, float *out);
+uint64_t infs__device_bert_graph_runs(const struct infs__bert_dev *d);
 
 #endif

@@ -24,6 +24,11 @@ int infs__embedder_device(const infs_embedder *e);
  * max_seq_length, the workspace made at load; 0 for a host embedder. */
 uint32_t infs__embedder_device_tokens(const infs_embedder *e);
 
+/* How many of e's device forward passes were replayed from a CUDA graph
+ * (a shape's second call captures it, later calls replay it); 0 for a
+ * host embedder. */
+uint64_t infs__embedder_device_graph_runs(const infs_embedder *e);
+
 /* Embeds n_seq tokenized texts into out, device memory of e's device of
  * n_seq * infs_embedder_dim(e) floats (text s at out + s * dim), exactly
  * as infs_embed pools and normalises them. ids and offsets are host

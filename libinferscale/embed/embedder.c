@@ -728,6 +728,17 @@ uint32_t infs__embedder_device_tokens(const infs_embedder *e)
 	return e && e->dev ? e->dev_tokens : 0;
 }
 
+uint64_t infs__embedder_device_graph_runs(const infs_embedder *e)
+{
+	if (!e || !e->dev)
+		return 0;
+	infs_embedder *m = (infs_embedder *)e; /* the device state only */
+	pthread_mutex_lock(&m->dev_lock);
+	const uint64_t n = infs__cuda->bert_graph_runs(e->dev);
+	pthread_mutex_unlock(&m->dev_lock);
+	return n;
+}
+
 static int check_device_call(float *out, const infs_embedder *e, const char *fn)
 {
 	if (!out)

@@ -7,7 +7,8 @@
  * has cosine >= 0.999 with the CPU's vector. The engine's device entries
  * (embed/embed_device.h) give infs_embed's vectors, on two streams, and
  * refuse what they cannot take without queueing anything; threads share
- * one device embedder. */
+ * one device embedder; a shape's forward pass replayed from its CUDA graph
+ * gives the eager vectors. */
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -385,6 +386,46 @@ static void check_threads(infs_embedder *gpu, const char *const *texts, size_t n
 	free(want);
 }
 
+/* A shape's forward pass runs eagerly first, is captured the second time
+ * and replayed after: a new embedder embeds text a (eager), a again
+ * (captured, replayed), b of the same length (replayed: b's own vector, the
+ * CPU's), a once more (replayed: the eager vector). */
+static void check_graphs(const char *dir)
+{
+	infs_embedder *cpu, *gpu;
+	CHECK_OK(load(&cpu, dir, -1));
+	CHECK_OK(load(&gpu, dir, 0));
+	if (!cpu || !gpu) {
+		infs_embedder_free(cpu);
+		infs_embedder_free(gpu);
+		return;
+	}
+	const char *a = "the cat sat on a mat", *b = "big red tree ran the dog";
+	const size_t dim = infs_embedder_dim(gpu);
+	float *v = malloc(5 * dim * sizeof *v), *want_b = malloc(dim * sizeof *want_b);
+	CHECK_OK(infs_embed(want_b, cpu, &b, 1, NULL));
+	CHECK(infs__embedder_device_graph_runs(gpu) == 0 && infs__embedder_device_graph_runs(cpu) == 0);
+	CHECK_OK(infs_embed(v, gpu, &a, 1, NULL));
+	CHECK(infs__embedder_device_graph_runs(gpu) == 0);
+	CHECK_OK(infs_embed(v + dim, gpu, &a, 1, NULL));
+	CHECK(infs__embedder_device_graph_runs(gpu) == 1);
+	CHECK_OK(infs_embed(v + 2 * dim, gpu, &b, 1, NULL));
+	CHECK(infs__embedder_device_graph_runs(gpu) == 2);
+	CHECK_OK(infs_embed(v + 3 * dim, gpu, &a, 1, NULL));
+	CHECK(infs__embedder_device_graph_runs(gpu) == 3);
+	compare("graph: a captured vs eager", v + dim, v, 1, dim, 1e-6f);
+	compare("graph: a replayed vs eager", v + 3 * dim, v, 1, dim, 1e-6f);
+	compare("graph: b replayed vs cpu", v + 2 * dim, want_b, 1, dim, 1e-4f);
+	float diff = 0;
+	for (size_t k = 0; k < dim; k++)
+		diff = fmaxf(diff, fabsf(v[2 * dim + k] - v[k]));
+	CHECK(diff > 1e-3f); /* b's vector is not a's left in the workspace */
+	free(v);
+	free(want_b);
+	infs_embedder_free(cpu);
+	infs_embedder_free(gpu);
+}
+
 static void check_tiny(const char *fixtures)
 {
 	snprintf(tmp, sizeof tmp, "/tmp/infs-gpu-embed-XXXXXX");
@@ -419,6 +460,7 @@ static void check_tiny(const char *fixtures)
 			if (m == 0 && normalize) {
 				check_refusals(tmp, cpu, gpu);
 				check_threads(gpu, (const char *const *)texts, n);
+				check_graphs(tmp);
 			}
 			infs_embedder_free(cpu);
 			infs_embedder_free(gpu);
