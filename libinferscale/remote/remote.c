@@ -45,7 +45,7 @@ static int get_meta(unsigned char **out, size_t *len, infs__remote *r, const cha
 	char key[INFS__REMOTE_KEY_MAX];
 	infs__remote_key_meta(key, r->prefix);
 	redisReply *rep;
-	int rc = infs__resp_command(&r->resp, &rep, 2, ARGS("GET", key), NULL, fn);
+	int rc = infs__resp_command(&r->resp, key, &rep, 2, ARGS("GET", key), NULL, fn);
 	if (rc)
 		return rc;
 	*out = NULL;
@@ -139,7 +139,7 @@ static int hook_take_id(void *data, uint64_t floor, uint64_t *id)
 	infs__remote_key_next_id(key, r->prefix);
 	snprintf(fl, sizeof fl, "%llu", (unsigned long long)floor);
 	redisReply *rep;
-	int rc = infs__resp_command(&r->resp, &rep, 5, ARGS("EVAL", script, "1", key, fl), NULL, "infs_fact_put");
+	int rc = infs__resp_command(&r->resp, key, &rep, 5, ARGS("EVAL", script, "1", key, fl), NULL, "infs_fact_put");
 	if (rc)
 		return rc;
 	if (rep->type != REDIS_REPLY_INTEGER || rep->integer < 1)
@@ -161,7 +161,7 @@ static unsigned wait_ms(const infs__remote *r)
 /* Sends the commands of a write between MULTI and EXEC, then WAIT when
  * replicas were asked for; INFS_OK once the server (and those replicas)
  * acknowledged it. */
-static int transact(infs__remote *r, size_t n, const int *argc, const char *const *const *argv,
+static int transact(infs__remote *r, const char *route, size_t n, const int *argc, const char *const *const *argv,
                     const size_t *const *argvlen, const char *fn)
 {
 	enum { MAX = 6 };
@@ -180,7 +180,7 @@ static int transact(infs__remote *r, size_t n, const int *argc, const char *cons
 	if (r->replicas)
 		ac[k] = 3, av[k] = wait, al[k++] = NULL;
 	redisReply *rep[MAX + 3];
-	int rc = infs__resp_pipeline(&r->resp, rep, k, ac, av, al, fn);
+	int rc = infs__resp_pipeline(&r->resp, route, rep, k, ac, av, al, fn);
 	if (rc)
 		return rc;
 	redisReply *ex = rep[n + 1];
@@ -206,7 +206,7 @@ static int delete_fact(infs__remote *r, const char *ns, uint64_t id, const char 
 	const char *const del[] = { "DEL", fkey }, *const srem[] = { "SREM", ikey, sid };
 	int ac[] = { 2, 3 };
 	const char *const *av[] = { del, srem };
-	return transact(r, 2, ac, av, NULL, fn);
+	return transact(r, fkey, 2, ac, av, NULL, fn);
 }
 
 static int hook_put_value(void *data, const char *ns, uint64_t id, const struct iovec *rec, int n)
@@ -232,9 +232,9 @@ static int hook_put_value(void *data, const char *ns, uint64_t id, const struct 
 	int ac[] = { 3, 3 };
 	const char *const *av[] = { set, sadd };
 	const size_t *al[] = { set_len, sadd_len };
-	int rc = transact(r, 2, ac, av, al, "infs_fact_put");
+	int rc = transact(r, fkey, 2, ac, av, al, "infs_fact_put");
 	free(value);
-	if (rc == INFS_EIO && r->resp.c && r->replicas) { /* the primary has it, too few replicas: take it back */
+	if (rc == INFS_EIO && infs__resp_connected(&r->resp) && r->replicas) { /* the primary has it, too few replicas: take it back */
 		char msg[1024];
 		snprintf(msg, sizeof msg, "%s", infs_error_last());
 		int undo = delete_fact(r, ns, id, "infs_fact_put");
@@ -289,7 +289,7 @@ static int drop_ns(infs__remote *r, const char *ns)
 		int ac[] = { 2, 2 };
 		const char *const watch[] = { "WATCH", ikey }, *const members[] = { "SMEMBERS", ikey };
 		const char *const *av[] = { watch, members };
-		int rc = infs__resp_pipeline(&r->resp, rep, 2, ac, av, NULL, fn);
+		int rc = infs__resp_pipeline(&r->resp, ikey, rep, 2, ac, av, NULL, fn);
 		if (rc)
 			return rc;
 		uint64_t *ids;
@@ -318,7 +318,7 @@ static int drop_ns(infs__remote *r, const char *ns)
 		int ac2[] = { 1, (int)(n + 2), 1 };
 		const char *const *av2[] = { multi, del, exec };
 		redisReply *rep2[3];
-		rc = infs__resp_pipeline(&r->resp, rep2, 3, ac2, av2, NULL, fn);
+		rc = infs__resp_pipeline(&r->resp, ikey, rep2, 3, ac2, av2, NULL, fn);
 		free(keys);
 		free(del);
 		free(ids);
@@ -332,7 +332,7 @@ static int drop_ns(infs__remote *r, const char *ns)
 			snprintf(nrep, sizeof nrep, "%u", r->replicas);
 			snprintf(tmo, sizeof tmo, "%u", wait_ms(r));
 			redisReply *w;
-			if ((rc = infs__resp_command(&r->resp, &w, 3, ARGS("WAIT", nrep, tmo), NULL, fn)))
+			if ((rc = infs__resp_command(&r->resp, ikey, &w, 3, ARGS("WAIT", nrep, tmo), NULL, fn)))
 				return rc;
 			long long got = w->integer;
 			freeReplyObject(w);
@@ -362,7 +362,7 @@ static int fetch_ns(infs__remote *r, const char *ns)
 	char ikey[INFS__REMOTE_KEY_MAX];
 	infs__remote_key_ids(ikey, r->prefix, ns);
 	redisReply *rep;
-	int rc = infs__resp_command(&r->resp, &rep, 2, ARGS("SMEMBERS", ikey), NULL, fn);
+	int rc = infs__resp_command(&r->resp, ikey, &rep, 2, ARGS("SMEMBERS", ikey), NULL, fn);
 	if (rc)
 		return rc;
 	uint64_t *ids, *miss = NULL;
@@ -392,7 +392,7 @@ static int fetch_ns(infs__remote *r, const char *ns)
 			av[i] = argv[i];
 			ac[i] = 2;
 		}
-		rc = infs__resp_pipeline(&r->resp, got + at, b, ac, av, NULL, fn);
+		rc = infs__resp_pipeline(&r->resp, ikey, got + at, b, ac, av, NULL, fn);
 		for (size_t i = 0; !rc && i < b; i++) {
 			const redisReply *v = got[at + i];
 			if (v->type != REDIS_REPLY_STRING)
@@ -467,7 +467,7 @@ int infs__remote_attach(infs__remote *r, infs_store *s)
 		else if (!rc && !theirs) {
 			const char *const argv[] = { "SET", key, (const char *)ours, "NX" };
 			const size_t argvlen[] = { 3, strlen(key), ours_len, 2 };
-			rc = infs__resp_command(&r->resp, &rep, 4, argv, argvlen, fn);
+			rc = infs__resp_command(&r->resp, key, &rep, 4, argv, argvlen, fn);
 			if (rep)
 				freeReplyObject(rep);
 			if (!rc)
