@@ -2,14 +2,17 @@
  * server in the same run: a user's facts (SmolLM2-135M and Llama-3-8B
  * geometry values) put once, then brought whole into a fresh file by
  * infs_prefetch, timed; redis-benchmark GETs of values of the same size,
- * one connection pipelined as deep as our fetch (64). It starts its own
- * redis-server on a free loopback port and stops it.
+ * one connection pipelined as deep as our fetch (64). Then the time to
+ * first token of a user whose facts are only on the server against one
+ * whose facts are local (remote_ttft.c). It starts its own redis-server on
+ * a free loopback port and stops it.
  * usage: bench_remote [OUT.json]   (default: print the JSON only) */
 #include <stdbool.h>
 #include <time.h>
 
 #include "redis_server.h"
 #include "inferscale/inferscale.h"
+#include "remote_ttft.h"
 
 typedef struct shape {
 	const char *name;
@@ -167,7 +170,15 @@ int main(int argc, char **argv)
 		free(v);
 		free(tok);
 	}
-	snprintf(json + at, sizeof json - at, "  ]\n}\n");
+	char ttft[1024], url[64];
+	snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+	rc = remote_ttft(ttft, sizeof ttft, url, dir, INFS_SOURCE_ROOT "/examples/memory/facts.jsonl", 1);
+	if (rc && rc != INFS_ENOTFOUND) {
+		test_redis_stop(&srv);
+		return 1;
+	}
+	at += (size_t)snprintf(json + at, sizeof json - at, "  ],\n  \"ttft\": [\n%s%s%s  ]\n}\n", rc ? "" : "    ",
+	                       rc ? "" : ttft, rc ? "" : "\n");
 	test_redis_stop(&srv);
 	if (argc > 1) {
 		FILE *out = fopen(argv[1], "w");
