@@ -600,10 +600,17 @@ static int reserve(infs_store *s, uint64_t total, uint64_t keep, const char *fn)
 int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, uint64_t keep, const char *fn)
 {
 	unsigned char head[INFS__REC_HEAD];
-	uint64_t body_len = infs__head_encode(head, type, iov + 1, n - 1);
+	infs__head_encode(head, type, iov + 1, n - 1);
 	iov[0].iov_base = head;
 	iov[0].iov_len = sizeof head;
-	uint64_t total = INFS__REC_HEAD + body_len;
+	return infs__append_record(s, iov, n, keep, fn);
+}
+
+int infs__append_record(infs_store *s, struct iovec *iov, int n, uint64_t keep, const char *fn)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
 	int rc = infs__map_reserve(s, s->end + total);
 	if (rc)
 		return infs__error_wrap(rc, "%s", fn);

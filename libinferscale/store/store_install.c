@@ -118,8 +118,10 @@ static int install_one(infs_store *s, const char *ns, const unsigned char *v, si
 		return rc;
 	}
 	uint64_t off = s->end;
-	struct iovec iov[2] = { { 0 }, { (void *)body, len - INFS__REC_HEAD } };
-	if ((rc = infs__append(s, INFS__REC_PUT, iov, 2, infs__reserve_after_put(s, nsp), "infs_prefetch"))) {
+	/* The value is the record, its head and checksums checked already
+	 * (check_value): written as it is, not summed again. */
+	struct iovec iov[1] = { { (void *)v, len } };
+	if ((rc = infs__append_record(s, iov, 1, infs__reserve_after_put(s, nsp), "infs_prefetch"))) {
 		infs__ext_delete(s, r.id);
 		infs__index_prune(&s->ix, nsp);
 		return rc;
