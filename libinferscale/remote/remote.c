@@ -355,7 +355,7 @@ static int hook_erase(void *data, const char *ns, uint64_t id)
 }
 
 /* Brings namespace ns as the server holds it into the store: its set of
- * ids, then the values the file lacks, in pipelined batches. */
+ * ids, then the values the file lacks, read straight into one buffer. */
 static int fetch_ns(infs__remote *r, const char *ns)
 {
 	static const char fn[] = "infs_prefetch";
@@ -371,46 +371,33 @@ static int fetch_ns(infs__remote *r, const char *ns)
 	freeReplyObject(rep);
 	if (!rc)
 		rc = infs__store_missing(&miss, &n_miss, r->store, ns, ids, n);
-	redisReply **got = n_miss ? calloc(n_miss, sizeof *got) : NULL;
+	char (*keys)[INFS__REMOTE_KEY_MAX] = n_miss ? malloc(n_miss * sizeof *keys) : NULL;
+	const char **key = n_miss ? malloc(n_miss * sizeof *key) : NULL;
 	const unsigned char **vals = n_miss ? calloc(n_miss, sizeof *vals) : NULL;
 	size_t *lens = n_miss ? calloc(n_miss, sizeof *lens) : NULL;
 	uint64_t *want = n_miss ? calloc(n_miss, sizeof *want) : NULL;
-	if (!rc && n_miss && (!got || !vals || !lens || !want))
+	if (!rc && n_miss && (!keys || !key || !vals || !lens || !want))
 		rc = infs__error(INFS_ENOMEM, "%s: out of memory for %zu values", fn, n_miss);
-	enum { BATCH = 64 };
-	char keys[BATCH][INFS__REMOTE_KEY_MAX];
-	const char *argv[BATCH][2];
-	const char *const *av[BATCH];
-	int ac[BATCH];
-	size_t n_vals = 0;
-	for (size_t at = 0; !rc && at < n_miss; at += BATCH) {
-		size_t b = n_miss - at < BATCH ? n_miss - at : BATCH;
-		for (size_t i = 0; i < b; i++) {
-			infs__remote_key_fact(keys[i], r->prefix, ns, miss[at + i]);
-			argv[i][0] = "GET";
-			argv[i][1] = keys[i];
-			av[i] = argv[i];
-			ac[i] = 2;
-		}
-		rc = infs__resp_pipeline(&r->resp, ikey, got + at, b, ac, av, NULL, fn);
-		for (size_t i = 0; !rc && i < b; i++) {
-			const redisReply *v = got[at + i];
-			if (v->type != REDIS_REPLY_STRING)
-				continue; /* deleted since SMEMBERS: the set no longer has it either */
-			vals[n_vals] = (const unsigned char *)v->str;
-			lens[n_vals] = v->len;
-			want[n_vals++] = miss[at + i];
-		}
-		if (rc) /* replies of earlier batches are freed below */
-			for (size_t i = 0; i < b; i++)
-				got[at + i] = NULL;
+	for (size_t i = 0; !rc && i < n_miss; i++) {
+		infs__remote_key_fact(keys[i], r->prefix, ns, miss[i]);
+		key[i] = keys[i];
 	}
+	infs__values got = { 0 };
+	if (!rc && n_miss)
+		rc = infs__resp_get_values(&got, &r->resp, ikey, key, n_miss, fn);
+	size_t n_vals = 0;
+	for (size_t i = 0; !rc && i < n_miss; i++)
+		if (got.val[i]) { /* none: deleted since SMEMBERS, and the set no longer has it either */
+			vals[n_vals] = got.val[i];
+			lens[n_vals] = got.len[i];
+			want[n_vals++] = miss[i];
+		}
 	if (!rc)
 		rc = infs__store_install(r->store, ns, ids, n, vals, lens, want, n_vals, r->resp.where);
-	for (size_t i = 0; got && i < n_miss; i++)
-		if (got[i])
-			freeReplyObject(got[i]);
-	free(got);
+	infs__values_free(&got);
+	infs__resp_arena_trim(&r->resp);
+	free(keys);
+	free(key);
 	free(vals);
 	free(lens);
 	free(want);

@@ -139,6 +139,7 @@ void infs__resp_free(infs__resp *r)
 			redisFree(r->nodes[i].c);
 	free(r->nodes);
 	free(r->slots);
+	infs__resp_arena_free(r);
 	free(r->user);
 	free(r->password);
 	r->nodes = NULL;
@@ -372,6 +373,11 @@ static int exchange(infs__resp *r, size_t i, redisReply **replies, const size_t 
 static size_t node_for(const infs__resp *r, long slot)
 {
 	return slot >= 0 && r->slots && r->slots[slot] ? (size_t)r->slots[slot] - 1 : r->at;
+}
+
+size_t infs__resp_node(const infs__resp *r, const char *route)
+{
+	return node_for(r, route ? (long)infs__cluster_slot(route, strlen(route)) : -1);
 }
 
 /* Node dead stopped answering: its slots are asked of the other nodes

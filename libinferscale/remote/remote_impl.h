@@ -36,6 +36,8 @@ typedef struct infs__resp {
 	char *user, *password;
 	unsigned timeout_ms;
 	unsigned long moved, asked;              /* redirections followed, for tests and stats */
+	unsigned char *arena;                    /* fetched values land here, kept from one fetch to the next */
+	size_t arena_cap;
 	char where[INFS__REMOTE_HOST_MAX + 16]; /* "host:port" of the last node, for messages */
 } infs__resp;
 
@@ -66,6 +68,29 @@ int infs__resp_pipeline(infs__resp *r, const char *route, redisReply **replies, 
 /* One command (infs__resp_pipeline of one). */
 int infs__resp_command(infs__resp *r, const char *route, redisReply **reply, int argc, const char *const *argv,
                        const size_t *argvlen, const char *fn);
+
+/* The node for key route's slot (the map's, or the last one used). */
+size_t infs__resp_node(const infs__resp *r, const char *route);
+
+/* Values fetched by infs__resp_get_values: val[i] (len[i] bytes) is key
+ * i's, or NULL when the server holds none. */
+typedef struct infs__values {
+	unsigned char **val;
+	size_t *len;
+	size_t n;
+	bool *own;              /* val[i] was allocated on its own; the others lie in the
+	                           connections' arena, valid until the next fetch */
+} infs__values;
+
+/* GETs keys[0..n) (all of route's slot) into *out (remote_fetch.c); an
+ * error as infs__resp_pipeline's, with nothing left to free. */
+int infs__resp_get_values(infs__values *out, infs__resp *r, const char *route, const char *const *keys, size_t n,
+                          const char *fn);
+void infs__values_free(infs__values *v);
+/* Gives the arena back (at close), or only when it is very large (after a
+ * fetch). */
+void infs__resp_arena_free(infs__resp *r);
+void infs__resp_arena_trim(infs__resp *r);
 
 /* Redis Cluster (remote_cluster.c). The slot of a key: CRC16 of its hash
  * tag (the bytes between the first { and the next }, when not empty), or
