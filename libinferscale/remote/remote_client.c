@@ -270,6 +270,14 @@ static size_t want_bytes(const redisReader *rd)
 static int read_into_reader(redisContext *c)
 {
 	redisReader *rd = c->reader;
+	if (rd->pos == rd->len && rd->maxbuf && sdsavail(rd->buf) > rd->maxbuf) { /* as hiredis: not kept */
+		sds empty = sdsempty();
+		if (empty) {
+			sdsfree(rd->buf);
+			rd->buf = empty;
+			rd->pos = rd->len = 0;
+		}
+	}
 	size_t want = want_bytes(rd);
 	sds b = sdsMakeRoomFor(rd->buf, want);
 	if (!b) {
