@@ -637,6 +637,30 @@ int infs__append_record(infs_store *s, struct iovec *iov, int n, uint64_t keep, 
 	return infs__error(INFS_EIO, "%s: writing %s: %s", fn, s->path, strerror(err));
 }
 
+int infs__write_records(infs_store *s, struct iovec *iov, int n, uint64_t keep, const char *fn)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	int rc = infs__map_reserve(s, s->end + total);
+	if (rc)
+		return infs__error_wrap(rc, "%s", fn);
+	if ((rc = reserve(s, total, keep, fn)))
+		return rc;
+	if (infs__write_all(s->fd, s->end, iov, n) == 0)
+		return INFS_OK;
+	int err = errno;
+	infs__cut(s);
+	return infs__error(INFS_EIO, "%s: writing %s: %s", fn, s->path, strerror(err));
+}
+
+void infs__cut(infs_store *s)
+{
+	int cut = ftruncate(s->fd, (off_t)s->end);
+	(void)cut; /* if it fails, the next append overwrites from s->end */
+	s->reserved = s->end; /* truncating may have freed the reserve */
+}
+
 bool infs__record_sound(const infs_store *s, uint64_t off, uint64_t len)
 {
 	const unsigned char *h = s->map + off;
