@@ -375,8 +375,9 @@ static int fetch_ns(infs__remote *r, const char *ns)
 	const char **key = n_miss ? malloc(n_miss * sizeof *key) : NULL;
 	const unsigned char **vals = n_miss ? calloc(n_miss, sizeof *vals) : NULL;
 	size_t *lens = n_miss ? calloc(n_miss, sizeof *lens) : NULL;
+	uint32_t *crcs = n_miss ? calloc(n_miss, sizeof *crcs) : NULL;
 	uint64_t *want = n_miss ? calloc(n_miss, sizeof *want) : NULL;
-	if (!rc && n_miss && (!keys || !key || !vals || !lens || !want))
+	if (!rc && n_miss && (!keys || !key || !vals || !lens || !crcs || !want))
 		rc = infs__error(INFS_ENOMEM, "%s: out of memory for %zu values", fn, n_miss);
 	for (size_t i = 0; !rc && i < n_miss; i++) {
 		infs__remote_key_fact(keys[i], r->prefix, ns, miss[i]);
@@ -390,16 +391,18 @@ static int fetch_ns(infs__remote *r, const char *ns)
 		if (got.val[i]) { /* none: deleted since SMEMBERS, and the set no longer has it either */
 			vals[n_vals] = got.val[i];
 			lens[n_vals] = got.len[i];
+			crcs[n_vals] = got.crc[i];
 			want[n_vals++] = miss[i];
 		}
 	if (!rc)
-		rc = infs__store_install(r->store, ns, ids, n, vals, lens, want, n_vals, r->resp.where);
+		rc = infs__store_install(r->store, ns, ids, n, vals, lens, want, n_vals, r->resp.where, crcs);
 	infs__values_free(&got);
 	infs__resp_arena_trim(&r->resp);
 	free(keys);
 	free(key);
 	free(vals);
 	free(lens);
+	free(crcs);
 	free(want);
 	free(miss);
 	free(ids);

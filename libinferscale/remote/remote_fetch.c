@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "util/error.h"
+#include "store/store.h"
 #include "remote/remote_impl.h"
 
 /* An arena above this is given back after each fetch, not kept. */
@@ -28,6 +29,7 @@ void infs__values_free(infs__values *v)
 			free(v->val[i]);
 	free(v->val);
 	free(v->len);
+	free(v->crc);
 	free(v->own);
 	memset(v, 0, sizeof *v);
 }
@@ -148,9 +150,10 @@ static bool fast_batch(infs__resp *r, size_t i, sock *k, const char *const *keys
 		bool fits = clean && cap[at + j] && (size_t)len <= cap[at + j];
 		if (!payload(k, fits ? out->val[at + j] : NULL, (size_t)len))
 			goto lost;
-		if (fits)
+		if (fits) { /* summed while in the caches */
 			out->len[at + j] = (size_t)len;
-		else
+			out->crc[at + j] = infs__store_value_crc(out->val[at + j], (size_t)len);
+		} else
 			clean = false;
 	}
 	if (k->pos != k->len) /* more than was asked for */
@@ -189,6 +192,7 @@ static int slow_batch(infs__resp *r, const char *route, const char *const *keys,
 			memcpy(v, rep[j]->str, rep[j]->len);
 			out->val[at + j] = v;
 			out->len[at + j] = rep[j]->len;
+			out->crc[at + j] = infs__store_value_crc(v, rep[j]->len);
 			out->own[at + j] = true;
 		}
 		freeReplyObject(rep[j]);
@@ -227,8 +231,9 @@ int infs__resp_get_values(infs__values *out, infs__resp *r, const char *route, c
 	out->val = calloc(n ? n : 1, sizeof *out->val);
 	out->len = calloc(n ? n : 1, sizeof *out->len);
 	out->own = calloc(n ? n : 1, sizeof *out->own);
+	out->crc = calloc(n ? n : 1, sizeof *out->crc);
 	sock k = { .buf = malloc(LINE) };
-	int rc = cap && out->val && out->len && out->own && k.buf ? INFS_OK
+	int rc = cap && out->val && out->len && out->own && out->crc && k.buf ? INFS_OK
 	                                                          : infs__error(INFS_ENOMEM, "%s: out of memory", fn);
 	for (size_t at = 0; !rc && at < n; at += BATCH)
 		rc = sizes(r, route, keys, at, n - at < BATCH ? n - at : BATCH, cap, fn);

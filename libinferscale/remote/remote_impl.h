@@ -77,6 +77,7 @@ size_t infs__resp_node(const infs__resp *r, const char *route);
 typedef struct infs__values {
 	unsigned char **val;
 	size_t *len;
+	uint32_t *crc;          /* infs__store_value_crc of each, taken as it arrived */
 	size_t n;
 	bool *own;              /* val[i] was allocated on its own; the others lie in the
 	                           connections' arena, valid until the next fetch */

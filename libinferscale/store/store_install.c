@@ -48,8 +48,14 @@ int infs__store_missing(uint64_t **out, size_t *n_out, infs_store *s, const char
 
 /* Checks that value (len bytes) is a sound put record of fact want in
  * namespace ns that fits the store's geometry. */
+uint32_t infs__store_value_crc(const unsigned char *v, size_t len)
+{
+	return len > INFS__REC_HEAD ? infs__crc32c(0, v + INFS__REC_HEAD, len - INFS__REC_HEAD) : 0;
+}
+
+/* crc, when not NULL, is the body's checksum taken by the caller. */
 static int check_value(const infs_store *s, const char *ns, uint64_t want, const unsigned char *v, size_t len,
-                       const char *server)
+                       const char *server, const uint32_t *crc)
 {
 	const char *why = NULL;
 	infs__rec_head h;
@@ -62,7 +68,7 @@ static int check_value(const infs_store *s, const char *ns, uint64_t want, const
 		why = "it is not a fact";
 	else if (h.body_len != len - INFS__REC_HEAD || h.body_len < INFS__PUT_FIXED)
 		why = "its length does not match its head";
-	else if (infs__crc32c(0, v + INFS__REC_HEAD, h.body_len) != h.body_crc)
+	else if ((crc ? *crc : infs__crc32c(0, v + INFS__REC_HEAD, h.body_len)) != h.body_crc)
 		why = "its body fails its checksum";
 	if (!why) {
 		const unsigned char *b = v + INFS__REC_HEAD;
@@ -154,13 +160,13 @@ static int install_all(infs_store *s, const char *ns, const unsigned char *const
 
 int infs__store_install(infs_store *s, const char *ns, const uint64_t *remote, size_t n_remote,
                         const unsigned char *const *values, const size_t *values_len, const uint64_t *want_ids,
-                        size_t n_values, const char *server)
+                        size_t n_values, const char *server, const uint32_t *body_crcs)
 {
 	if (s->readonly)
 		return infs__error(INFS_EREADONLY, "%s was opened read-only: it cannot cache namespace \"%s\" from %s",
 		                   s->path, ns, server);
 	for (size_t i = 0; i < n_values; i++) {
-		int rc = check_value(s, ns, want_ids[i], values[i], values_len[i], server);
+		int rc = check_value(s, ns, want_ids[i], values[i], values_len[i], server, body_crcs ? &body_crcs[i] : NULL);
 		if (rc)
 			return rc;
 	}
