@@ -30,6 +30,19 @@ static double now_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+/* The first three fields of /proc/loadavg, or "?": the machine is shared. */
+static void load_average(char *buf, size_t n)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	double a = 0, b = 0, c = 0;
+	if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3)
+		snprintf(buf, n, "%.2f %.2f %.2f", a, b, c);
+	else
+		snprintf(buf, n, "?");
+	if (f)
+		fclose(f);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -76,6 +89,8 @@ int main(int argc, char **argv)
 	char dir[600];
 	snprintf(dir, sizeof dir, "%s", srv.dir);
 
+	char load_before[64], load_after[64];
+	load_average(load_before, sizeof load_before);
 	char json[8192];
 	size_t at = (size_t)snprintf(json, sizeof json, "{\n  \"server\": \"redis-server on loopback, started by "
 	                             "bench_remote\",\n  \"command\": \"build/benchmarks/bench_remote "
@@ -189,8 +204,10 @@ int main(int argc, char **argv)
 		test_redis_stop(&srv);
 		return 1;
 	}
-	at += (size_t)snprintf(json + at, sizeof json - at, "  ],\n  \"ttft\": [\n%s%s%s  ]\n}\n", rc ? "" : "    ",
-	                       rc ? "" : ttft, rc ? "" : "\n");
+	load_average(load_after, sizeof load_after);
+	at += (size_t)snprintf(json + at, sizeof json - at,
+	                       "  ],\n  \"ttft\": [\n%s%s%s  ],\n  \"load_average\": {\"before\": \"%s\", \"after\": "
+	                       "\"%s\"}\n}\n", rc ? "" : "    ", rc ? "" : ttft, rc ? "" : "\n", load_before, load_after);
 	test_redis_stop(&srv);
 	if (argc > 1) {
 		FILE *out = fopen(argv[1], "w");
