@@ -1,5 +1,8 @@
-/* The remote tier's private parts: the server's address and connection
- * (remote_client.c), the key names (remote_keys.c), the set of namespaces
+/* The remote tier's private parts: the servers' addresses and connections
+ * (remote_client.c), replies read straight into hiredis's buffer
+ * (remote_read.c), a namespace's values read straight into place
+ * (remote_fetch.c), Redis Cluster's slots and redirections
+ * (remote_cluster.c), the key names (remote_keys.c), the set of namespaces
  * this handle has brought in (remote_seen.c). */
 #ifndef INFS_REMOTE_IMPL_H
 #define INFS_REMOTE_IMPL_H
@@ -64,6 +67,10 @@ bool infs__resp_connected(const infs__resp *r);
  * call fn and the next step; no reply is left to free then. */
 int infs__resp_pipeline(infs__resp *r, const char *route, redisReply **replies, size_t n, const int *argc,
                         const char *const *const *argv, const size_t *const *argvlen, const char *fn);
+
+/* redisGetReply, reading through the socket straight into the reader's
+ * buffer (remote_read.c). */
+int infs__resp_get_reply(redisContext *c, void **rep);
 
 /* One command (infs__resp_pipeline of one). */
 int infs__resp_command(infs__resp *r, const char *route, redisReply **reply, int argc, const char *const *argv,
