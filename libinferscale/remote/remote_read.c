@@ -11,17 +11,32 @@
 
 #include "remote/remote_impl.h"
 
+/* hiredis 1.0 prefixed its copy of sds with hi_. */
+#if HIREDIS_MAJOR >= 1
+typedef hisds sds;
+#define sdsavail hi_sdsavail
+#define sdsempty hi_sdsempty
+#define sdsfree hi_sdsfree
+#define sdslen hi_sdslen
+#define sdsIncrLen hi_sdsIncrLen
+#define sdsMakeRoomFor hi_sdsMakeRoomFor
+#endif
+
 /* Bytes to read for the reply the reader is in: the rest of a bulk string
  * whose length is known (so that a value is read whole with few calls, and
  * its end is the end of what was read: nothing left to move down in the
- * reader's buffer), else a chunk. */
+ * reader's buffer), else a chunk. Only a hint: any read is parsed the same.
+ * The reader is at a bulk string when its next byte is '$', or when the
+ * byte it consumed last is (its type read, its length line not yet): read
+ * from the buffer, not from the reader's tasks, whose layout differs
+ * between hiredis versions. */
 static size_t want_bytes(const redisReader *rd)
 {
 	enum { CHUNK = 64 << 10, MAX = 8 << 20 };
 	const char *p = rd->buf + rd->pos, *end = rd->buf + rd->len;
-	if (rd->ridx == -1 && p < end && *p == '$')
-		p++; /* the type not read yet */
-	else if (!(rd->ridx == 0 && rd->rstack[0].type == REDIS_REPLY_STRING))
+	if (p < end && *p == '$')
+		p++;
+	else if (!(rd->pos > 0 && rd->buf[rd->pos - 1] == '$'))
 		return CHUNK;
 	const char *cr = memchr(p, '\r', (size_t)(end - p));
 	if (!cr || cr + 1 >= end)
