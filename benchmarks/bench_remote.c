@@ -1,15 +1,19 @@
 /* The remote tier's fetch throughput against redis-benchmark on the same
- * server in the same run: a user's facts (SmolLM2-135M and Llama-3-8B
- * geometry values) put once, then brought whole into a fresh file by
- * infs_prefetch, timed; redis-benchmark GETs of values of the same size,
- * one connection pipelined as deep as our fetch (64). It starts its own
- * redis-server on a free loopback port and stops it.
+ * server in the same run: users' facts (SmolLM2-135M and Llama-3-8B
+ * geometry values) put once, then each user brought whole into the file of
+ * one store by infs_prefetch, timed, as a serving node brings in the users
+ * it is sent one after another; redis-benchmark GETs of values of the same size,
+ * one connection pipelined as deep as our fetch (64). Then the time to
+ * first token of a user whose facts are only on the server against one
+ * whose facts are local (remote_ttft.c). It starts its own redis-server on
+ * a free loopback port and stops it.
  * usage: bench_remote [OUT.json]   (default: print the JSON only) */
 #include <stdbool.h>
 #include <time.h>
 
 #include "redis_server.h"
 #include "inferscale/inferscale.h"
+#include "remote_ttft.h"
 
 typedef struct shape {
 	const char *name;
@@ -24,6 +28,19 @@ static double now_s(void)
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The first three fields of /proc/loadavg, or "?": the machine is shared. */
+static void load_average(char *buf, size_t n)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	double a = 0, b = 0, c = 0;
+	if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3)
+		snprintf(buf, n, "%.2f %.2f %.2f", a, b, c);
+	else
+		snprintf(buf, n, "?");
+	if (f)
+		fclose(f);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -72,6 +89,8 @@ int main(int argc, char **argv)
 	char dir[600];
 	snprintf(dir, sizeof dir, "%s", srv.dir);
 
+	char load_before[64], load_after[64];
+	load_average(load_before, sizeof load_before);
 	char json[8192];
 	size_t at = (size_t)snprintf(json, sizeof json, "{\n  \"server\": \"redis-server on loopback, started by "
 	                             "bench_remote\",\n  \"command\": \"build/benchmarks/bench_remote "
@@ -97,7 +116,7 @@ int main(int argc, char **argv)
 		o.remote_prefix = prefix;
 		o.remote_timeout_ms = 10000;
 		snprintf(path, sizeof path, "%s/put%d.infs", dir, si);
-		infs_store *s;
+		infs_store *s = NULL;
 		if (infs_store_open(&s, path, &o)) {
 			fprintf(stderr, "bench_remote: %s\n", infs_error_last());
 			return 1;
@@ -116,9 +135,13 @@ int main(int argc, char **argv)
 			emb[i] = (float)i / 384.0f;
 		infs_fact f = INFS_FACT_INIT;
 		f.n_tokens = sh->tokens, f.tokens = tok, f.embedding = emb, f.k = k, f.v = v;
-		for (uint32_t i = 0; i < sh->facts && !rc; i++) {
-			uint64_t id;
-			rc = infs_fact_put(&id, s, "user", &f);
+		for (int u = 0; u < REPS && !rc; u++) {
+			char user[16];
+			snprintf(user, sizeof user, "user%d", u);
+			for (uint32_t i = 0; i < sh->facts && !rc; i++) {
+				uint64_t id;
+				rc = infs_fact_put(&id, s, user, &f);
+			}
 		}
 		infs_store_close(s);
 		if (rc) {
@@ -127,24 +150,31 @@ int main(int argc, char **argv)
 		}
 		size_t value = 0; /* the server's value: our record, head and body */
 		double t[REPS];
+		snprintf(path, sizeof path, "%s/fetch%d.infs", dir, si);
+		o.flags = 0;
+		o.geometry = NULL;
+		o.identity = NULL;
+		s = NULL;
+		rc = infs_store_open(&s, path, &o);
 		for (int r = 0; r < REPS && !rc; r++) {
-			snprintf(path, sizeof path, "%s/fetch%d-%d.infs", dir, si, r);
-			o.flags = 0;
-			o.geometry = NULL;
-			o.identity = NULL;
-			if ((rc = infs_store_open(&s, path, &o)))
-				break;
+			char user[16];
+			snprintf(user, sizeof user, "user%d", r);
+			infs_store_stats before = { .version = 1 }, after = { .version = 1 };
+			infs_store_stats_get(&before, s);
 			double t0 = now_s();
-			rc = infs_prefetch(s, "user");
+			rc = infs_prefetch(s, user);
 			t[r] = now_s() - t0;
-			infs_store_stats stats = { .version = 1 };
-			infs_store_stats_get(&stats, s);
-			if (!rc && stats.n_facts != sh->facts)
+			infs_store_stats_get(&after, s);
+			if (!rc && after.n_facts - before.n_facts != sh->facts)
 				rc = INFS_ECORRUPT;
-			value = stats.live_bytes / sh->facts; /* the same record bytes as the server's value */
-			infs_store_close(s);
-			unlink(path);
+			/* the same record bytes as the server's value */
+			value = (after.live_bytes - before.live_bytes) / sh->facts;
 		}
+		if (s) {
+			infs_store_close(s);
+			s = NULL;
+		}
+		unlink(path);
 		if (rc) {
 			fprintf(stderr, "bench_remote: %s\n", infs_error_last());
 			return 1;
@@ -167,7 +197,17 @@ int main(int argc, char **argv)
 		free(v);
 		free(tok);
 	}
-	snprintf(json + at, sizeof json - at, "  ]\n}\n");
+	char ttft[1024], url[64];
+	snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+	rc = remote_ttft(ttft, sizeof ttft, url, dir, INFS_SOURCE_ROOT "/examples/memory/facts.jsonl", 1);
+	if (rc && rc != INFS_ENOTFOUND) {
+		test_redis_stop(&srv);
+		return 1;
+	}
+	load_average(load_after, sizeof load_after);
+	at += (size_t)snprintf(json + at, sizeof json - at,
+	                       "  ],\n  \"ttft\": [\n%s%s%s  ],\n  \"load_average\": {\"before\": \"%s\", \"after\": "
+	                       "\"%s\"}\n}\n", rc ? "" : "    ", rc ? "" : ttft, rc ? "" : "\n", load_before, load_after);
 	test_redis_stop(&srv);
 	if (argc > 1) {
 		FILE *out = fopen(argv[1], "w");

@@ -303,6 +303,23 @@ static void test_binding(void)
 	CHECK_ERR(infs_store_open(&s, q, &o), INFS_EINVAL);
 	o.remote = "127.0.0.1:99999";
 	CHECK_ERR(infs_store_open(&s, q, &o), INFS_EINVAL);
+	/* a list of seeds: the first that answers serves */
+	o.remote = "127.0.0.1:1,,127.0.0.1:2";
+	CHECK_ERR(infs_store_open(&s, q, &o), INFS_EINVAL);
+	CHECK(strstr(infs_error_last(), "empty seed"));
+	o.remote = "127.0.0.1:1,redis://127.0.0.1:1";
+	CHECK_ERR(infs_store_open(&s, q, &o), INFS_EINVAL);
+	char seeds[128];
+	snprintf(seeds, sizeof seeds, "127.0.0.1:1,redis://127.0.0.1:2/");
+	o.remote = seeds;
+	CHECK_ERR(infs_store_open(&s, path_a, &o), INFS_EIO);
+	CHECK(strstr(infs_error_last(), "2 seeds") && strstr(infs_error_last(), "127.0.0.1:2"));
+	snprintf(seeds, sizeof seeds, "127.0.0.1:1,%s", srv.url);
+	o.flags = 0;
+	o.remote_prefix = NULL;
+	CHECK_OK(infs_store_open(&s, path_a, &o));
+	CHECK(count_of(s, "maya") == 3);
+	infs_store_close(s);
 }
 
 /* A server that is down or does not answer: INFS_EIO within the timeout,

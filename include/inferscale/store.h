@@ -57,9 +57,11 @@ typedef struct infs_store_options {
 	 * With remote set, the server holds the store and the file is a cache of
 	 * it: puts, encodes, deletes and drops are acknowledged once the server
 	 * has them, and a namespace is brought into the file whole on
-	 * infs_prefetch or on its first use by this handle. A build without
-	 * hiredis refuses remote with INFS_EUNSUPPORTED. */
-	const char *remote;            /* "redis://[user[:password]@]host[:port]" or "host:port"; NULL = none */
+	 * infs_prefetch or on its first use by this handle. remote may list
+	 * several seeds separated by commas: the first that answers serves, and
+	 * a Redis Cluster is followed to the node of each namespace's slot. A
+	 * build without hiredis refuses remote with INFS_EUNSUPPORTED. */
+	const char *remote;            /* "redis://[user[:password]@]host[:port]", "host:port", a list; NULL = none */
 	const char *remote_user;       /* ACL user (overrides the URL's); NULL = the URL's, or none */
 	const char *remote_password;   /* ACL password (overrides the URL's); NULL = the URL's, or none */
 	unsigned remote_timeout_ms;    /* connecting and each command; 0 = 2000 */

@@ -45,7 +45,7 @@ static int get_meta(unsigned char **out, size_t *len, infs__remote *r, const cha
 	char key[INFS__REMOTE_KEY_MAX];
 	infs__remote_key_meta(key, r->prefix);
 	redisReply *rep;
-	int rc = infs__resp_command(&r->resp, &rep, 2, ARGS("GET", key), NULL, fn);
+	int rc = infs__resp_command(&r->resp, key, &rep, 2, ARGS("GET", key), NULL, fn);
 	if (rc)
 		return rc;
 	*out = NULL;
@@ -139,7 +139,7 @@ static int hook_take_id(void *data, uint64_t floor, uint64_t *id)
 	infs__remote_key_next_id(key, r->prefix);
 	snprintf(fl, sizeof fl, "%llu", (unsigned long long)floor);
 	redisReply *rep;
-	int rc = infs__resp_command(&r->resp, &rep, 5, ARGS("EVAL", script, "1", key, fl), NULL, "infs_fact_put");
+	int rc = infs__resp_command(&r->resp, key, &rep, 5, ARGS("EVAL", script, "1", key, fl), NULL, "infs_fact_put");
 	if (rc)
 		return rc;
 	if (rep->type != REDIS_REPLY_INTEGER || rep->integer < 1)
@@ -161,7 +161,7 @@ static unsigned wait_ms(const infs__remote *r)
 /* Sends the commands of a write between MULTI and EXEC, then WAIT when
  * replicas were asked for; INFS_OK once the server (and those replicas)
  * acknowledged it. */
-static int transact(infs__remote *r, size_t n, const int *argc, const char *const *const *argv,
+static int transact(infs__remote *r, const char *route, size_t n, const int *argc, const char *const *const *argv,
                     const size_t *const *argvlen, const char *fn)
 {
 	enum { MAX = 6 };
@@ -180,7 +180,7 @@ static int transact(infs__remote *r, size_t n, const int *argc, const char *cons
 	if (r->replicas)
 		ac[k] = 3, av[k] = wait, al[k++] = NULL;
 	redisReply *rep[MAX + 3];
-	int rc = infs__resp_pipeline(&r->resp, rep, k, ac, av, al, fn);
+	int rc = infs__resp_pipeline(&r->resp, route, rep, k, ac, av, al, fn);
 	if (rc)
 		return rc;
 	redisReply *ex = rep[n + 1];
@@ -206,7 +206,7 @@ static int delete_fact(infs__remote *r, const char *ns, uint64_t id, const char 
 	const char *const del[] = { "DEL", fkey }, *const srem[] = { "SREM", ikey, sid };
 	int ac[] = { 2, 3 };
 	const char *const *av[] = { del, srem };
-	return transact(r, 2, ac, av, NULL, fn);
+	return transact(r, fkey, 2, ac, av, NULL, fn);
 }
 
 static int hook_put_value(void *data, const char *ns, uint64_t id, const struct iovec *rec, int n)
@@ -232,9 +232,9 @@ static int hook_put_value(void *data, const char *ns, uint64_t id, const struct 
 	int ac[] = { 3, 3 };
 	const char *const *av[] = { set, sadd };
 	const size_t *al[] = { set_len, sadd_len };
-	int rc = transact(r, 2, ac, av, al, "infs_fact_put");
+	int rc = transact(r, fkey, 2, ac, av, al, "infs_fact_put");
 	free(value);
-	if (rc == INFS_EIO && r->resp.c && r->replicas) { /* the primary has it, too few replicas: take it back */
+	if (rc == INFS_EIO && infs__resp_connected(&r->resp) && r->replicas) { /* the primary has it, too few replicas: take it back */
 		char msg[1024];
 		snprintf(msg, sizeof msg, "%s", infs_error_last());
 		int undo = delete_fact(r, ns, id, "infs_fact_put");
@@ -289,7 +289,7 @@ static int drop_ns(infs__remote *r, const char *ns)
 		int ac[] = { 2, 2 };
 		const char *const watch[] = { "WATCH", ikey }, *const members[] = { "SMEMBERS", ikey };
 		const char *const *av[] = { watch, members };
-		int rc = infs__resp_pipeline(&r->resp, rep, 2, ac, av, NULL, fn);
+		int rc = infs__resp_pipeline(&r->resp, ikey, rep, 2, ac, av, NULL, fn);
 		if (rc)
 			return rc;
 		uint64_t *ids;
@@ -318,7 +318,7 @@ static int drop_ns(infs__remote *r, const char *ns)
 		int ac2[] = { 1, (int)(n + 2), 1 };
 		const char *const *av2[] = { multi, del, exec };
 		redisReply *rep2[3];
-		rc = infs__resp_pipeline(&r->resp, rep2, 3, ac2, av2, NULL, fn);
+		rc = infs__resp_pipeline(&r->resp, ikey, rep2, 3, ac2, av2, NULL, fn);
 		free(keys);
 		free(del);
 		free(ids);
@@ -332,7 +332,7 @@ static int drop_ns(infs__remote *r, const char *ns)
 			snprintf(nrep, sizeof nrep, "%u", r->replicas);
 			snprintf(tmo, sizeof tmo, "%u", wait_ms(r));
 			redisReply *w;
-			if ((rc = infs__resp_command(&r->resp, &w, 3, ARGS("WAIT", nrep, tmo), NULL, fn)))
+			if ((rc = infs__resp_command(&r->resp, ikey, &w, 3, ARGS("WAIT", nrep, tmo), NULL, fn)))
 				return rc;
 			long long got = w->integer;
 			freeReplyObject(w);
@@ -355,14 +355,14 @@ static int hook_erase(void *data, const char *ns, uint64_t id)
 }
 
 /* Brings namespace ns as the server holds it into the store: its set of
- * ids, then the values the file lacks, in pipelined batches. */
+ * ids, then the values the file lacks, read straight into one buffer. */
 static int fetch_ns(infs__remote *r, const char *ns)
 {
 	static const char fn[] = "infs_prefetch";
 	char ikey[INFS__REMOTE_KEY_MAX];
 	infs__remote_key_ids(ikey, r->prefix, ns);
 	redisReply *rep;
-	int rc = infs__resp_command(&r->resp, &rep, 2, ARGS("SMEMBERS", ikey), NULL, fn);
+	int rc = infs__resp_command(&r->resp, ikey, &rep, 2, ARGS("SMEMBERS", ikey), NULL, fn);
 	if (rc)
 		return rc;
 	uint64_t *ids, *miss = NULL;
@@ -371,48 +371,38 @@ static int fetch_ns(infs__remote *r, const char *ns)
 	freeReplyObject(rep);
 	if (!rc)
 		rc = infs__store_missing(&miss, &n_miss, r->store, ns, ids, n);
-	redisReply **got = n_miss ? calloc(n_miss, sizeof *got) : NULL;
+	char (*keys)[INFS__REMOTE_KEY_MAX] = n_miss ? malloc(n_miss * sizeof *keys) : NULL;
+	const char **key = n_miss ? malloc(n_miss * sizeof *key) : NULL;
 	const unsigned char **vals = n_miss ? calloc(n_miss, sizeof *vals) : NULL;
 	size_t *lens = n_miss ? calloc(n_miss, sizeof *lens) : NULL;
+	uint32_t *crcs = n_miss ? calloc(n_miss, sizeof *crcs) : NULL;
 	uint64_t *want = n_miss ? calloc(n_miss, sizeof *want) : NULL;
-	if (!rc && n_miss && (!got || !vals || !lens || !want))
+	if (!rc && n_miss && (!keys || !key || !vals || !lens || !crcs || !want))
 		rc = infs__error(INFS_ENOMEM, "%s: out of memory for %zu values", fn, n_miss);
-	enum { BATCH = 64 };
-	char keys[BATCH][INFS__REMOTE_KEY_MAX];
-	const char *argv[BATCH][2];
-	const char *const *av[BATCH];
-	int ac[BATCH];
-	size_t n_vals = 0;
-	for (size_t at = 0; !rc && at < n_miss; at += BATCH) {
-		size_t b = n_miss - at < BATCH ? n_miss - at : BATCH;
-		for (size_t i = 0; i < b; i++) {
-			infs__remote_key_fact(keys[i], r->prefix, ns, miss[at + i]);
-			argv[i][0] = "GET";
-			argv[i][1] = keys[i];
-			av[i] = argv[i];
-			ac[i] = 2;
-		}
-		rc = infs__resp_pipeline(&r->resp, got + at, b, ac, av, NULL, fn);
-		for (size_t i = 0; !rc && i < b; i++) {
-			const redisReply *v = got[at + i];
-			if (v->type != REDIS_REPLY_STRING)
-				continue; /* deleted since SMEMBERS: the set no longer has it either */
-			vals[n_vals] = (const unsigned char *)v->str;
-			lens[n_vals] = v->len;
-			want[n_vals++] = miss[at + i];
-		}
-		if (rc) /* replies of earlier batches are freed below */
-			for (size_t i = 0; i < b; i++)
-				got[at + i] = NULL;
+	for (size_t i = 0; !rc && i < n_miss; i++) {
+		infs__remote_key_fact(keys[i], r->prefix, ns, miss[i]);
+		key[i] = keys[i];
 	}
+	infs__values got = { 0 };
+	if (!rc && n_miss)
+		rc = infs__resp_get_values(&got, &r->resp, ikey, key, n_miss, fn);
+	size_t n_vals = 0;
+	for (size_t i = 0; !rc && i < n_miss; i++)
+		if (got.val[i]) { /* none: deleted since SMEMBERS, and the set no longer has it either */
+			vals[n_vals] = got.val[i];
+			lens[n_vals] = got.len[i];
+			crcs[n_vals] = got.crc[i];
+			want[n_vals++] = miss[i];
+		}
 	if (!rc)
-		rc = infs__store_install(r->store, ns, ids, n, vals, lens, want, n_vals, r->resp.where);
-	for (size_t i = 0; got && i < n_miss; i++)
-		if (got[i])
-			freeReplyObject(got[i]);
-	free(got);
+		rc = infs__store_install(r->store, ns, ids, n, vals, lens, want, n_vals, r->resp.where, crcs);
+	infs__values_free(&got);
+	infs__resp_arena_trim(&r->resp);
+	free(keys);
+	free(key);
 	free(vals);
 	free(lens);
+	free(crcs);
 	free(want);
 	free(miss);
 	free(ids);
@@ -467,7 +457,7 @@ int infs__remote_attach(infs__remote *r, infs_store *s)
 		else if (!rc && !theirs) {
 			const char *const argv[] = { "SET", key, (const char *)ours, "NX" };
 			const size_t argvlen[] = { 3, strlen(key), ours_len, 2 };
-			rc = infs__resp_command(&r->resp, &rep, 4, argv, argvlen, fn);
+			rc = infs__resp_command(&r->resp, key, &rep, 4, argv, argvlen, fn);
 			if (rep)
 				freeReplyObject(rep);
 			if (!rc)

@@ -128,10 +128,16 @@ int infs__store_missing(uint64_t **out, size_t *n_out, infs_store *s, const char
  * for the ones it lacks. Every value is checked first (its checksums,
  * its kind, its namespace, its id against want_ids[i], its sizes against
  * the store's geometry): one that fails is refused with INFS_ECORRUPT
- * naming it, and nothing is written. */
+ * naming it, and nothing is written. body_crcs[i], when not NULL, is
+ * infs__store_value_crc of values[i], taken while it was still in the
+ * CPU's caches. */
 int infs__store_install(infs_store *s, const char *ns, const uint64_t *remote, size_t n_remote,
                         const unsigned char *const *values, const size_t *values_len, const uint64_t *want_ids,
-                        size_t n_values, const char *server);
+                        size_t n_values, const char *server, const uint32_t *body_crcs);
+
+/* The checksum a value's record head must hold for its body (0 for a
+ * value too short to be a record). */
+uint32_t infs__store_value_crc(const unsigned char *v, size_t len);
 
 /* The store's header (geometry and identity, with its checksum) as the
  * remote tier keeps it beside the facts, and its check: *len bytes in a

@@ -600,10 +600,17 @@ static int reserve(infs_store *s, uint64_t total, uint64_t keep, const char *fn)
 int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, uint64_t keep, const char *fn)
 {
 	unsigned char head[INFS__REC_HEAD];
-	uint64_t body_len = infs__head_encode(head, type, iov + 1, n - 1);
+	infs__head_encode(head, type, iov + 1, n - 1);
 	iov[0].iov_base = head;
 	iov[0].iov_len = sizeof head;
-	uint64_t total = INFS__REC_HEAD + body_len;
+	return infs__append_record(s, iov, n, keep, fn);
+}
+
+int infs__append_record(infs_store *s, struct iovec *iov, int n, uint64_t keep, const char *fn)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
 	int rc = infs__map_reserve(s, s->end + total);
 	if (rc)
 		return infs__error_wrap(rc, "%s", fn);
@@ -628,6 +635,30 @@ int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, uint64_
 	(void)cut;
 	s->reserved = s->end; /* truncating may have freed the reserve */
 	return infs__error(INFS_EIO, "%s: writing %s: %s", fn, s->path, strerror(err));
+}
+
+int infs__write_records(infs_store *s, struct iovec *iov, int n, uint64_t keep, const char *fn)
+{
+	uint64_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	int rc = infs__map_reserve(s, s->end + total);
+	if (rc)
+		return infs__error_wrap(rc, "%s", fn);
+	if ((rc = reserve(s, total, keep, fn)))
+		return rc;
+	if (infs__write_all(s->fd, s->end, iov, n) == 0)
+		return INFS_OK;
+	int err = errno;
+	infs__cut(s);
+	return infs__error(INFS_EIO, "%s: writing %s: %s", fn, s->path, strerror(err));
+}
+
+void infs__cut(infs_store *s)
+{
+	int cut = ftruncate(s->fd, (off_t)s->end);
+	(void)cut; /* if it fails, the next append overwrites from s->end */
+	s->reserved = s->end; /* truncating may have freed the reserve */
 }
 
 bool infs__record_sound(const infs_store *s, uint64_t off, uint64_t len)

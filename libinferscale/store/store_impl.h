@@ -118,6 +118,16 @@ int infs__map_reserve(infs_store *s, uint64_t need);
  * deletes and drops, which write into it). On error the file is cut back
  * and s->end is unchanged. */
 int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, uint64_t keep, const char *fn);
+/* infs__append of a whole record whose head the caller has made or checked
+ * already (iov[0] is the head): a remote tier's value, installed as it is. */
+int infs__append_record(infs_store *s, struct iovec *iov, int n, uint64_t keep, const char *fn);
+/* Writes whole records iov[0..n) past the end in one call, with keep bytes
+ * allocated after them, without moving s->end: the caller books each
+ * (s->end += its length, s->n_records++) and commits once, or cuts the
+ * file back to s->end (infs__cut). On error the file is cut back. */
+int infs__write_records(infs_store *s, struct iovec *iov, int n, uint64_t keep, const char *fn);
+/* Cuts the file back to s->end (what follows it was never booked). */
+void infs__cut(infs_store *s);
 /* The reserve a put of a record in ns keeps past it: deletes of every live
  * record and of the new one, and the slack. */
 uint64_t infs__reserve_after_put(const infs_store *s, const infs__ns *ns);

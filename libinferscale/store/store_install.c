@@ -48,8 +48,14 @@ int infs__store_missing(uint64_t **out, size_t *n_out, infs_store *s, const char
 
 /* Checks that value (len bytes) is a sound put record of fact want in
  * namespace ns that fits the store's geometry. */
+uint32_t infs__store_value_crc(const unsigned char *v, size_t len)
+{
+	return len > INFS__REC_HEAD ? infs__crc32c(0, v + INFS__REC_HEAD, len - INFS__REC_HEAD) : 0;
+}
+
+/* crc, when not NULL, is the body's checksum taken by the caller. */
 static int check_value(const infs_store *s, const char *ns, uint64_t want, const unsigned char *v, size_t len,
-                       const char *server)
+                       const char *server, const uint32_t *crc)
 {
 	const char *why = NULL;
 	infs__rec_head h;
@@ -62,7 +68,7 @@ static int check_value(const infs_store *s, const char *ns, uint64_t want, const
 		why = "it is not a fact";
 	else if (h.body_len != len - INFS__REC_HEAD || h.body_len < INFS__PUT_FIXED)
 		why = "its length does not match its head";
-	else if (infs__crc32c(0, v + INFS__REC_HEAD, h.body_len) != h.body_crc)
+	else if ((crc ? *crc : infs__crc32c(0, v + INFS__REC_HEAD, h.body_len)) != h.body_crc)
 		why = "its body fails its checksum";
 	if (!why) {
 		const unsigned char *b = v + INFS__REC_HEAD;
@@ -104,43 +110,63 @@ static void undo_install(infs_store *s, const char *ns)
 	infs__index_drop(&s->ix, p);
 }
 
-static int install_one(infs_store *s, const char *ns, const unsigned char *v, size_t len)
+/* Books the record v (len bytes, written already at s->end) as fact of
+ * namespace ns: the index, the extensions, the end. */
+static int book_one(infs_store *s, const char *ns, const unsigned char *v, size_t len)
 {
 	infs__ns *nsp;
 	int rc = infs__index_reserve(&nsp, &s->ix, ns);
 	if (rc)
 		return rc;
-	const unsigned char *body = v + INFS__REC_HEAD;
 	infs__record r;
-	infs__put_view(&r, body, s->kv_token_bytes);
+	infs__put_view(&r, v + INFS__REC_HEAD, s->kv_token_bytes);
 	if ((rc = infs__ext_put(s, ns, &r))) {
 		infs__index_prune(&s->ix, nsp);
 		return rc;
 	}
-	uint64_t off = s->end;
-	struct iovec iov[2] = { { 0 }, { (void *)body, len - INFS__REC_HEAD } };
-	if ((rc = infs__append(s, INFS__REC_PUT, iov, 2, infs__reserve_after_put(s, nsp), "infs_prefetch"))) {
-		infs__ext_delete(s, r.id);
-		infs__index_prune(&s->ix, nsp);
-		return rc;
-	}
-	float *row = infs__index_add(&s->ix, nsp, r.id, off, s->end - off, r.flags);
+	float *row = infs__index_add(&s->ix, nsp, r.id, s->end, len, r.flags);
 	if (row)
 		memcpy(row, r.embedding, (size_t)s->geom.embed_dim * sizeof *row);
+	s->end += len;
+	s->n_records++;
 	if (r.id >= s->next_id)
 		s->next_id = r.id + 1;
 	return INFS_OK;
 }
 
+/* Writes the values the file lacks, each the record it is (its head and
+ * checksums checked already by check_value, so not summed again), in one
+ * call, then books them and commits once. */
+static int install_all(infs_store *s, const char *ns, const unsigned char *const *values, const size_t *values_len,
+                       const uint64_t *want_ids, size_t n_values, uint64_t keep)
+{
+	struct iovec *iov = malloc((n_values ? n_values : 1) * sizeof *iov);
+	if (!iov)
+		return infs__error(INFS_ENOMEM, "infs_prefetch: out of memory for %zu values", n_values);
+	int k = 0;
+	for (size_t i = 0; i < n_values; i++)
+		if (!infs__index_get(&s->ix, want_ids[i]))
+			iov[k++] = (struct iovec){ (void *)values[i], values_len[i] };
+	int rc = k ? infs__write_records(s, iov, k, keep, "infs_prefetch") : INFS_OK;
+	for (int i = 0; !rc && i < k; i++)
+		rc = book_one(s, ns, iov[i].iov_base, iov[i].iov_len);
+	if (rc)
+		infs__cut(s); /* the records not booked */
+	else if (k)
+		infs__commit(s);
+	free(iov);
+	return rc;
+}
+
 int infs__store_install(infs_store *s, const char *ns, const uint64_t *remote, size_t n_remote,
                         const unsigned char *const *values, const size_t *values_len, const uint64_t *want_ids,
-                        size_t n_values, const char *server)
+                        size_t n_values, const char *server, const uint32_t *body_crcs)
 {
 	if (s->readonly)
 		return infs__error(INFS_EREADONLY, "%s was opened read-only: it cannot cache namespace \"%s\" from %s",
 		                   s->path, ns, server);
 	for (size_t i = 0; i < n_values; i++) {
-		int rc = check_value(s, ns, want_ids[i], values[i], values_len[i], server);
+		int rc = check_value(s, ns, want_ids[i], values[i], values_len[i], server, body_crcs ? &body_crcs[i] : NULL);
 		if (rc)
 			return rc;
 	}
@@ -196,13 +222,8 @@ int infs__store_install(infs_store *s, const char *ns, const uint64_t *remote, s
 	if (!rc && n_values)
 		rc = infs__map_reserve(s, s->end + bytes);
 	infs_sync_mode sync = s->opts.sync;
-	s->opts.sync = sync == INFS_SYNC_FULL ? INFS_SYNC_NORMAL : sync;
-	for (size_t i = 0; i < n_values && !rc; i++) {
-		const infs__entry *e = infs__index_get(&s->ix, want_ids[i]);
-		if (!e)
-			rc = install_one(s, ns, values[i], values_len[i]);
-	}
-	s->opts.sync = sync;
+	if (!rc)
+		rc = install_all(s, ns, values, values_len, want_ids, n_values, keep);
 	if (!rc && n_values && sync == INFS_SYNC_FULL && fdatasync(s->fd) != 0)
 		rc = infs__error(INFS_EIO, "writing %s: %s", s->path, strerror(errno));
 	if (rc) {
