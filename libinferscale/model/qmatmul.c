@@ -1,6 +1,5 @@
 #include "model/qmatmul.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,10 +8,10 @@
 #include "model/matmul.h"
 #include "model/qdot.h"
 #include "model/quant.h"
+#include "util/cpu.h"
 #include "util/dtype.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #define TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -261,34 +260,6 @@ TARGET_AVX2 static void one_token_avx2(const qjob *j, uint32_t r0, uint32_t r1)
 	}
 }
 
-/* The CPU's answer, asked once: cpuid exits to the hypervisor on a virtual
- * machine, too dear for every product. Threads racing on the first call
- * store the same value, atomically. */
-static int probe_avx2(void)
-{
-	/* F16C through cpuid: clang's __builtin_cpu_supports does not know it. */
-	unsigned a, b, c, d;
-	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C))
-		return 0;
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
-static int cpu_avx2(void)
-{
-	static atomic_int known = -1;
-	int v = atomic_load_explicit(&known, memory_order_relaxed);
-	if (v < 0) {
-		v = probe_avx2();
-		atomic_store_explicit(&known, v, memory_order_relaxed);
-	}
-	return v;
-}
-#else
-static int cpu_avx2(void)
-{
-	return 0;
-}
 #endif
 
 typedef struct qtask {
@@ -329,8 +300,8 @@ int infs__matmul_w_isa(float *y, const float *x, const infs__wmat *w, const floa
                        infs__pool *pool, infs__isa isa)
 {
 	if (isa == INFS__ISA_AUTO)
-		isa = cpu_avx2() ? INFS__ISA_AVX2 : INFS__ISA_PORTABLE;
-	if (isa == INFS__ISA_AVX2 && !cpu_avx2())
+		isa = infs__cpu_avx2() ? INFS__ISA_AVX2 : INFS__ISA_PORTABLE;
+	if (isa == INFS__ISA_AVX2 && !infs__cpu_avx2())
 		return INFS_EUNSUPPORTED;
 	qtask q = { { y, x, w, bias, n, NULL, NULL }, dequant_portable, product_portable, NULL };
 #if HAVE_X86
@@ -386,8 +357,8 @@ int infs__matmul_w_q8(float *y, const float *x, const infs__wmat *w, const float
                       infs__pool *pool, infs__isa isa)
 {
 	if (isa == INFS__ISA_AUTO)
-		isa = cpu_avx2() ? INFS__ISA_AVX2 : INFS__ISA_PORTABLE;
-	if ((isa == INFS__ISA_AVX2 && !cpu_avx2()) || !infs__qdot_type(w->type))
+		isa = infs__cpu_avx2() ? INFS__ISA_AVX2 : INFS__ISA_PORTABLE;
+	if ((isa == INFS__ISA_AVX2 && !infs__cpu_avx2()) || !infs__qdot_type(w->type))
 		return INFS_EUNSUPPORTED;
 	const size_t nb = (size_t)n * (w->cols / 32);
 	infs__q8 *xq = malloc((nb ? nb : 1) * sizeof *xq);
@@ -444,5 +415,5 @@ void infs__matmul_w(float *y, const float *x, const infs__wmat *w, const float *
 
 const char *infs__matmul_w_kernels(void)
 {
-	return cpu_avx2() ? "avx2" : "portable";
+	return infs__cpu_avx2() ? "avx2" : "portable";
 }
