@@ -194,7 +194,7 @@ static void bench(void)
 	infs__pool *pool = NULL;
 	CHECK_OK(infs__pool_create(&pool, 1));
 	uint64_t seed = 1;
-	static const uint32_t ns[] = { 1, 4, 12, 24, 35, 64, 200 };
+	static const uint32_t ns[] = { 1, 2, 4, 6, 8, 12, 24, 35, 64, 200 };
 	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
 		const uint32_t cols = types[i] >= INFS_GGML_Q4_K ? 512 : 576;
 		infs__wmat w = make(types[i], 1536, cols, &seed);

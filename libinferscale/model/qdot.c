@@ -147,44 +147,53 @@ INLINE_AVX2 __m256i weights_avx2(const uint8_t *b, uint32_t type)
 	return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
 }
 
-/* One row against T tokens: per block, maddubs takes unsigned x signed
- * bytes, so Q8_0's weights go in as |w| with x carrying w's sign (llama.cpp's
- * trick); madd sums the pairs to 8 int32, scaled once by d_w d_x. Two
- * accumulators a token hide the FMA's latency at one token. */
+/* One block of a row against T tokens into acc[t]: maddubs takes unsigned
+ * x signed bytes, so Q8_0's weights go in as |w| with x carrying w's sign
+ * (llama.cpp's trick); madd sums the pairs to 8 int32, scaled once by
+ * d_w d_x. */
+INLINE_AVX2 void block_avx2(__m256 *acc, float *off, const infs__q8 *x, size_t nb, const uint8_t *b,
+                            const uint32_t type, const int T)
+{
+	const float dw = half_avx2(b);
+	const __m256i w = weights_avx2(b, type);
+	const __m256i wa = type == INFS_GGML_Q8_0 ? _mm256_sign_epi8(w, w) : w;
+	float cw = 0;
+	if (type == INFS_GGML_Q4_1)
+		cw = half_avx2(b + 2);
+	else if (type == INFS_GGML_Q4_0)
+		cw = -8.0f * dw;
+	for (int t = 0; t < T; t++, x += nb) {
+		__m256i xv = _mm256_loadu_si256((const __m256i *)x->q);
+		if (type == INFS_GGML_Q8_0)
+			xv = _mm256_sign_epi8(xv, w);
+		const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(wa, xv), _mm256_set1_epi16(1)));
+		acc[t] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * x->d), acc[t]);
+		if (type != INFS_GGML_Q8_0)
+			off[t] += cw * x->s;
+	}
+}
+
+/* One row against T tokens, two blocks a step into two sets of
+ * accumulators (the FMA's latency hidden at one token). */
 INLINE_AVX2 void row_avx2(float *y, size_t ys, const infs__q8 *xq, size_t nb, const uint8_t *row, float bias,
                           const uint32_t type, const int T)
 {
 	const size_t bb = type == INFS_GGML_Q8_0 ? 34 : type == INFS_GGML_Q4_1 ? 20 : 18;
-	const __m256i ones = _mm256_set1_epi16(1);
-	__m256 acc[TB][2];
+	__m256 a0[TB], a1[TB];
 	float off[TB];
 	for (int t = 0; t < T; t++) {
-		acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+		a0[t] = a1[t] = _mm256_setzero_ps();
 		off[t] = 0;
 	}
-	const uint8_t *b = row;
-	for (size_t i = 0; i < nb; i++, b += bb) {
-		const float dw = half_avx2(b);
-		const __m256i w = weights_avx2(b, type);
-		const __m256i wa = type == INFS_GGML_Q8_0 ? _mm256_sign_epi8(w, w) : w;
-		float cw = 0;
-		if (type == INFS_GGML_Q4_1)
-			cw = half_avx2(b + 2);
-		else if (type == INFS_GGML_Q4_0)
-			cw = -8.0f * dw;
-		for (int t = 0; t < T; t++) {
-			const infs__q8 *x = xq + (size_t)t * nb + i;
-			__m256i xv = _mm256_loadu_si256((const __m256i *)x->q);
-			if (type == INFS_GGML_Q8_0)
-				xv = _mm256_sign_epi8(xv, w);
-			const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(wa, xv), ones));
-			acc[t][i & 1] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * x->d), acc[t][i & 1]);
-			if (type != INFS_GGML_Q8_0)
-				off[t] += cw * x->s;
-		}
+	size_t i = 0;
+	for (; i + 2 <= nb; i += 2) {
+		block_avx2(a0, off, xq + i, nb, row + i * bb, type, T);
+		block_avx2(a1, off, xq + i + 1, nb, row + (i + 1) * bb, type, T);
 	}
+	if (i < nb)
+		block_avx2(a0, off, xq + i, nb, row + i * bb, type, T);
 	for (int t = 0; t < T; t++)
-		y[(size_t)t * ys] = hsum_avx2(_mm256_add_ps(acc[t][0], acc[t][1])) + off[t] + bias;
+		y[(size_t)t * ys] = hsum_avx2(_mm256_add_ps(a0[t], a1[t])) + off[t] + bias;
 }
 
 #define ROW_T(type)                                                                                    \

@@ -378,7 +378,7 @@ int infs__matmul_w_q8(float *y, const float *x, const infs__wmat *w, const float
  * dequantized rows, whose cost the tokens share. */
 uint32_t infs__matmul_w_int8_tokens(uint32_t type)
 {
-	return infs__qdot_type(type) ? 8 : 0;
+	return type == INFS_GGML_Q4_0 ? 6 : infs__qdot_type(type) ? 4 : 0;
 }
 
 void infs__matmul_w(float *y, const float *x, const infs__wmat *w, const float *bias, uint32_t n,
