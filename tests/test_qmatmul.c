@@ -2,8 +2,10 @@
  * this CPU runs, against a double-precision product over the dequantized
  * matrix: every block type the GGUF loader keeps, row counts that are not
  * multiples of the kernels' row groups or tasks, 1 to 9, 13 and 70 (three
- * token chunks) tokens, 1 and 3 threads, with and without a bias.
- *   test_qmatmul [bench]   bench: times one token and 16 tokens instead */
+ * token chunks) tokens, 1 and 3 threads, with and without a bias; the
+ * integer kernels on 8-bit activations (Q4_0, Q4_1, Q8_0; model/qdot.h) on
+ * the same shapes, and their quantizer.
+ *   test_qmatmul [bench]   bench: times both paths at 1 to 200 tokens instead */
 #include <math.h>
 #include <string.h>
 #include <time.h>

@@ -8,7 +8,9 @@
  * d * (q . x) plus the block's offset times its sum of x. The logits are
  * those of the dequantized f32 path up to the order of the sums. The
  * kernels are picked at run time from the CPU's features: AVX2 with FMA
- * and F16C, else portable C. */
+ * and F16C, else portable C. A model loaded with int8_activations takes,
+ * for products of few tokens over Q4_0 / Q4_1 / Q8_0 rows, the integer
+ * kernels of model/qdot.h instead (activations rounded to 8 bits). */
 #ifndef INFS_QMATMUL_H
 #define INFS_QMATMUL_H
 
