@@ -1,7 +1,10 @@
 /* The CPU runtime's phases, timed on request, for benchmarks/cpu_llamacpp.py
  * (which runs llama.cpp's the same way in between, interleaved):
  *
- *   bench_cpu_phases MODEL N_THREADS
+ *   bench_cpu_phases MODEL N_THREADS [int8]
+ *
+ * (int8: infs_model_options.int8_activations, 8-bit activations in the
+ * products of few tokens, as llama.cpp runs them)
  *
  * reads commands on stdin, one a line, and answers each with one line:
  *   tokens ID ID ...      the token ids the phases take, in order -> "ok N"
@@ -86,12 +89,13 @@ static void run(const infs_model *m, cache *c, float *logits, const int32_t *tok
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: bench_cpu_phases MODEL N_THREADS\n");
+	if (argc != 3 && !(argc == 4 && !strcmp(argv[3], "int8"))) {
+		fprintf(stderr, "usage: bench_cpu_phases MODEL N_THREADS [int8]\n");
 		return 2;
 	}
 	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
 	mo.n_threads = (uint32_t)atoi(argv[2]);
+	mo.int8_activations = argc == 4;
 	infs_model *m = NULL;
 	if (infs_model_load(&m, argv[1], &mo) != INFS_OK) {
 		fprintf(stderr, "bench_cpu_phases: %s\n", infs_error_last());

@@ -10,7 +10,9 @@ interleaved rep by rep, medians; optionally fact encoding before and after
 
 Writes benchmarks/results/cpu-llamacpp.json: rows {phase, tokens, threads,
 ours_ms, llamacpp_ms, ratio} (ratio = ours / llama.cpp; below 1: we are
-faster), the CPU times beside them, the hardware and the machine's load."""
+faster), the CPU times beside them, the hardware and the machine's load;
+ours_int8_ms and ratio_int8: the runtime with infs_model_options.int8_activations
+(8-bit activations in the products of few tokens, as llama.cpp computes them)."""
 import argparse
 import json
 import os
@@ -45,9 +47,9 @@ def cpu_flags():
 
 
 class Ours:
-    def __init__(self, build, model, threads):
+    def __init__(self, build, model, threads, int8=False):
         exe = os.path.join(build, "benchmarks", "bench_cpu_phases")
-        self.p = subprocess.Popen([exe, model, str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        self.p = subprocess.Popen([exe, model, str(threads)] + (["int8"] if int8 else []), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                   env=ours_env())
 
     def ask(self, line):
@@ -169,6 +171,7 @@ def main():
 def phases_part(a, out):
     llama = LlamaCpp(a.model, a.threads)
     ours = Ours(a.build, a.model, a.threads)
+    int8 = Ours(a.build, a.model, a.threads, int8=True)
     qs = [int(x) for x in a.questions.split(",")]
     # The same ids for both: llama.cpp's tokenizer over a LoCoMo-like text,
     # repeated to length.
@@ -178,24 +181,31 @@ def phases_part(a, out):
     need = a.prompt + max(qs + [a.decode_steps]) + 1
     ids = (ids * (need // len(ids) + 1))[:need]
     ours.tokens(ids)
+    int8.tokens(ids)
 
     phases = [("full", 0, a.prompt)] + [("question", a.prompt, q) for q in qs] + [("decode", a.prompt, a.decode_steps)]
     # One untimed run of each first (caches, page faults).
     for ph, p, n in phases:
         ours.phase(ph, p, n)
+        int8.phase(ph, p, n)
         llama.phase(ph, p, n, ids)
-    samples = {ph + str(n): {"ours": [], "ours_cpu": [], "llama": [], "llama_cpu": []} for ph, p, n in phases}
+    samples = {ph + str(n): {"ours": [], "ours_cpu": [], "int8": [], "int8_cpu": [], "llama": [], "llama_cpu": []}
+               for ph, p, n in phases}
     loads = [os.getloadavg()[0]]
     for rep in range(a.reps):
         for ph, p, n in phases:
             s = samples[ph + str(n)]
             # Alternate which goes first, so neither always follows the other.
-            order = [0, 1] if rep % 2 == 0 else [1, 0]
+            order = [0, 2, 1] if rep % 2 == 0 else [1, 2, 0]
             for who in order:
                 if who == 0:
                     ms, cpu = ours.phase(ph, p, n)
                     s["ours"].append(ms)
                     s["ours_cpu"].append(cpu)
+                elif who == 2:
+                    ms, cpu = int8.phase(ph, p, n)
+                    s["int8"].append(ms)
+                    s["int8_cpu"].append(cpu)
                 else:
                     ms, cpu = llama.phase(ph, p, n, ids)
                     s["llama"].append(ms)
@@ -203,24 +213,30 @@ def phases_part(a, out):
         loads.append(os.getloadavg()[0])
         print(f"rep {rep + 1}/{a.reps} done, load average {loads[-1]:.2f}", file=sys.stderr)
     ours.close()
+    int8.close()
 
     rows = []
     for ph, p, n in phases:
         s = samples[ph + str(n)]
         om, lm = statistics.median(s["ours"]), statistics.median(s["llama"])
         oc, lc = statistics.median(s["ours_cpu"]), statistics.median(s["llama_cpu"])
+        im, ic = statistics.median(s["int8"]), statistics.median(s["int8_cpu"])
         rows.append({"phase": ph, "tokens": n, "cached": p, "threads": a.threads, "ours_ms": round(om, 2),
                      "llamacpp_ms": round(lm, 2), "ratio": round(om / lm, 3), "ours_cpu_ms": round(oc, 2),
-                     "llamacpp_cpu_ms": round(lc, 2), "cpu_ratio": round(oc / lc, 3)})
+                     "llamacpp_cpu_ms": round(lc, 2), "cpu_ratio": round(oc / lc, 3),
+                     "ours_int8_ms": round(im, 2), "ratio_int8": round(im / lm, 3),
+                     "ours_int8_cpu_ms": round(ic, 2), "cpu_ratio_int8": round(ic / lc, 3)})
         print(f"{ph:9s} {n:4d} tokens over {p:3d}: ours {om:9.2f} ms, llama.cpp {lm:9.2f} ms, ratio {om / lm:.2f} "
-              f"(CPU {oc:.1f} vs {lc:.1f} ms, {oc / lc:.2f})", file=sys.stderr)
+              f"(CPU {oc:.1f} vs {lc:.1f} ms, {oc / lc:.2f}); int8 {im:.2f} ms, ratio {im / lm:.2f} "
+              f"(CPU {ic:.1f}, {ic / lc:.2f})", file=sys.stderr)
     out.update({
         "llama_cpp_python": llama.version,
         "reps": a.reps, "statistic": "median", "interleaved": True,
         "phases_time_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "load_average_during_phases": {"min": min(loads), "max": max(loads),
                                        "mean": round(statistics.mean(loads), 2)},
-        "ms_note": "wall ms per phase (decode: per token); *_cpu_ms: the process's CPU time, all threads",
+        "ms_note": "wall ms per phase (decode: per token); *_cpu_ms: the process's CPU time, all threads; "
+                   "ours_int8_*: infs_model_options.int8_activations = 1",
         "ours_env": {"OPENBLAS_NUM_THREADS": ours_env()["OPENBLAS_NUM_THREADS"]},
         "rows": rows,
     })

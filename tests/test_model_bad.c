@@ -504,6 +504,9 @@ static void bad_arguments(void)
 	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
 	mo.version = 99;
 	CHECK_ERR(infs_model_load(&m, p, &mo), INFS_EINVAL);
+	mo = (infs_model_options)INFS_MODEL_OPTIONS_INIT;
+	mo.int8_activations = 2;
+	CHECK_ERR(infs_model_load(&m, p, &mo), INFS_EINVAL);
 	CHECK_ERR(infs_model_options_init(&mo, INFS_MODEL_OPTIONS_VERSION + 1), INFS_EINVAL);
 	CHECK_ERR(infs_model_load(&m, tpath("absent"), NULL), INFS_ENOTFOUND);
 	infs_model_free(NULL);

@@ -17,6 +17,59 @@
  * than torch's over 30 layers. */
 #define LOGIT_BOUND 4e-4f
 #define KV_BOUND 2e-4f
+#define INT8_NMSE_BOUND 4e-3
+
+/* infs_model_options.int8_activations against the f32 path: each prompt's
+ * last 4 tokens as a sequence of their own (a call of 4 tokens: every
+ * product on 8-bit activations), all logits of both models. The measure is
+ * llama.cpp's for its quantized products (test-backend-ops): the
+ * normalized mean squared error sum (a - b)^2 / sum b^2 of a row. */
+static void check_int8(const char *path, const infs_model *f32, golden *gd, int n_prompts, uint32_t V)
+{
+	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
+	mo.int8_activations = 1;
+	infs_model *m = NULL;
+	CHECK_OK(infs_model_load(&m, path, &mo));
+	if (!m)
+		return;
+	float *a = malloc((size_t)4 * V * sizeof *a), *b = malloc((size_t)4 * V * sizeof *b);
+	double worst_nmse = 0, worst_abs = 0;
+	int same = 0, rows = 0;
+	for (int p = 0; p < n_prompts; p++) {
+		char key[32];
+		uint32_t n;
+		snprintf(key, sizeof key, "p%d.tokens", p);
+		const int32_t *tokens = golden_get(gd, key, &n);
+		if (!tokens || n < 4)
+			continue;
+		infs_forward_options fo = INFS_FORWARD_OPTIONS_INIT;
+		fo.all_logits = 1;
+		CHECK_OK(infs_model_forward(a, NULL, NULL, m, tokens + n - 4, NULL, 4, &fo));
+		CHECK_OK(infs_model_forward(b, NULL, NULL, f32, tokens + n - 4, NULL, 4, &fo));
+		for (int r = 0; r < 4; r++, rows++) {
+			const float *x = a + (size_t)r * V, *y = b + (size_t)r * V;
+			double num = 0, den = 0;
+			uint32_t ta = 0, tb = 0;
+			for (uint32_t t = 0; t < V; t++) {
+				double d = (double)x[t] - y[t];
+				num += d * d;
+				den += (double)y[t] * y[t];
+				worst_abs = fabs(d) > worst_abs ? fabs(d) : worst_abs;
+				ta = x[t] > x[ta] ? t : ta;
+				tb = y[t] > y[tb] ? t : tb;
+			}
+			const double nmse = num / (den + 1e-30);
+			worst_nmse = nmse > worst_nmse || nmse != nmse ? nmse : worst_nmse;
+			same += ta == tb;
+		}
+	}
+	printf("int8 activations, 4-token calls: top-1 as f32 at %d of %d rows; max |logit diff| %.3g; "
+	       "max NMSE %.3g (bound %.3g)\n", same, rows, worst_abs, worst_nmse, INT8_NMSE_BOUND);
+	CHECK(rows > 0 && worst_nmse < INT8_NMSE_BOUND);
+	free(a);
+	free(b);
+	infs_model_free(m);
+}
 
 int main(int argc, char **argv)
 {
@@ -142,6 +195,7 @@ int main(int argc, char **argv)
 	CHECK_OK(infs_model_identity(&id, model, INFS_DTYPE_F16));
 	CHECK(id && strstr(id, "arch=llama") && strstr(id, "kv=f16") && !strstr(id, "tokenizer=0000000000000000"));
 	infs_free(id);
+	check_int8(path, model, &gd, n_prompts, info.n_vocab);
 	infs_model_free(model);
 	golden_free(&gd);
 	CHECK_DONE();

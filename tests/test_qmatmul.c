@@ -2,8 +2,10 @@
  * this CPU runs, against a double-precision product over the dequantized
  * matrix: every block type the GGUF loader keeps, row counts that are not
  * multiples of the kernels' row groups or tasks, 1 to 9, 13 and 70 (three
- * token chunks) tokens, 1 and 3 threads, with and without a bias.
- *   test_qmatmul [bench]   bench: times one token and 16 tokens instead */
+ * token chunks) tokens, 1 and 3 threads, with and without a bias; the
+ * integer kernels on 8-bit activations (Q4_0, Q4_1, Q8_0; model/qdot.h) on
+ * the same shapes, and their quantizer.
+ *   test_qmatmul [bench]   bench: times both paths at 1 to 200 tokens instead */
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +14,7 @@
 #include "test_util.h"
 #include "inferscale/common.h"
 #include "gguf/gguf.h"
+#include "model/qdot.h"
 #include "model/qmatmul.h"
 #include "model/quant.h"
 
@@ -43,9 +46,98 @@ static void fill_blocks(uint8_t *p, uint32_t type, size_t n_blocks, uint64_t *se
 static infs__wmat make(uint32_t type, uint32_t rows, uint32_t cols, uint64_t *seed)
 {
 	const size_t rb = (size_t)cols / infs__ggml_block_elems(type) * infs__ggml_block_bytes(type);
-	infs__wmat w = { type, rows, cols, rb, malloc(rb * rows) };
+	infs__wmat w = { .type = type, .rows = rows, .cols = cols, .row_bytes = rb, .data = malloc(rb * rows) };
 	fill_blocks(w.data, type, (size_t)rows * cols / infs__ggml_block_elems(type), seed);
 	return w;
+}
+
+/* The integer path (Q4_0, Q4_1, Q8_0): against a double product over the
+ * dequantized matrix and the activations as quantized (relative error
+ * <= 1e-5 of sum |xq * w|), and against the f32 product within the
+ * activations' rounding, sum over blocks of d / 2 * sum |w|. */
+static void check_q8(const infs__wmat *w, const float *deq, const float *x, const float *b, uint32_t n, float *y,
+                     infs__pool *pool)
+{
+	const uint32_t rows = w->rows, cols = w->cols, nb = cols / 32;
+	if (!infs__qdot_type(w->type)) {
+		CHECK(infs__matmul_w_q8(y, x, w, b, n, pool, INFS__ISA_PORTABLE) == INFS_EUNSUPPORTED);
+		return;
+	}
+	infs__q8 *xq = malloc((size_t)n * nb * sizeof *xq);
+	infs__q8_quantize(xq, x, (size_t)n * cols, 0);
+	for (infs__isa isa = INFS__ISA_PORTABLE; isa <= INFS__ISA_AVX2; isa++) {
+		int rc = infs__matmul_w_q8(y, x, w, b, n, pool, isa);
+		if (rc == INFS_EUNSUPPORTED && isa != INFS__ISA_PORTABLE)
+			continue;
+		CHECK_OK(rc);
+		double worst = 0, worst_f32 = 0;
+		for (uint32_t t = 0; t < n; t++)
+			for (uint32_t r = 0; r < rows; r++) {
+				double ref = b ? b[r] : 0, mag = fabs(ref), f32 = ref, f32_mag = mag, round = 0;
+				for (uint32_t k = 0; k < cols; k++) {
+					const infs__q8 *q = xq + (size_t)t * nb + k / 32;
+					const double wv = deq[(size_t)r * cols + k];
+					double p = (double)q->d * q->q[k % 32] * wv;
+					ref += p;
+					mag += fabs(p);
+					p = (double)x[(size_t)t * cols + k] * wv;
+					f32 += p;
+					f32_mag += fabs(p);
+					round += (double)q->d / 2 * fabs(wv);
+				}
+				const double yv = y[(size_t)t * rows + r];
+				double e = fabs(yv - ref) / (mag + 1e-30);
+				worst = e > worst ? e : worst;
+				e = fabs(yv - f32) / (round + 1e-5 * f32_mag + 1e-30);
+				worst_f32 = e > worst_f32 ? e : worst_f32;
+			}
+		if (worst > 1e-5 || worst_f32 > 1)
+			fprintf(stderr, "q8: type %u isa %d rows %u cols %u n %u: relative error %g, %g of the rounding bound\n",
+			        w->type, (int)isa, rows, cols, n, worst, worst_f32);
+		CHECK(worst <= 1e-5);
+		CHECK(worst_f32 <= 1);
+	}
+	free(xq);
+}
+
+/* The quantizer: every element within d / 2 of x, the block sums, the AVX2
+ * blocks equal to the portable ones bit for bit (ties included), a zero
+ * block all zero and a NaN that reaches the scale. */
+static void check_quantize(void)
+{
+	enum { N = 32 * 40 };
+	float x[N];
+	uint64_t seed = 7;
+	for (int i = 0; i < N; i++)
+		x[i] = rng_float(&seed) * (i < 32 * 8 ? 1e-3f : 3.0f);
+	for (int i = 0; i < 32; i++) /* halves: x * id lands on .5 exactly */
+		x[32 * 9 + i] = (float)(i - 16) + (i ? 0.5f : 0.0f);
+	x[32 * 9] = -127.0f;
+	memset(x + 32 * 10, 0, 32 * sizeof *x);
+	x[32 * 11 + 5] = NAN;
+	infs__q8 a[N / 32], v[N / 32];
+	infs__q8_quantize(a, x, N, 0);
+	for (int b = 0; b < N / 32; b++) {
+		if (b == 11) {
+			CHECK(a[b].d != a[b].d);
+			continue;
+		}
+		int sum = 0;
+		for (int i = 0; i < 32; i++) {
+			CHECK(fabsf(x[32 * b + i] - a[b].d * a[b].q[i]) <= a[b].d * 0.5001f);
+			sum += a[b].q[i];
+		}
+		CHECK(a[b].s == a[b].d * (float)sum);
+	}
+	CHECK(a[9].q[1] == -14 && a[9].q[2] == -14 && a[9].q[3] == -12); /* -14.5, -13.5, -12.5: to even */
+	CHECK(a[10].d == 0.0f && a[10].s == 0.0f && a[10].q[3] == 0);
+	if (strcmp(infs__matmul_w_kernels(), "avx2"))
+		return;
+	infs__q8_quantize(v, x, N, 1);
+	for (int b = 0; b < N / 32; b++) {
+		CHECK(!memcmp(a[b].q, v[b].q, 32));
+		CHECK(b == 11 ? v[b].d != v[b].d : a[b].d == v[b].d && a[b].s == v[b].s);
+	}
 }
 
 static void check_shape(uint32_t type, uint32_t rows, uint32_t cols, uint32_t n, int with_bias, infs__pool *pool)
@@ -81,6 +173,7 @@ static void check_shape(uint32_t type, uint32_t rows, uint32_t cols, uint32_t n,
 			        cols, n, worst);
 		CHECK(worst <= 1e-5);
 	}
+	check_q8(&w, deq, x, with_bias ? b : NULL, n, y, pool);
 	free(w.data);
 	free(deq);
 	free(x);
@@ -95,26 +188,37 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Weights per second of one thread at 1 and 16 tokens, 1536 x 576. */
+/* Multiply-adds per second of one thread, 1536 x 576, f32 kernels and (for
+ * Q4_0 / Q4_1 / Q8_0) the integer ones, at the token counts of decoding, a
+ * question and a prompt. */
 static void bench(void)
 {
 	infs__pool *pool = NULL;
 	CHECK_OK(infs__pool_create(&pool, 1));
 	uint64_t seed = 1;
+	static const uint32_t ns[] = { 1, 2, 4, 6, 8, 12, 24, 35, 64, 200 };
 	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
 		const uint32_t cols = types[i] >= INFS_GGML_Q4_K ? 512 : 576;
 		infs__wmat w = make(types[i], 1536, cols, &seed);
-		float *x = calloc((size_t)16 * cols, sizeof *x), *y = malloc((size_t)16 * 1536 * sizeof *y);
-		for (uint32_t n = 1; n <= 16; n += 15)
-			for (infs__isa isa = INFS__ISA_PORTABLE; isa <= INFS__ISA_AVX2; isa++) {
-				double t0 = now();
-				int reps = 0;
-				while (now() - t0 < 0.2 && infs__matmul_w_isa(y, x, &w, NULL, n, pool, isa) == INFS_OK)
-					reps++;
-				double s = (now() - t0) / (reps ? reps : 1);
-				printf("type %2u isa %d n %2u: %.2f ms, %.2f G weights/s\n", types[i], (int)isa, n, s * 1e3,
-				       1536.0 * cols / s * 1e-9);
-			}
+		float *x = calloc((size_t)200 * cols, sizeof *x), *y = malloc((size_t)200 * 1536 * sizeof *y);
+		for (size_t e = 0; e < (size_t)200 * cols; e++)
+			x[e] = rng_float(&seed);
+		for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+			for (int q8 = 0; q8 <= 1; q8++)
+				for (infs__isa isa = INFS__ISA_PORTABLE; isa <= INFS__ISA_AVX2; isa++) {
+					const uint32_t n = ns[k];
+					double t0 = now();
+					int reps = 0;
+					while (now() - t0 < 0.1 &&
+					       (q8 ? infs__matmul_w_q8 : infs__matmul_w_isa)(y, x, &w, NULL, n, pool, isa) == INFS_OK)
+						reps++;
+					if (!reps)
+						continue;
+					double s = (now() - t0) / reps;
+					printf("type %2u %s %-8s n %3u: %8.3f ms, %6.2f G multiply-adds/s\n", types[i],
+					       q8 ? "q8 " : "f32", isa == INFS__ISA_AVX2 ? "avx2" : "portable", n, s * 1e3,
+					       1536.0 * cols * n / s * 1e-9);
+				}
 		free(w.data);
 		free(x);
 		free(y);
@@ -128,6 +232,7 @@ int main(int argc, char **argv)
 		bench();
 		return 0;
 	}
+	check_quantize();
 	static const uint32_t rows[] = { 1, 3, 5, 17, 33 };
 	static const uint32_t ns[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 70 };
 	for (uint32_t threads = 1; threads <= 3; threads += 2) {

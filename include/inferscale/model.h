@@ -16,7 +16,7 @@ extern "C" {
  * infs_model_forward on one model at the same time. */
 typedef struct infs_model infs_model;
 
-#define INFS_MODEL_OPTIONS_VERSION 2
+#define INFS_MODEL_OPTIONS_VERSION 3
 
 typedef struct infs_model_options {
 	unsigned version;
@@ -32,9 +32,18 @@ typedef struct infs_model_options {
 	                                 workspace); 0 = no limit */
 	uint32_t device_max_tokens;   /* tokens one device forward call may take; the
 	                                 workspace is sized for it at load. 0 = 512 */
+	/* version 3 */
+	int int8_activations;         /* 1: products over Q4_0 / Q4_1 / Q8_0 matrices
+	                                 with few tokens (decoding, a short question)
+	                                 quantize the activations to 8 bits a block and
+	                                 multiply in integers, as llama.cpp does: about
+	                                 2x faster there, but the logits move by up to
+	                                 ~2 (docs/model-runtime.md). 0 (default): f32
+	                                 activations, logits within the documented
+	                                 bounds of the f32 path */
 } infs_model_options;
 
-#define INFS_MODEL_OPTIONS_INIT { INFS_MODEL_OPTIONS_VERSION, 0, -1, 0, 0 }
+#define INFS_MODEL_OPTIONS_INIT { INFS_MODEL_OPTIONS_VERSION, 0, -1, 0, 0, 0 }
 
 INFS_API int infs_model_options_init(infs_model_options *opts, unsigned version);
 

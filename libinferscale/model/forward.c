@@ -9,6 +9,7 @@
 
 #include "util/dtype.h"
 #include "util/error.h"
+#include "util/f16_rows.h"
 #include "util/options.h"
 #include "model/forward.h"
 #include "model/qmatmul.h"
@@ -45,6 +46,10 @@ static void cache_gather(float *dst, const infs_kv_layout *c, void *const *layer
 {
 	const char *src = cache_row(c, layers, l, pos, table, h);
 	int64_t step = c->stride_dim * (int64_t)infs_dtype_size(c->dtype);
+	if (c->dtype == INFS_DTYPE_F16 && step == 2) {
+		infs__f16_to_f32_n(dst, (const uint16_t *)src, c->head_dim);
+		return;
+	}
 	for (uint32_t e = 0; e < c->head_dim; e++, src += step)
 		dst[e] = infs__load(src, c->dtype, 0);
 }

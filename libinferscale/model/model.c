@@ -14,6 +14,7 @@
 #include "util/options.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model/qmatmul.h"
 #include "model/quant.h"
 #include "model/safetensors.h"
 #include "text/tokenizer_impl.h"
@@ -130,7 +131,8 @@ static int load_mat(loader *ld, infs__wmat *out, const char *name, uint64_t rows
 		memcpy(p, t.data, bytes);
 	else
 		infs__dequantize(p, t.data, t.type, (size_t)(rows * cols));
-	*out = (infs__wmat){ keep ? t.type : INFS_GGML_F32, (uint32_t)rows, (uint32_t)cols, bytes / rows, p };
+	*out = (infs__wmat){ .type = keep ? t.type : INFS_GGML_F32, .rows = (uint32_t)rows, .cols = (uint32_t)cols,
+		             .row_bytes = bytes / rows, .data = p };
 	ld->m->weight_bytes += bytes;
 	return INFS_OK;
 }
@@ -460,6 +462,19 @@ void infs_model_free(infs_model *m)
 	free(m);
 }
 
+/* Which products take 8-bit activations: up to the token count where the
+ * integer kernels beat the f32 ones for the matrix's type (model/qmatmul.h). */
+static void int8_activations(infs_model *m)
+{
+	for (uint32_t l = 0; l < m->cfg.n_layers; l++) {
+		infs__wmat *w[] = { &m->layers[l].wq,     &m->layers[l].wk,   &m->layers[l].wv,    &m->layers[l].wo,
+			            &m->layers[l].w_gate, &m->layers[l].w_up, &m->layers[l].w_down };
+		for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+			w[i]->int8_tokens = infs__matmul_w_int8_tokens(w[i]->type);
+	}
+	m->output.int8_tokens = infs__matmul_w_int8_tokens(m->output.type);
+}
+
 int infs_model_load(infs_model **out, const char *path, const infs_model_options *opts)
 {
 	if (!out)
@@ -477,6 +492,8 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 	if (o.device >= 0 && !infs__cuda)
 		return infs__error(INFS_EUNSUPPORTED, "infs_model_load: device %d asked for, but this build has no CUDA support",
 		                   o.device);
+	if (o.int8_activations != 0 && o.int8_activations != 1)
+		return infs__error(INFS_EINVAL, "infs_model_load: int8_activations %d is not 0 or 1", o.int8_activations);
 	if (o.device_max_tokens > MAX_DEVICE_TOKENS)
 		return infs__error(INFS_EINVAL, "infs_model_load: device_max_tokens %u is above %u", o.device_max_tokens,
 		                   MAX_DEVICE_TOKENS);
@@ -498,6 +515,8 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 		return infs__error_wrap(rc, "infs_model_load");
 	}
 	infs__rope_init(&m->rope, &m->cfg.geom);
+	if (o.int8_activations)
+		int8_activations(m);
 	if (o.device >= 0) {
 		m->device_max_tokens = o.device_max_tokens ? o.device_max_tokens : 512;
 		rc = infs__cuda->model_upload(m, o.device, o.device_budget_bytes, m->device_max_tokens);

@@ -1,17 +1,17 @@
 #include "model/qmatmul.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "inferscale/common.h"
 #include "gguf/gguf.h"
 #include "model/matmul.h"
+#include "model/qdot.h"
 #include "model/quant.h"
+#include "util/cpu.h"
 #include "util/dtype.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #define TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -260,34 +260,6 @@ TARGET_AVX2 static void one_token_avx2(const qjob *j, uint32_t r0, uint32_t r1)
 	}
 }
 
-/* The CPU's answer, asked once: cpuid exits to the hypervisor on a virtual
- * machine, too dear for every product. Threads racing on the first call
- * store the same value, atomically. */
-static int probe_avx2(void)
-{
-	/* F16C through cpuid: clang's __builtin_cpu_supports does not know it. */
-	unsigned a, b, c, d;
-	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C))
-		return 0;
-	__builtin_cpu_init();
-	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
-static int cpu_avx2(void)
-{
-	static atomic_int known = -1;
-	int v = atomic_load_explicit(&known, memory_order_relaxed);
-	if (v < 0) {
-		v = probe_avx2();
-		atomic_store_explicit(&known, v, memory_order_relaxed);
-	}
-	return v;
-}
-#else
-static int cpu_avx2(void)
-{
-	return 0;
-}
 #endif
 
 typedef struct qtask {
@@ -328,8 +300,8 @@ int infs__matmul_w_isa(float *y, const float *x, const infs__wmat *w, const floa
                        infs__pool *pool, infs__isa isa)
 {
 	if (isa == INFS__ISA_AUTO)
-		isa = cpu_avx2() ? INFS__ISA_AVX2 : INFS__ISA_PORTABLE;
-	if (isa == INFS__ISA_AVX2 && !cpu_avx2())
+		isa = infs__cpu_avx2() ? INFS__ISA_AVX2 : INFS__ISA_PORTABLE;
+	if (isa == INFS__ISA_AVX2 && !infs__cpu_avx2())
 		return INFS_EUNSUPPORTED;
 	qtask q = { { y, x, w, bias, n, NULL, NULL }, dequant_portable, product_portable, NULL };
 #if HAVE_X86
@@ -363,6 +335,52 @@ int infs__matmul_w_isa(float *y, const float *x, const infs__wmat *w, const floa
 	return INFS_OK;
 }
 
+typedef struct q8task {
+	float *y;
+	const infs__q8 *xq;
+	const infs__wmat *w;
+	const float *bias;
+	uint32_t n;
+	int avx2;
+} q8task;
+
+static void q8_task(void *arg, uint32_t task, uint32_t worker)
+{
+	(void)worker;
+	const q8task *q = arg;
+	const uint32_t begin = task * ROWS_PER_TASK;
+	const uint32_t end = begin + ROWS_PER_TASK < q->w->rows ? begin + ROWS_PER_TASK : q->w->rows;
+	infs__qdot_rows(q->y, q->w->rows, q->xq, q->n, q->w, begin, end, q->bias, q->avx2);
+}
+
+int infs__matmul_w_q8(float *y, const float *x, const infs__wmat *w, const float *bias, uint32_t n,
+                      infs__pool *pool, infs__isa isa)
+{
+	if (isa == INFS__ISA_AUTO)
+		isa = infs__cpu_avx2() ? INFS__ISA_AVX2 : INFS__ISA_PORTABLE;
+	if ((isa == INFS__ISA_AVX2 && !infs__cpu_avx2()) || !infs__qdot_type(w->type))
+		return INFS_EUNSUPPORTED;
+	const size_t nb = (size_t)n * (w->cols / 32);
+	infs__q8 *xq = malloc((nb ? nb : 1) * sizeof *xq);
+	if (!xq)
+		return INFS_ENOMEM;
+	q8task q = { y, xq, w, bias, n, isa == INFS__ISA_AVX2 };
+	infs__q8_quantize(xq, x, (size_t)n * w->cols, q.avx2);
+	infs__pool_run(pool, q8_task, &q, (w->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
+	free(xq);
+	return INFS_OK;
+}
+
+/* Token counts up to which the integer kernels beat the f32 ones on one
+ * thread of the project's AVX2 machine (test_qmatmul bench: 1536 x 576).
+ * Beyond, the f32 kernels' FMAs (8 multiply-adds, one instruction) outrun
+ * maddubs + madd + convert + FMA (32, four instructions) over the
+ * dequantized rows, whose cost the tokens share. */
+uint32_t infs__matmul_w_int8_tokens(uint32_t type)
+{
+	return type == INFS_GGML_Q4_0 ? 6 : infs__qdot_type(type) ? 4 : 0;
+}
+
 void infs__matmul_w(float *y, const float *x, const infs__wmat *w, const float *bias, uint32_t n,
                     infs__pool *pool)
 {
@@ -370,6 +388,8 @@ void infs__matmul_w(float *y, const float *x, const infs__wmat *w, const float *
 		infs__matmul(y, x, w->data, bias, n, w->cols, w->rows, pool);
 		return;
 	}
+	if (n <= w->int8_tokens && infs__matmul_w_q8(y, x, w, bias, n, pool, INFS__ISA_AUTO) == INFS_OK)
+		return;
 	if (infs__matmul_w_isa(y, x, w, bias, n, pool, INFS__ISA_AUTO) == INFS_OK)
 		return;
 	/* No memory for the buffers: row by row through a stack chunk. */
@@ -395,5 +415,5 @@ void infs__matmul_w(float *y, const float *x, const infs__wmat *w, const float *
 
 const char *infs__matmul_w_kernels(void)
 {
-	return cpu_avx2() ? "avx2" : "portable";
+	return infs__cpu_avx2() ? "avx2" : "portable";
 }

@@ -8,7 +8,9 @@
  * d * (q . x) plus the block's offset times its sum of x. The logits are
  * those of the dequantized f32 path up to the order of the sums. The
  * kernels are picked at run time from the CPU's features: AVX2 with FMA
- * and F16C, else portable C. */
+ * and F16C, else portable C. A model loaded with int8_activations takes,
+ * for products of few tokens over Q4_0 / Q4_1 / Q8_0 rows, the integer
+ * kernels of model/qdot.h instead (activations rounded to 8 bits). */
 #ifndef INFS_QMATMUL_H
 #define INFS_QMATMUL_H
 
@@ -32,6 +34,17 @@ void infs__matmul_w(float *y, const float *x, const infs__wmat *w, const float *
  * written) when this CPU or build cannot run them; INFS_ENOMEM. */
 int infs__matmul_w_isa(float *y, const float *x, const infs__wmat *w, const float *bias, uint32_t n,
                        infs__pool *pool, infs__isa isa);
+
+/* The same with the activations quantized per block to 8 bits and integer
+ * dot products (model/qdot.h): Q4_0, Q4_1 and Q8_0 rows;
+ * INFS_EUNSUPPORTED for other types or a CPU without isa. */
+int infs__matmul_w_q8(float *y, const float *x, const infs__wmat *w, const float *bias, uint32_t n,
+                      infs__pool *pool, infs__isa isa);
+
+/* The largest token count for which infs__matmul_w takes the integer
+ * kernels over a matrix of this type when the model asks for 8-bit
+ * activations (infs_model_options.int8_activations); 0: never. */
+uint32_t infs__matmul_w_int8_tokens(uint32_t type);
 
 /* The kernels INFS__ISA_AUTO picks on this CPU: "avx2" or "portable". */
 const char *infs__matmul_w_kernels(void);

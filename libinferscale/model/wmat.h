@@ -13,6 +13,8 @@ typedef struct infs__wmat {
 	uint32_t rows, cols;
 	size_t row_bytes;   /* bytes from one row to the next */
 	void *data;         /* owned; NULL: no matrix */
+	uint32_t int8_tokens; /* products of up to this many tokens quantize the
+	                         activations to 8 bits (model/qdot.h); 0: never */
 } infs__wmat;
 
 /* Row r as cols f32 values. */

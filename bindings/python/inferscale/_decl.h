@@ -374,7 +374,7 @@ int infs_chat_tokenize(const infs_tokenizer *tok, infs_chat_format format,
 /* model.h */
 typedef struct infs_model infs_model;
 
-#define INFS_MODEL_OPTIONS_VERSION 2
+#define INFS_MODEL_OPTIONS_VERSION 3
 
 typedef struct infs_model_options {
 	unsigned version;
@@ -382,6 +382,7 @@ typedef struct infs_model_options {
 	int device;
 	uint64_t device_budget_bytes;
 	uint32_t device_max_tokens;
+	int int8_activations;
 } infs_model_options;
 
 int infs_model_options_init(infs_model_options *opts, unsigned version);
