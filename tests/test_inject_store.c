@@ -184,7 +184,7 @@ int main(void)
 	snprintf(msg, sizeof msg, "ids[2] = %llu is not a record of namespace 'alice'", (unsigned long long)fb.id);
 	BAD(INFS_ENOTFOUND, msg, &untouched, st, "alice", foreign, 3, 0, bt, 8, &c.lay, NULL);
 	/* namespaces that are nearly "bob" are other namespaces */
-	static const char *const near[] = { "bob ", "Bob", "bo", "bobb", "bob/", "b\xc3\xb6" "b" };
+	static const char *const near[] = { "bob ", "Bob", "bo", "bobb", "bob/", ("b\xc3\xb6" "b") };
 	uint64_t bob_id[1] = { fb.id };
 	for (size_t i = 0; i < sizeof near / sizeof near[0]; i++)
 		BAD(INFS_ENOTFOUND, "is not a record", &untouched, st, near[i], bob_id, 1, 0, bt, 8, &c.lay, NULL);

@@ -224,7 +224,7 @@ int main(void)
 	static facts u1, other;
 	size_t alike_n[6] = { 0 };
 	float e[DIM];
-	static const char *const look_alikes[] = { "u1 ", "U1", "u", "u10", "u1/", "\xc3\xbc" "1" };
+	static const char *const look_alikes[] = { "u1 ", "U1", "u", "u10", "u1/", ("\xc3\xbc" "1") };
 	for (int i = 0; i < 500; i++) {
 		for (int d = 0; d < DIM; d++)
 			e[d] = frnd();
