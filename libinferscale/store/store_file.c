@@ -608,33 +608,23 @@ int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, uint64_
 
 int infs__append_record(infs_store *s, struct iovec *iov, int n, uint64_t keep, const char *fn)
 {
-	uint64_t total = 0;
-	for (int i = 0; i < n; i++)
-		total += iov[i].iov_len;
-	int rc = infs__map_reserve(s, s->end + total);
+	int rc = infs__write_records(s, iov, n, keep, fn);
 	if (rc)
-		return infs__error_wrap(rc, "%s", fn);
-	if (keep && (rc = reserve(s, total, keep, fn)))
 		return rc;
-	if (infs__write_all(s->fd, s->end, iov, n) == 0 &&
-	    (s->opts.sync != INFS_SYNC_FULL || fdatasync(s->fd) == 0)) {
-		s->end += total;
-		s->n_records++;
-		/* The record is in the file (and durable in FULL), so the write
-		 * succeeded; its slot reaches the disk with the next sync. A slot
-		 * that cannot be written leaves an older one, which only lowers
-		 * what the next open can check (records past a slot are kept). */
-		infs__commit(s);
-		return INFS_OK;
+	if (s->opts.sync == INFS_SYNC_FULL && fdatasync(s->fd) != 0) {
+		int err = errno;
+		infs__cut(s);
+		return infs__error(INFS_EIO, "%s: writing %s: %s", fn, s->path, strerror(err));
 	}
-	int err = errno;
-	/* Cut the partial record off so the file stays what the index says. If
-	 * that fails too, the next append overwrites it from s->end and a later
-	 * open drops any rest as a torn tail. */
-	int cut = ftruncate(s->fd, (off_t)s->end);
-	(void)cut;
-	s->reserved = s->end; /* truncating may have freed the reserve */
-	return infs__error(INFS_EIO, "%s: writing %s: %s", fn, s->path, strerror(err));
+	for (int i = 0; i < n; i++)
+		s->end += iov[i].iov_len;
+	s->n_records++;
+	/* The record is in the file (and durable in FULL), so the write
+	 * succeeded; its slot reaches the disk with the next sync. A slot
+	 * that cannot be written leaves an older one, which only lowers what
+	 * the next open can check (records past a slot are kept). */
+	infs__commit(s);
+	return INFS_OK;
 }
 
 int infs__write_records(infs_store *s, struct iovec *iov, int n, uint64_t keep, const char *fn)
@@ -645,11 +635,14 @@ int infs__write_records(infs_store *s, struct iovec *iov, int n, uint64_t keep, 
 	int rc = infs__map_reserve(s, s->end + total);
 	if (rc)
 		return infs__error_wrap(rc, "%s", fn);
-	if ((rc = reserve(s, total, keep, fn)))
+	if (keep && (rc = reserve(s, total, keep, fn)))
 		return rc;
 	if (infs__write_all(s->fd, s->end, iov, n) == 0)
 		return INFS_OK;
 	int err = errno;
+	/* Cut the partial records off so the file stays what the index says.
+	 * If that fails too, the next append overwrites them from s->end and
+	 * a later open drops any rest as a torn tail. */
 	infs__cut(s);
 	return infs__error(INFS_EIO, "%s: writing %s: %s", fn, s->path, strerror(err));
 }

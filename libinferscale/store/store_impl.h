@@ -122,7 +122,8 @@ int infs__append(infs_store *s, uint32_t type, struct iovec *iov, int n, uint64_
  * already (iov[0] is the head): a remote tier's value, installed as it is. */
 int infs__append_record(infs_store *s, struct iovec *iov, int n, uint64_t keep, const char *fn);
 /* Writes whole records iov[0..n) past the end in one call, with keep bytes
- * allocated after them, without moving s->end: the caller books each
+ * allocated after them (none when keep is 0: deletes and drops use the
+ * reserve), without moving s->end: the caller books each
  * (s->end += its length, s->n_records++) and commits once, or cuts the
  * file back to s->end (infs__cut). On error the file is cut back. */
 int infs__write_records(infs_store *s, struct iovec *iov, int n, uint64_t keep, const char *fn);
