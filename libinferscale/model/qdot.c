@@ -4,16 +4,8 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
+#include "util/cpu.h"
 #include "util/dtype.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define HAVE_X86 1
-#define TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma,f16c")))
-#else
-#define HAVE_X86 0
-#endif
 
 /* Tokens per pass over a row: each row block is unpacked once for them. */
 #define TB 4

@@ -11,15 +11,6 @@
 #include "util/cpu.h"
 #include "util/dtype.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define HAVE_X86 1
-#define TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma,f16c")))
-#else
-#define HAVE_X86 0
-#endif
-
 /* Rows multiplied at a time (RB: 4 rows x 2 tokens of accumulators in
  * registers), output rows per pool task (enough tasks to balance the
  * threads at one token, where the weights' reading is all the work; the

@@ -2,6 +2,18 @@
 #ifndef INFS_CPU_H
 #define INFS_CPU_H
 
+/* For the files with AVX2 kernels: HAVE_X86 says whether the compiler
+ * targets x86, TARGET_AVX2 / INLINE_AVX2 mark the functions compiled for
+ * AVX2, FMA and F16C, called only where infs__cpu_avx2() says so. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#define TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+#else
+#define HAVE_X86 0
+#endif
+
 /* Whether this CPU runs AVX2 with FMA and F16C (x86-64); 0 elsewhere. */
 int infs__cpu_avx2(void);
 
