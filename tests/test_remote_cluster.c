@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "redis_server.h"
+#include "remote/remote_impl.h"
 #include "test_store_util.h"
 
 enum { N_NODES = 6, N_USERS = 24, PER_USER = 3 };
@@ -284,9 +285,44 @@ static void test_moved(void)
 	infs_store_close(b);
 }
 
+enum { BIG = 150 }; /* facts of a namespace fetched in three batches */
+
+/* A namespace other than user-0 whose keys share user-0's slot. */
+static void same_slot_ns(char *ns, size_t n, unsigned slot)
+{
+	for (int i = 0;; i++) {
+		char key[64];
+		snprintf(ns, n, "big-%d", i);
+		int len = snprintf(key, sizeof key, "{infs:%s}:ids", ns);
+		if (infs__cluster_slot(key, (size_t)len) == slot)
+			return;
+	}
+}
+
+/* Whether store s answers namespace ns's BIG facts, each as put. */
+static bool big_intact(infs_store *s, const char *ns, const uint64_t *big)
+{
+	uint64_t count = 0;
+	if (infs_fact_count(&count, s, ns) != INFS_OK || count != BIG) {
+		fprintf(stderr, "%s: %llu facts (%s), want %d\n", ns, (unsigned long long)count, infs_error_last(), BIG);
+		return false;
+	}
+	for (int k = 0; k < BIG; k++) {
+		infs_fact_record *r = NULL;
+		bool ok = infs_fact_get(&r, s, ns, big[k]) == INFS_OK && gen_fact_matches(r, &geo, 50000 + (uint64_t)k, 0);
+		infs_fact_record_free(r);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
 /* A slot half migrated: one of the user's facts already on the importing
  * node, which the old owner answers with ASK; then the migration finishes
- * and a store that knew the old owner is MOVED to the new one. */
+ * and a store that knew the old owner is MOVED to the new one. In the same
+ * slot, a namespace of BIG facts with every 16th migrated: its fetch sends
+ * a batch before reading the replies of the one before, and an ASK among
+ * those replies sends the rest the slow way. */
 static void test_ask(void)
 {
 	int ask = nodes[0].port;
@@ -305,6 +341,15 @@ static void test_ask(void)
 	CHECK_OK(open_remote(&b, "b.infs", seeds_one, false, 0));
 	for (int v = 0; v < N_USERS; v++)
 		CHECK(user_intact(b, v, PER_USER));
+	char big_ns[32];
+	uint64_t big[BIG];
+	same_slot_ns(big_ns, sizeof big_ns, slot);
+	for (int k = 0; k < BIG; k++) {
+		gen_fact g;
+		gen_fact_make(&g, &geo, 50000 + (uint64_t)k, 0);
+		CHECK_OK(infs_fact_put(&big[k], b, big_ns, &g.fact));
+		gen_fact_free(&g);
+	}
 
 	redisReply *r = cmd(to, "CLUSTER SETSLOT %u IMPORTING %s", slot, from_id);
 	CHECK(r && r->type == REDIS_REPLY_STATUS);
@@ -315,14 +360,23 @@ static void test_ask(void)
 	r = cmd(from, "MIGRATE 127.0.0.1 %d {infs:user-%d}:f:%llu 0 5000", to, u, (unsigned long long)ids[u][1]);
 	CHECK(r && r->type == REDIS_REPLY_STATUS);
 	freeReplyObject(r);
+	for (int k = 7; k < BIG; k += 16) {
+		r = cmd(from, "MIGRATE 127.0.0.1 %d {infs:%s}:f:%llu 0 5000", to, big_ns, (unsigned long long)big[k]);
+		CHECK(r && r->type == REDIS_REPLY_STATUS);
+		freeReplyObject(r);
+	}
 
 	long long asked = errorstat(from, "ASK");
 	infs_store *c;
 	CHECK_OK(open_remote(&c, "c.infs", seeds_one, false, 0));
 	CHECK(user_intact(c, u, PER_USER));
-	fprintf(stderr, "slot %u half migrated %d -> %d: %lld ASK followed\n", slot, from, to,
-	        errorstat(from, "ASK") - asked);
-	CHECK(errorstat(from, "ASK") > asked);
+	long long asked_user = errorstat(from, "ASK") - asked;
+	CHECK(asked_user > 0);
+	CHECK_OK(infs_prefetch(c, big_ns));
+	CHECK(big_intact(c, big_ns, big));
+	fprintf(stderr, "slot %u half migrated %d -> %d: %lld ASK followed for user-%d, %lld for %s (%d facts)\n", slot,
+	        from, to, asked_user, u, errorstat(from, "ASK") - asked - asked_user, big_ns, BIG);
+	CHECK(errorstat(from, "ASK") - asked > asked_user);
 	infs_store_close(c);
 
 	/* the rest of the slot, then the slot itself, to the new owner */

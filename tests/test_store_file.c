@@ -123,6 +123,21 @@ static void crc(void)
 			CHECK(infs__crc32c(0, buf + off, n) == whole);
 			CHECK(infs__crc32c(infs__crc32c(0, buf + off, n / 3), buf + off + n / 3, n - n / 3) == whole);
 		}
+	/* lengths around the hardware path's blocks of three 2 KiB streams */
+	enum { BIG = 40000 };
+	unsigned char *big = malloc(BIG);
+	CHECK(big != NULL);
+	for (size_t i = 0; big && i < BIG; i++)
+		big[i] = (unsigned char)rng_next(&st);
+	static const size_t lens[] = { 6143, 6144, 6145, 6151, 12288, 12295, 24680, 39990 };
+	for (size_t j = 0; big && j < sizeof lens / sizeof *lens; j++)
+		for (size_t off = 0; off < 9; off += 3) {
+			uint32_t whole = infs__crc32c_sw(0, big + off, lens[j]);
+			CHECK(infs__crc32c(0, big + off, lens[j]) == whole);
+			CHECK(infs__crc32c(infs__crc32c(0, big + off, lens[j] / 2), big + off + lens[j] / 2, lens[j] - lens[j] / 2) ==
+			      whole);
+		}
+	free(big);
 }
 
 static void truncate_everywhere(void)
