@@ -34,6 +34,9 @@ grep -q "^injection: TTFT .* = embed .* + retrieve .* + inject .* + prefill" "$t
 "$cli" ask --store "$tmp/s.infs" --namespace maya -k 4 --max-tokens 24 --full-recompute "$q" > "$tmp/full"
 grep -q Biscuit "$tmp/full" || fail "ask --full-recompute: no Biscuit"
 grep -q "^full recompute: TTFT" "$tmp/full" || fail "ask --full-recompute: no TTFT"
+# 8-bit activations in decoding: the same fact found, the answer still names it
+"$cli" ask --store "$tmp/s.infs" --namespace maya -k 4 --max-tokens 24 --int8-activations "$q" > "$tmp/inj_i8"
+grep -q Biscuit "$tmp/inj_i8" || fail "ask --int8-activations: no Biscuit: $(cat "$tmp/inj_i8")"
 
 # An fp8 store (e4m3 codes and a scale per token and KV head): its KV about
 # half the f16 store's, sound, and its facts answer.

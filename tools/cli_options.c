@@ -270,6 +270,10 @@ static const struct opt {
 	{ "--reference-kv-dtype", "T", BY(set_ref_dtype), "also encode the facts in dtype T (f16, bf16, f32, fp8) and compare injection\n"
 	                                                  "from them with injection from --kv-dtype's: the same facts, the same cache" },
 	{ "--threads", "N", COUNT(threads, 0, CLI_THREADS_MAX), "threads of the model and the embedder, 0..1024 (default 0: all cores)" },
+	{ "--int8-activations", NULL, FLAG(int8),
+	  "the model's products of few tokens (questions, decoding) over its Q4_0 / Q4_1 /\n"
+	  "Q8_0 matrices on 8-bit activations, as llama.cpp runs them: faster, logits\n"
+	  "an NMSE of about 1e-3 from the f32 path's (docs/model-runtime.md)" },
 	{ "--device", "N", BY(set_device), "run the model, the embedder, retrieval and the engine on CUDA device N\n"
 	                                   "(default: the host)" },
 	{ "-k", "N", BY(set_k), "facts retrieved, 1..4096 (default 10); bench: a comma-separated\n"

@@ -28,6 +28,7 @@ typedef struct cli_args {
 	float recompute, query_weight;
 	int select, prefix_mode, query_mode; /* parts of --recovery; select: deviation or query */
 	int device;
+	int int8;                            /* --int8-activations */
 	int full, compare, quiet, sweep, max_tokens_set, recompute_set, check_set, prefix_set, query_weight_set;
 	char mode[32];                       /* --recovery, parts in a fixed order */
 	float temperature, top_p;
@@ -67,7 +68,7 @@ int cli_check_asking(const cli_args *a);
 
 /* The options several commands declare: where the models are and what
  * they run on; how injected answers recover; how answers are sampled. */
-#define CLI_OPTS_MODELS "--model", "--embedder", "--threads", "--device"
+#define CLI_OPTS_MODELS "--model", "--embedder", "--threads", "--int8-activations", "--device"
 #define CLI_OPTS_RECOVERY "--recovery", "--recompute", "--check-layer", "--prefix", "--query-weight", "--calibration"
 #define CLI_OPTS_SAMPLING "--max-tokens", "--temperature", "--top-p", "--seed"
 

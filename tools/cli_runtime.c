@@ -56,6 +56,7 @@ int runtime_open(runtime *r, const cli_args *a, int create)
 	}
 	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
 	mo.n_threads = a->threads;
+	mo.int8_activations = a->int8;
 	mo.device = a->device;
 	mo.device_max_tokens = CLI_N_CTX;
 	if (infs_model_load(&r->model, a->model, &mo))

@@ -125,3 +125,39 @@ func TestEndToEndSmolLM2(t *testing.T) {
 			worst, argGot, argWant)
 	}
 }
+
+// Int8Activations reaches the library: one-token calls on SmolLM2 (Q4_1
+// matrices) give logits moved from the default's, within llama.cpp's
+// criterion for quantized products (NMSE <= 4e-3, as the C test bounds it).
+func TestInt8ActivationsSmolLM2(t *testing.T) {
+	path := cachePath(t, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+	f32, err := LoadModel(path, &ModelOptions{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f32.Close()
+	q8, err := LoadModel(path, &ModelOptions{Threads: 2, Int8Activations: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q8.Close()
+	n := f32.Info().Vocab
+	for _, tok := range []int32{28, 1234, 9907} {
+		want, got := make([]float32, n), make([]float32, n)
+		if err := f32.Forward(&ForwardOutput{Logits: want}, []int32{tok}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := q8.Forward(&ForwardOutput{Logits: got}, []int32{tok}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		var num, den float64
+		for i := range want {
+			d := float64(got[i] - want[i])
+			num += d * d
+			den += float64(want[i]) * float64(want[i])
+		}
+		if nmse := num / den; !(nmse > 0 && nmse <= 4e-3) {
+			t.Fatalf("token %d: NMSE %g between 8-bit and f32 activations", tok, nmse)
+		}
+	}
+}

@@ -55,18 +55,26 @@ class Model(Handle):
     made on it, as does garbage collection, with the locking rule of
     ``Handle``.
 
+    int8_activations runs products of few tokens (decoding, calls of 2-4
+    tokens) over Q4_0 / Q4_1 / Q8_0 matrices on activations rounded to 8 bits,
+    as llama.cpp does: faster, the logits moved by an NMSE of about 1e-3
+    (docs/model-runtime.md).
+
     device (None: the host only) also uploads the weights to that CUDA device
     in bf16, for an Engine on it, using at most device_budget_bytes of its
     memory (0: no limit), with a workspace for device_max_tokens tokens per
     forward call (0: 512). A build without CUDA raises UnsupportedError."""
 
     def __init__(self, path: Union[str, "os.PathLike[str]"], *, n_threads: int = 0,
-                 device: Optional[int] = None, device_budget_bytes: int = 0,
-                 device_max_tokens: int = 0) -> None:
+                 int8_activations: bool = False, device: Optional[int] = None,
+                 device_budget_bytes: int = 0, device_max_tokens: int = 0) -> None:
         self._init_handle()
         opts = ffi.new("infs_model_options *")
         check(lib.infs_model_options_init(opts, lib.INFS_MODEL_OPTIONS_VERSION))
         opts.n_threads = as_int(n_threads, "n_threads", "uint32")
+        if not isinstance(int8_activations, bool):
+            raise TypeError(f"int8_activations must be True or False, not {int8_activations!r}")
+        opts.int8_activations = int(int8_activations)
         opts.device = device_index(device)
         opts.device_budget_bytes = as_int(device_budget_bytes, "device_budget_bytes", "uint64")
         opts.device_max_tokens = as_int(device_max_tokens, "device_max_tokens", "uint32")

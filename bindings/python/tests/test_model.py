@@ -100,6 +100,22 @@ def test_capture_fp8_is_what_an_fp8_store_keeps(model, tmp_path):
         np.testing.assert_array_equal(got, (x / scale).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale)
 
 
+def test_int8_activations(model):
+    """Calls of one token (decoding's shape) with 8-bit activations: SmolLM2's
+    logits (its matrices are Q4_1) move, within llama.cpp's criterion for
+    quantized products as the C test bounds it (NMSE <= 4e-3); a non-bool is
+    refused."""
+    ids = model.tokenizer.encode("Maya adopted a grey cat named Pixel last spring.")
+    with infs.Model(SMOLLM2, int8_activations=True) as q:
+        for t in ids[:4]:
+            want = model.forward([t]).logits
+            got = q.forward([t]).logits
+            nmse = float(((got - want) ** 2).sum() / (want ** 2).sum())
+            assert 0 < nmse <= 4e-3, nmse
+    with pytest.raises(TypeError, match="int8_activations"):
+        infs.Model(SMOLLM2, int8_activations=1)
+
+
 def test_errors(model):
     with pytest.raises(infs.InferscaleError):
         model.forward([model.info.n_vocab])
