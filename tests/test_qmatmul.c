@@ -181,6 +181,47 @@ static void check_shape(uint32_t type, uint32_t rows, uint32_t cols, uint32_t n,
 	free(y);
 }
 
+/* infs__matmul_w_multi over matrices of one input (rows 1, 17 and 40,
+ * one with a bias) gives what separate infs__matmul_w calls give, bit for
+ * bit: with 8-bit activations (int8_tokens set), one token in f32, and
+ * token counts past both; also when the matrices differ in type and the
+ * products go one at a time. */
+static void check_multi(uint32_t type, uint32_t other, uint32_t cols, uint32_t n, uint32_t int8_tokens,
+                        infs__pool *pool)
+{
+	uint64_t seed = type * 7919u + other * 31u + cols + n * 101u + int8_tokens;
+	static const uint32_t rows[3] = { 1, 17, 40 };
+	infs__wmat w[3];
+	float *y[3], *ref[3], *x = malloc((size_t)n * cols * sizeof *x), *b = malloc(40 * sizeof *b);
+	for (size_t i = 0; i < (size_t)n * cols; i++)
+		x[i] = rng_float(&seed);
+	for (int i = 0; i < 40; i++)
+		b[i] = rng_float(&seed);
+	for (int i = 0; i < 3; i++) {
+		w[i] = make(i == 2 ? other : type, rows[i], cols, &seed);
+		w[i].int8_tokens = int8_tokens;
+		y[i] = malloc((size_t)n * rows[i] * sizeof *y[i]);
+		ref[i] = malloc((size_t)n * rows[i] * sizeof *ref[i]);
+	}
+	const float *bs[3] = { NULL, b, NULL };
+	const infs__wmat *ws[3] = { &w[0], &w[1], &w[2] };
+	for (int i = 0; i < 3; i++)
+		infs__matmul_w(ref[i], x, &w[i], bs[i], n, pool);
+	infs__matmul_w_multi(y, x, ws, bs, 3, n, pool);
+	for (int i = 0; i < 3; i++) {
+		int same = !memcmp(y[i], ref[i], (size_t)n * rows[i] * sizeof *y[i]);
+		if (!same)
+			fprintf(stderr, "multi: type %u/%u cols %u n %u int8 %u: matrix %d differs\n", type, other, cols, n,
+			        int8_tokens, i);
+		CHECK(same);
+		free(w[i].data);
+		free(y[i]);
+		free(ref[i]);
+	}
+	free(x);
+	free(b);
+}
+
 static double now(void)
 {
 	struct timespec ts;
@@ -233,6 +274,19 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	check_quantize();
+	{
+		infs__pool *pool = NULL;
+		CHECK_OK(infs__pool_create(&pool, 3));
+		static const uint32_t qtypes[] = { INFS_GGML_Q4_0, INFS_GGML_Q4_1, INFS_GGML_Q8_0, INFS_GGML_Q5_0 };
+		for (size_t t = 0; pool && t < 4; t++)
+			for (uint32_t n = 1; n <= 6; n += 5)
+				for (uint32_t i8 = 0; i8 <= 4; i8 += 4) {
+					uint32_t cols = infs__ggml_block_elems(qtypes[t]) * 19;
+					check_multi(qtypes[t], qtypes[t], cols, n, i8, pool);
+					check_multi(qtypes[t], INFS_GGML_Q8_0, cols, n, i8, pool);
+				}
+		infs__pool_free(pool);
+	}
 	static const uint32_t rows[] = { 1, 3, 5, 17, 33 };
 	static const uint32_t ns[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 70 };
 	for (uint32_t threads = 1; threads <= 3; threads += 2) {

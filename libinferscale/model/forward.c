@@ -312,9 +312,12 @@ static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, c
 	}
 	for (uint32_t i = 0; i < n; i++)
 		rmsnorm(s->xb + (size_t)i * d, s->x + (size_t)i * d, L->attn_norm, d, c->norm_eps);
-	infs__matmul_w(s->q, s->xb, &L->wq, L->bq, n, pool);
-	infs__matmul_w(k_new, s->xb, &L->wk, L->bk, n, pool);
-	infs__matmul_w(v_new, s->xb, &L->wv, L->bv, n, pool);
+	{
+		float *const ys[3] = { s->q, k_new, v_new };
+		const infs__wmat *const ws[3] = { &L->wq, &L->wk, &L->wv };
+		const float *const bs[3] = { L->bq, L->bk, L->bv };
+		infs__matmul_w_multi(ys, s->xb, ws, bs, 3, n, pool);
+	}
 	if (c->qk_norm) {
 		for (size_t r = 0; r < (size_t)n * c->n_heads; r++)
 			rmsnorm(s->q + r * hd, s->q + r * hd, L->q_norm, hd, c->norm_eps);
@@ -366,8 +369,12 @@ static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, c
 
 	for (uint32_t i = 0; i < n; i++)
 		rmsnorm(s->xb + (size_t)i * d, s->x + (size_t)i * d, L->ffn_norm, d, c->norm_eps);
-	infs__matmul_w(s->gate, s->xb, &L->w_gate, NULL, n, pool);
-	infs__matmul_w(s->up, s->xb, &L->w_up, NULL, n, pool);
+	{
+		float *const ys[2] = { s->gate, s->up };
+		const infs__wmat *const ws[2] = { &L->w_gate, &L->w_up };
+		const float *const bs[2] = { NULL, NULL };
+		infs__matmul_w_multi(ys, s->xb, ws, bs, 2, n, pool);
+	}
 	for (size_t i = 0; i < (size_t)n * c->n_ff; i++) {
 		float g = s->gate[i];
 		s->gate[i] = g / (1.0f + expf(-g)) * s->up[i];

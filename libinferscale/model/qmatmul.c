@@ -362,6 +362,97 @@ int infs__matmul_w_q8(float *y, const float *x, const infs__wmat *w, const float
 	return INFS_OK;
 }
 
+/* Several matrices over one input in one pass of the pool: task t is
+ * matrix i's task t - first[i]. */
+typedef struct multi {
+	int count;
+	uint32_t first[INFS__MATMUL_MULTI_MAX + 1];
+	q8task q8[INFS__MATMUL_MULTI_MAX];
+	qtask q[INFS__MATMUL_MULTI_MAX];
+} multi;
+
+static int multi_which(const multi *m, uint32_t task)
+{
+	int i = 0;
+	while (task >= m->first[i + 1])
+		i++;
+	return i;
+}
+
+static void multi_q8_task(void *arg, uint32_t task, uint32_t worker)
+{
+	multi *m = arg;
+	const int i = multi_which(m, task);
+	q8_task(&m->q8[i], task - m->first[i], worker);
+}
+
+static void multi_q_task(void *arg, uint32_t task, uint32_t worker)
+{
+	multi *m = arg;
+	const int i = multi_which(m, task);
+	q_task(&m->q[i], task - m->first[i], worker);
+}
+
+/* The matrices the fused kernels take together: the same columns and
+ * block type, and the same choice of kernel for n tokens. */
+static int fusable(const infs__wmat *const *ws, int count, uint32_t n)
+{
+	if (count < 1 || count > INFS__MATMUL_MULTI_MAX || !infs__cpu_avx2())
+		return 0;
+	for (int i = 0; i < count; i++)
+		if (ws[i]->cols != ws[0]->cols || ws[i]->type != ws[0]->type ||
+		    ws[i]->int8_tokens != ws[0]->int8_tokens)
+			return 0;
+	const uint32_t t = ws[0]->type;
+	if (n <= ws[0]->int8_tokens && infs__qdot_type(t))
+		return 2; /* 8-bit activations, quantized once */
+	if (n == 1 && (t == INFS_GGML_Q4_0 || t == INFS_GGML_Q4_1 || t == INFS_GGML_Q8_0))
+		return 1; /* one token in f32: the block sums of x taken once */
+	return 0;
+}
+
+void infs__matmul_w_multi(float *const *ys, const float *x, const infs__wmat *const *ws, const float *const *biases,
+                          int count, uint32_t n, infs__pool *pool)
+{
+	const int how = fusable(ws, count, n);
+	const uint32_t cols = how ? ws[0]->cols : 0, nb = cols / 32;
+	const size_t n_q8 = (size_t)n * nb;
+	void *shared = NULL;
+	if (how == 2)
+		shared = malloc((n_q8 ? n_q8 : 1) * sizeof(infs__q8));
+	else if (how == 1)
+		shared = malloc((nb ? nb : 1) * sizeof(float));
+	if (!shared) { /* not fusable, or no memory: one product at a time */
+		for (int i = 0; i < count; i++)
+			infs__matmul_w(ys[i], x, ws[i], biases[i], n, pool);
+		return;
+	}
+	multi m = { .count = count };
+	for (int i = 0; i < count; i++)
+		m.first[i + 1] = m.first[i] + (ws[i]->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
+	if (how == 2) {
+		infs__q8_quantize(shared, x, (size_t)n * cols, 1);
+		for (int i = 0; i < count; i++)
+			m.q8[i] = (q8task){ ys[i], shared, ws[i], biases[i], n, 1 };
+		infs__pool_run(pool, multi_q8_task, &m, m.first[count]);
+	} else {
+#if HAVE_X86
+		float *xsum = shared;
+		for (uint32_t b = 0; b < nb; b++) {
+			float sum = 0;
+			for (uint32_t e = 0; e < 32; e++)
+				sum += x[32 * (size_t)b + e];
+			xsum[b] = sum;
+		}
+		for (int i = 0; i < count; i++)
+			m.q[i] = (qtask){ { ys[i], x, ws[i], biases[i], 1, NULL, xsum }, dequant_avx2, product_avx2,
+				          one_token_avx2 };
+		infs__pool_run(pool, multi_q_task, &m, m.first[count]);
+#endif
+	}
+	free(shared);
+}
+
 /* Token counts up to which the integer kernels beat the f32 ones on one
  * thread of the project's AVX2 machine (test_qmatmul bench: 1536 x 576).
  * Beyond, the f32 kernels' FMAs (8 multiply-adds, one instruction) outrun

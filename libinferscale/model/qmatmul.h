@@ -30,6 +30,16 @@ typedef enum infs__isa {
 void infs__matmul_w(float *y, const float *x, const infs__wmat *w, const float *bias, uint32_t n,
                     infs__pool *pool);
 
+/* ys[i] = x ws[i]^T + biases[i] (biases[i] may be NULL) for count (up to
+ * INFS__MATMUL_MULTI_MAX) matrices of one input, as count calls of
+ * infs__matmul_w give them, bit for bit: q|k|v and gate|up. Where the
+ * kernels allow (the same columns and block type, one token or 8-bit
+ * activations), the input is prepared once and all the matrices' rows go
+ * through the pool together: one hand-off instead of count. */
+#define INFS__MATMUL_MULTI_MAX 4
+void infs__matmul_w_multi(float *const *ys, const float *x, const infs__wmat *const *ws, const float *const *biases,
+                          int count, uint32_t n, infs__pool *pool);
+
 /* The same with the kernels of isa, for tests. INFS_EUNSUPPORTED (nothing
  * written) when this CPU or build cannot run them; INFS_ENOMEM. */
 int infs__matmul_w_isa(float *y, const float *x, const infs__wmat *w, const float *bias, uint32_t n,
