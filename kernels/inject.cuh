@@ -263,6 +263,20 @@ template <int W> __device__ __forceinline__ void load_e4m3(float *v, const uint8
 	}
 }
 
+/* W values stored as D at dst, each clamped first (from_float_sat). */
+template <typename D, int W> __device__ __forceinline__ void store_sat(typename D::bits *dst, const float *o)
+{
+	if (W > 1) {
+		vec<D, W> out;
+#pragma unroll
+		for (int e = 0; e < W; e++)
+			out.v[e] = from_float_sat(D{}, o[e]);
+		*(vec<D, W> *)dst = out;
+	} else {
+		*dst = from_float_sat(D{}, o[0]);
+	}
+}
+
 /* W dims at d of a (K|V, head) row: codes x (W of them, and for NeoX keys
  * the partner's at x + poff) dequantized with scale, keys rotated with the
  * CPU's arithmetic, stored as W elements of D at dst. */
@@ -291,15 +305,27 @@ __device__ __forceinline__ void fp8_finish(typename D::bits *dst, const uint8_t 
 		for (int e = 0; e < W; e++)
 			o[e] = v[e];
 	}
-	if (W > 1) {
-		vec<D, W> out;
+	store_sat<D, W>(dst, o);
+}
+
+/* Both halves of W NeoX pairs of a key row: codes x (dims d..) and x +
+ * n_pairs (their partners), each converted once, rotated with the CPU's
+ * arithmetic, stored at dst and dst + half. */
+template <typename D, int W>
+__device__ __forceinline__ void fp8_pair(typename D::bits *dst, int64_t half, const uint8_t *x, uint32_t n_pairs,
+                                         float scale, uint32_t d, const float *cs, const float *sn)
+{
+	float v[W], w[W], a[W], b[W];
+	load_e4m3<W>(v, x, scale);
+	load_e4m3<W>(w, x + n_pairs, scale);
 #pragma unroll
-		for (int e = 0; e < W; e++)
-			out.v[e] = from_float_sat(D{}, o[e]);
-		*(vec<D, W> *)dst = out;
-	} else {
-		*dst = from_float_sat(D{}, o[0]);
+	for (int e = 0; e < W; e++) {
+		const float c = cs[d + e], sv = sn[d + e];
+		a[e] = __fsub_rn(__fmul_rn(v[e], c), __fmul_rn(w[e], sv));
+		b[e] = __fadd_rn(__fmul_rn(w[e], c), __fmul_rn(v[e], sv));
 	}
+	store_sat<D, W>(dst, a);
+	store_sat<D, W>(dst + half, b);
 }
 
 /* Injection from an fp8 store: the grid and token setup of inject_kernel;
@@ -326,7 +352,7 @@ inject_fp8_kernel(const infs_k_inject_params p, uint32_t layers_per_block)
 	token_setup(ti, p, n_facts, blockIdx.x);
 
 	const uint32_t H = p.n_heads, Dm = p.head_dim, nv = Dm / W, row = H * Dm;
-	const uint32_t per_kv = H * nv, per_layer = 2 * per_kv;
+	const uint32_t per_kv = H * nv;
 	const uint32_t l0 = blockIdx.y * layers_per_block;
 	const uint32_t l1 = min(l0 + layers_per_block, p.n_layers);
 	const size_t T = ti.fact_tokens, codes = (size_t)p.n_layers * T * row;
@@ -356,19 +382,28 @@ inject_fp8_kernel(const infs_k_inject_params p, uint32_t layers_per_block)
 		__syncthreads();
 	}
 
-	/* thread (rx, ly): vectors rx, rx + nx, ... of layers l0 + ly, l0 + ly +
-	 * ny, ...: the index arithmetic once per vector */
-	const uint32_t nx = min(per_layer, (uint32_t)blockDim.x), ny = blockDim.x / nx;
+	/* Tasks of a layer: for NeoX keys, pv pair tasks a head (a thread takes
+	 * both halves of W pairs, each code converted once), then the key's
+	 * dims past the rotary ones a vector each; values (and GPT-J keys,
+	 * whose pairs are neighbours within a vector) a vector each. Thread
+	 * (rx, ly): tasks rx, rx + nx, ... of layers l0 + ly, l0 + ly + ny, ...:
+	 * the index arithmetic once per task. */
+	const uint32_t pv = neox ? n_pairs / W : 0, kper = neox ? pv + (Dm - 2 * n_pairs) / W : nv;
+	const uint32_t k_tasks = H * kper, tasks = k_tasks + per_kv;
+	const uint32_t nx = min(tasks, (uint32_t)blockDim.x), ny = blockDim.x / nx;
 	const uint32_t rx = threadIdx.x % nx, ly = threadIdx.x / nx;
 	if (ly >= ny)
 		return;
-	for (uint32_t r = rx; r < per_layer; r += nx) {
-		const uint32_t kv = r / per_kv, h = (r % per_kv) / nv, d = (r % nv) * W;
+	for (uint32_t r = rx; r < tasks; r += nx) {
+		const uint32_t kv = r >= k_tasks, rr = kv ? r - k_tasks : r;
+		const uint32_t h = kv ? rr / nv : rr / kper, q = kv ? rr % nv : rr % kper;
+		const bool pair = !kv && q < pv;
+		const uint32_t d = !kv && neox && !pair ? 2 * n_pairs + (q - pv) * W : q * W;
 		const uint8_t *src = kv ? ti.src_v : ti.src_k;
-		const int64_t poff = neox ? (d < n_pairs ? (int64_t)n_pairs : -(int64_t)n_pairs) : (int64_t)(d ^ 1) - d;
+		const int64_t poff = neox ? (int64_t)n_pairs : (int64_t)(d ^ 1) - d;
 		void *const *dst_layers = kv ? p.dst_v : p.dst_k;
 		const int64_t doff = ti.dst_off + h * p.stride_head + d * p.stride_dim;
-		const bool rot = !kv && d < p.rotary_dim;
+		const bool rot = !kv && d < p.rotary_dim; /* NeoX: pairs only */
 		for (uint32_t l = l0 + ly; l < l1; l += ny) {
 			const uint8_t *x;
 			float scale;
@@ -381,7 +416,11 @@ inject_fp8_kernel(const infs_k_inject_params p, uint32_t layers_per_block)
 				x = src + at * Dm + d;
 				scale = ((const float *)(src + codes))[at];
 			}
-			fp8_finish<D, W>((DB *)dst_layers[l] + doff, x, poff, scale, rot, neox, d, n_pairs, ti.cs, ti.sn);
+			DB *dst = (DB *)dst_layers[l] + doff;
+			if (pair)
+				fp8_pair<D, W>(dst, (int64_t)n_pairs * p.stride_dim, x, n_pairs, scale, d, ti.cs, ti.sn);
+			else
+				fp8_finish<D, W>(dst, x, poff, scale, rot, neox, d, n_pairs, ti.cs, ti.sn);
 		}
 	}
 }
