@@ -1,9 +1,11 @@
-/* Attention, both paths (matrix products with BLAS, rows in plain C),
+/* Attention, all paths (matrix products with BLAS, rows in plain C, few
+ * queries by KV head and run of keys with portable and AVX2 kernels),
  * against a double-precision reference: grouped heads, earlier tokens,
  * positions out of order and repeated, a sliding window, independent
  * sequences interleaved, queries in place (their own rows among the
  * cache's: selective recompute), calibration of a span of keys (only for
- * queries past it); 1 and 3 threads. */
+ * queries past it); 1 and 3 threads; for few queries, head sizes 64 and
+ * not a multiple of 8, groups of 1, 3 and 4 query heads, pasts of 0..299. */
 #include <math.h>
 
 #include "check.h"
@@ -93,6 +95,21 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 		        window, d1, d2);
 	CHECK(d1 < 1e-5f);
 	CHECK(d2 < 1e-5f);
+	for (int avx2 = 0; n <= 16 && avx2 < 2; avx2++) { /* what infs__attention runs for n <= 16 */
+		a.out = o2;
+		for (size_t i = 0; i < qn; i++)
+			o2[i] = NAN;
+		CHECK(infs__attention_few(&a, pool, avx2) == 0);
+		float d3 = 0;
+		for (size_t i = 0; i < qn; i++)
+			d3 = fabsf(o2[i] - want[i]) > d3 || o2[i] != o2[i] ? fabsf(o2[i] - want[i]) : d3;
+		if (!(d3 < 1e-5f))
+			fprintf(stderr, "few (avx2 %d): n %u past %u heads %u/%u hd %u window %u: %g\n", avx2, n, n_past,
+			        heads, kv, hd, window, d3);
+		CHECK(d3 < 1e-5f);
+	}
+	CHECK(n > 16 || infs__attention_few(&a, pool, 1) == 0);
+	CHECK(n <= 16 || infs__attention_few(&a, pool, 1) != 0);
 	if (calib) { /* the calibration changed something: it cannot pass unapplied */
 		a.calib = NULL;
 		reference(o2, &a);
@@ -140,6 +157,26 @@ int main(void)
 		check_case(17, 5, 6, 3, 18, 0, 1, 0, 0, &sharp, pool);
 		check_case(30, 4, 4, 1, 8, 6, 0, 0, 0, &flat, pool);
 		check_case(25, 33, 6, 3, 8, 0, 0, 0, 1, &flat, pool);
+		/* Few queries over pasts of 0..299: runs of keys split at odd
+		 * places, windows cutting into them, calibrated spans in them. */
+		const uint32_t hds[] = { 64, 20, 36 }, groups[] = { 1, 3, 4 }, pasts[] = { 0, 1, 7, 64, 65, 130, 299 };
+		const uint32_t ns[] = { 1, 2, 5, 16 };
+		for (uint32_t x = 0; x < 3; x++)
+			for (uint32_t y = 0; y < 3; y++)
+				for (uint32_t z = 0; z < 7; z++)
+					for (uint32_t w = 0; w < 4; w++) {
+						uint32_t n = ns[w], past = pasts[z], kvh = 1 + (x + z) % 3;
+						uint32_t window = (x + y + z + w) % 3 == 0 ? 50 : (x + y + z + w) % 3 == 1 ? 3 : 0;
+						const infs__calib *cal = past > 20 && (y + z) % 2 ? &sharp : NULL;
+						check_case(n, past, kvh * groups[y], kvh, hds[x], cal ? 0 : window, 0, 0, 0, cal,
+						           pool);
+						if (w == 1) /* in place, and independent sequences */
+							check_case(n + 1, past + n + 1, kvh * groups[y], kvh, hds[x], window, 0, 0,
+							           1, NULL, pool);
+						if (w == 2)
+							check_case(n + 1, past, kvh * groups[y], kvh, hds[x], window, 0, 1, 0, NULL,
+							           pool);
+					}
 		infs__pool_free(pool);
 	}
 	CHECK_DONE();
