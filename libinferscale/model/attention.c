@@ -157,6 +157,52 @@ typedef struct few_job {
 	float *part; /* [n][n_heads][n_runs][2 + head_dim] */
 } few_job;
 
+/* The f16 row of KV head g at past position j, and how many positions
+ * from j on its block holds. */
+static const uint16_t *past_row(const infs__attn_past *c, const uint16_t *layer, uint32_t j, uint32_t g,
+                                uint32_t hd, uint32_t *n)
+{
+	*n = c->block_size - j % c->block_size;
+	return layer + (size_t)c->table[j / c->block_size] * c->stride_block + (size_t)(j % c->block_size) * c->stride_slot +
+	       (size_t)g * hd;
+}
+
+/* Scores of q over past rows [r0, r0 + len) of KV head g, block by block
+ * where the past is in the cache. */
+static void past_scores(const few_job *job, float *s, const float *q, uint32_t g, uint32_t r0, uint32_t len)
+{
+	const infs__attn_args *a = job->a;
+	const uint32_t hd = a->head_dim;
+	const float scale = 1.0f / sqrtf((float)hd);
+	if (!a->past) {
+		const size_t kv_stride = (size_t)a->n_kv_heads * hd;
+		job->kern->scores(s, q, a->k + r0 * kv_stride + (size_t)g * hd, kv_stride, len, hd, scale);
+		return;
+	}
+	for (uint32_t t = 0, n; t < len; t += n) {
+		const uint16_t *k = past_row(a->past, a->past->k, r0 + t, g, hd, &n);
+		n = n < len - t ? n : len - t;
+		job->kern->scores_f16(s + t, q, k, a->past->stride_slot, n, hd, scale);
+	}
+}
+
+/* o += the past rows' values weighted by p, as past_scores reads them. */
+static void past_values(const few_job *job, float *o, const float *p, uint32_t g, uint32_t r0, uint32_t len)
+{
+	const infs__attn_args *a = job->a;
+	const uint32_t hd = a->head_dim;
+	if (!a->past) {
+		const size_t kv_stride = (size_t)a->n_kv_heads * hd;
+		job->kern->values(o, p, a->v + r0 * kv_stride + (size_t)g * hd, kv_stride, len, hd);
+		return;
+	}
+	for (uint32_t t = 0, n; t < len; t += n) {
+		const uint16_t *v = past_row(a->past, a->past->v, r0 + t, g, hd, &n);
+		n = n < len - t ? n : len - t;
+		job->kern->values_f16(o, p + t, v, a->past->stride_slot, n, hd);
+	}
+}
+
 static void few_task(void *arg, uint32_t task, uint32_t worker)
 {
 	const few_job *job = arg;
@@ -183,7 +229,7 @@ static void few_task(void *arg, uint32_t task, uint32_t worker)
 			const float *q = a->q + i * q_stride + (size_t)h * hd;
 			float *part = job->part + (((size_t)i * a->n_heads + h) * job->n_runs + run) * (2 + hd);
 			uint32_t m = len;
-			kern->scores(s, q, kg + r0 * kv_stride, kv_stride, len, hd, scale);
+			past_scores(job, s, q, g, r0, len);
 			for (uint32_t t = 0; calib && t < len; t++)
 				s[t] = calibrated(a, r0 + t, i, s[t]);
 			for (uint32_t j = new0; j < j1; j++)
@@ -197,7 +243,8 @@ static void few_task(void *arg, uint32_t task, uint32_t worker)
 				mx = s[t] > mx ? s[t] : mx;
 			part[0] = mx;
 			part[1] = m ? kern->exp_sum(s, m, mx) : 0.0f;
-			kern->values(part + 2, s, vg + r0 * kv_stride, kv_stride, len, hd);
+			memset(part + 2, 0, hd * sizeof *part);
+			past_values(job, part + 2, s, g, r0, len);
 			for (uint32_t j = new0, t = len; j < j1; j++)
 				if (visible(a, j, i))
 					axpy(part + 2, s[t++], vg + j * kv_stride, hd);
@@ -225,7 +272,7 @@ static uint32_t few_runs(const infs__attn_args *a, uint32_t threads)
 
 int infs__attention_few(const infs__attn_args *a, infs__pool *pool, int avx2)
 {
-	if (a->n > FEW_QUERIES)
+	if (a->n > FEW_QUERIES || (a->past && a->in_place))
 		return -1;
 	const uint32_t hd = a->head_dim, n_runs = few_runs(a, infs__pool_size(pool));
 	few_job job = { a, infs__attn_kernels_get(avx2), n_runs, (a->n_ctx + n_runs - 1) / n_runs,
