@@ -112,7 +112,8 @@ INLINE_AVX2 __m128 hsum4_avx2(__m256 a, __m256 b, __m256 c, __m256 d)
 }
 
 /* Eight keys at a time, one accumulator each (eight FMA chains in flight),
- * the query's 8 floats loaded once for the eight. */
+ * the query's 8 floats loaded once for the eight. The loops over the
+ * accumulators unrolled, or they would live in memory. */
 INLINE_AVX2 void scores_avx2(float *s, const float *q, const void *k, size_t ks, uint32_t nk, uint32_t hd,
                              float scale, int f16)
 {
@@ -122,16 +123,19 @@ INLINE_AVX2 void scores_avx2(float *s, const float *q, const void *k, size_t ks,
 	for (; j + 8 <= nk; j += 8) {
 		const size_t row = (size_t)j * ks;
 		__m256 a[8];
+		#pragma GCC unroll 8
 		for (int r = 0; r < 8; r++)
 			a[r] = _mm256_setzero_ps();
 		for (uint32_t e = 0; e < hv; e += 8) {
 			const __m256 x = _mm256_loadu_ps(q + e);
+			#pragma GCC unroll 8
 			for (int r = 0; r < 8; r++)
 				a[r] = _mm256_fmadd_ps(x, load8_avx2(k, row + r * ks + e, f16), a[r]);
 		}
 		__m128 lo = hsum4_avx2(a[0], a[1], a[2], a[3]), hi = hsum4_avx2(a[4], a[5], a[6], a[7]);
 		if (hv < hd) {
 			float t[8];
+			#pragma GCC unroll 8
 			for (int r = 0; r < 8; r++) {
 				t[r] = 0;
 				for (uint32_t e = hv; e < hd; e++)
@@ -220,25 +224,31 @@ INLINE_AVX2 void values_avx2(float *o, const float *p, const void *v, size_t vs,
 	uint32_t e = 0;
 	for (; e + 64 <= hd; e += 64) {
 		__m256 a[8];
+		#pragma GCC unroll 8
 		for (int r = 0; r < 8; r++)
 			a[r] = _mm256_loadu_ps(o + e + 8 * r);
 		for (uint32_t j = 0; j < nk; j++) {
 			const __m256 w = _mm256_broadcast_ss(p + j);
+			#pragma GCC unroll 8
 			for (int r = 0; r < 8; r++)
 				a[r] = _mm256_fmadd_ps(w, load8_avx2(v, (size_t)j * vs + e + 8 * r, f16), a[r]);
 		}
+		#pragma GCC unroll 8
 		for (int r = 0; r < 8; r++)
 			_mm256_storeu_ps(o + e + 8 * r, a[r]);
 	}
 	for (; e + 32 <= hd; e += 32) {
 		__m256 a[4];
+		#pragma GCC unroll 8
 		for (int r = 0; r < 4; r++)
 			a[r] = _mm256_loadu_ps(o + e + 8 * r);
 		for (uint32_t j = 0; j < nk; j++) {
 			const __m256 w = _mm256_broadcast_ss(p + j);
+			#pragma GCC unroll 8
 			for (int r = 0; r < 4; r++)
 				a[r] = _mm256_fmadd_ps(w, load8_avx2(v, (size_t)j * vs + e + 8 * r, f16), a[r]);
 		}
+		#pragma GCC unroll 8
 		for (int r = 0; r < 4; r++)
 			_mm256_storeu_ps(o + e + 8 * r, a[r]);
 	}
