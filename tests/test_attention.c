@@ -249,6 +249,11 @@ int main(void)
 				if (pasts[z] > 20)
 					check_paged(2, pasts[z], kvh * groups[x], kvh, hds[x], 0, &sharp, bs, pool);
 			}
+		/* A past long enough for runs capped in length. */
+		check_case(1, 1100, 12, 4, 64, 0, 0, 0, 0, NULL, pool);
+		check_case(5, 1100, 6, 2, 20, 300, 0, 0, 0, NULL, pool);
+		check_paged(3, 1100, 12, 4, 64, 0, NULL, 16, pool);
+		check_paged(2, 1100, 6, 2, 36, 300, &sharp, 7, pool);
 		infs__pool_free(pool);
 	}
 	CHECK_DONE();

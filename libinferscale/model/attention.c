@@ -140,9 +140,13 @@ void infs__attention_rows(const infs__attn_args *a, infs__pool *pool)
 
 /* Queries up to which the few-query path runs; past it the products pay. */
 #define FEW_QUERIES 16
-/* Keys per run at least: shorter runs cost more in merging than they gain
- * in balance. */
+/* Keys per run at least MIN_RUN (shorter runs cost more in merging than
+ * they gain in balance), at most about RUN_KEYS (a run's K and V rows stay
+ * in the core's cache while every query head of the group reads them),
+ * unless the runs' partials would pass PART_FLOATS. */
 #define MIN_RUN 64
+#define RUN_KEYS 256
+#define PART_FLOATS (1u << 22)
 
 /* The few-query path: a task per KV head and run of keys computes, for
  * every query and head of the group, the run's softmax partial (its
@@ -253,9 +257,14 @@ static void few_task(void *arg, uint32_t task, uint32_t worker)
 }
 
 /* Runs per KV head: the tasks a multiple of the threads, at least two per
- * thread, runs no shorter than MIN_RUN keys (one run on one thread). */
+ * thread, runs of at most RUN_KEYS within PART_FLOATS, none shorter than
+ * MIN_RUN keys (one run on one thread). */
 static uint32_t few_runs(const infs__attn_args *a, uint32_t threads)
 {
+	const size_t per_run = (size_t)a->n * a->n_heads * (2 + a->head_dim);
+	uint32_t want = (a->n_ctx + RUN_KEYS - 1) / RUN_KEYS;
+	if (want > PART_FLOATS / per_run)
+		want = (uint32_t)(PART_FLOATS / per_run);
 	uint32_t step = threads, x = a->n_kv_heads;
 	while (x) { /* threads / gcd(threads, n_kv_heads) */
 		uint32_t t = step % x;
@@ -264,7 +273,7 @@ static uint32_t few_runs(const infs__attn_args *a, uint32_t threads)
 	}
 	step = threads / step;
 	uint32_t runs = step;
-	while (a->n_kv_heads * runs < 2 * threads)
+	while (a->n_kv_heads * runs < 2 * threads || runs < want)
 		runs += step;
 	uint32_t most = (a->n_ctx + MIN_RUN - 1) / MIN_RUN;
 	return runs < most ? runs : most > 0 ? most : 1;
