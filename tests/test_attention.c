@@ -97,7 +97,7 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 		        window, d1, d2);
 	CHECK(d1 < 1e-5f);
 	CHECK(d2 < 1e-5f);
-	for (int avx2 = 0; n <= 16 && avx2 < 2; avx2++) { /* what infs__attention runs for n <= 16 */
+	for (int avx2 = 0; n <= 32 && avx2 < 2; avx2++) { /* what infs__attention runs for n <= 32 */
 		a.out = o2;
 		for (size_t i = 0; i < qn; i++)
 			o2[i] = NAN;
@@ -110,8 +110,8 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 			        heads, kv, hd, window, d3);
 		CHECK(d3 < 1e-5f);
 	}
-	CHECK(n > 16 || infs__attention_few(&a, pool, 1) == 0);
-	CHECK(n <= 16 || infs__attention_few(&a, pool, 1) != 0);
+	CHECK(n > 32 || infs__attention_few(&a, pool, 1) == 0);
+	CHECK(n <= 32 || infs__attention_few(&a, pool, 1) != 0);
 	if (calib) { /* the calibration changed something: it cannot pass unapplied */
 		a.calib = NULL;
 		reference(o2, &a);

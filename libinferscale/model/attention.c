@@ -139,7 +139,7 @@ void infs__attention_rows(const infs__attn_args *a, infs__pool *pool)
 }
 
 /* Queries up to which the few-query path runs; past it the products pay. */
-#define FEW_QUERIES 16
+#define FEW_QUERIES 32
 /* Keys per run at least MIN_RUN (shorter runs cost more in merging than
  * they gain in balance), at most about RUN_KEYS (a run's K and V rows stay
  * in the core's cache while every query head of the group reads them),

@@ -206,7 +206,7 @@ void infs__attention(const infs__attn_args *a, infs__pool *pool);
  * BLAS, and for a single query. */
 void infs__attention_rows(const infs__attn_args *a, infs__pool *pool);
 
-/* The same for up to 16 queries, by KV head and run of keys, with the AVX2
+/* The same for up to 32 queries, by KV head and run of keys, with the AVX2
  * kernels where avx2 is nonzero and the CPU has them (else portable ones);
  * what infs__attention runs for so few. Nonzero (nothing done) for more
  * queries, a past in the cache in place, or when memory runs out. */
