@@ -1,13 +1,17 @@
-/* Attention, both paths (matrix products with BLAS, rows in plain C),
+/* Attention, all paths (matrix products with BLAS, rows in plain C, few
+ * queries by KV head and run of keys with portable and AVX2 kernels),
  * against a double-precision reference: grouped heads, earlier tokens,
  * positions out of order and repeated, a sliding window, independent
  * sequences interleaved, queries in place (their own rows among the
  * cache's: selective recompute), calibration of a span of keys (only for
- * queries past it); 1 and 3 threads. */
+ * queries past it); 1 and 3 threads; for few queries, head sizes 64 and
+ * not a multiple of 8, groups of 1, 3 and 4 query heads, pasts of 0..299,
+ * the past read from a paged f16 cache where it lies. */
 #include <math.h>
 
 #include "check.h"
 #include "test_util.h"
+#include "util/dtype.h"
 #include "model/forward.h"
 
 static void reference(float *out, const infs__attn_args *a)
@@ -78,7 +82,7 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 	for (uint32_t i = 0; in_place && i < n; i++) /* rows of the cache, out of order */
 		pos[i] = (int32_t)((i * 7 + 3) % n_past);
 	infs__attn_args a = { o1, q, k, v, pos, n, n_ctx, heads, kv, hd, window, seqs ? seq : NULL, rows, in_place,
-		              calib };
+		              calib, NULL };
 	infs__attention(&a, pool);
 	a.out = o2;
 	infs__attention_rows(&a, pool);
@@ -93,6 +97,21 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 		        window, d1, d2);
 	CHECK(d1 < 1e-5f);
 	CHECK(d2 < 1e-5f);
+	for (int avx2 = 0; n <= 32 && avx2 < 2; avx2++) { /* what infs__attention runs for n <= 32 */
+		a.out = o2;
+		for (size_t i = 0; i < qn; i++)
+			o2[i] = NAN;
+		CHECK(infs__attention_few(&a, pool, avx2) == 0);
+		float d3 = 0;
+		for (size_t i = 0; i < qn; i++)
+			d3 = fabsf(o2[i] - want[i]) > d3 || o2[i] != o2[i] ? fabsf(o2[i] - want[i]) : d3;
+		if (!(d3 < 1e-5f))
+			fprintf(stderr, "few (avx2 %d): n %u past %u heads %u/%u hd %u window %u: %g\n", avx2, n, n_past,
+			        heads, kv, hd, window, d3);
+		CHECK(d3 < 1e-5f);
+	}
+	CHECK(n > 32 || infs__attention_few(&a, pool, 1) == 0);
+	CHECK(n <= 32 || infs__attention_few(&a, pool, 1) != 0);
 	if (calib) { /* the calibration changed something: it cannot pass unapplied */
 		a.calib = NULL;
 		reference(o2, &a);
@@ -110,6 +129,68 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 	free(rows);
 	free(pos);
 	free(seq);
+}
+
+/* Few queries over a past read from a paged f16 cache (blocks of bs
+ * slots, in reverse order, the unwritten slots and the f32 past rows NaN:
+ * neither may be read) against the reference over the same values. */
+static void check_paged(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv, uint32_t hd, uint32_t window,
+                        const infs__calib *calib, uint32_t bs, infs__pool *pool)
+{
+	uint64_t seed = n * 131 + n_past * 7 + hd + bs;
+	const uint32_t n_ctx = n + n_past, n_blocks = n_past / bs + 2, row = kv * hd;
+	size_t qn = (size_t)n * heads * hd, kn = (size_t)n_ctx * row, cn = (size_t)n_blocks * bs * row;
+	float *q = malloc(qn * 4), *k = malloc(kn * 4), *v = malloc(kn * 4), *o = malloc(qn * 4), *want = malloc(qn * 4);
+	float *rows = malloc((size_t)infs__pool_size(pool) * n_ctx * 4);
+	uint16_t *ck = malloc(cn * 2), *cv = malloc(cn * 2);
+	int32_t *pos = malloc(n * sizeof *pos), *table = malloc(n_blocks * sizeof *table);
+	for (size_t i = 0; i < qn; i++)
+		q[i] = 2 * rng_float(&seed);
+	for (size_t i = 0; i < kn; i++) { /* values an f16 holds exactly */
+		k[i] = infs__f16_to_f32(infs__f32_to_f16(2 * rng_float(&seed)));
+		v[i] = infs__f16_to_f32(infs__f32_to_f16(rng_float(&seed)));
+	}
+	for (uint32_t b = 0; b < n_blocks; b++)
+		table[b] = (int32_t)(n_blocks - 1 - b);
+	for (size_t i = 0; i < cn; i++)
+		ck[i] = cv[i] = 0x7e00; /* NaN */
+	for (uint32_t p = 0; p < n_past; p++)
+		for (uint32_t e = 0; e < row; e++) {
+			size_t at = ((size_t)table[p / bs] * bs + p % bs) * row + e;
+			ck[at] = infs__f32_to_f16(k[(size_t)p * row + e]);
+			cv[at] = infs__f32_to_f16(v[(size_t)p * row + e]);
+		}
+	for (uint32_t i = 0; i < n; i++)
+		pos[i] = (int32_t)(n_past + i);
+	infs__attn_args a = { want, q, k, v, pos, n, n_ctx, heads, kv, hd, window, NULL, rows, 0, calib, NULL };
+	reference(want, &a);
+	for (size_t i = 0; i < (size_t)n_past * row; i++)
+		k[i] = v[i] = NAN;
+	const infs__attn_past past = { ck, cv, table, bs, (size_t)bs * row, row };
+	a.out = o;
+	a.past = &past;
+	for (int avx2 = 0; avx2 < 2; avx2++) {
+		for (size_t i = 0; i < qn; i++)
+			o[i] = NAN;
+		CHECK(infs__attention_few(&a, pool, avx2) == 0);
+		float d = 0;
+		for (size_t i = 0; i < qn; i++)
+			d = fabsf(o[i] - want[i]) > d || o[i] != o[i] ? fabsf(o[i] - want[i]) : d;
+		if (!(d < 1e-5f))
+			fprintf(stderr, "paged (avx2 %d): n %u past %u heads %u/%u hd %u window %u block %u: %g\n", avx2, n,
+			        n_past, heads, kv, hd, window, bs, d);
+		CHECK(d < 1e-5f);
+	}
+	free(q);
+	free(k);
+	free(v);
+	free(o);
+	free(want);
+	free(rows);
+	free(ck);
+	free(cv);
+	free(pos);
+	free(table);
 }
 
 int main(void)
@@ -140,6 +221,39 @@ int main(void)
 		check_case(17, 5, 6, 3, 18, 0, 1, 0, 0, &sharp, pool);
 		check_case(30, 4, 4, 1, 8, 6, 0, 0, 0, &flat, pool);
 		check_case(25, 33, 6, 3, 8, 0, 0, 0, 1, &flat, pool);
+		/* Few queries over pasts of 0..299: runs of keys split at odd
+		 * places, windows cutting into them, calibrated spans in them. */
+		const uint32_t hds[] = { 64, 20, 36 }, groups[] = { 1, 3, 4 }, pasts[] = { 0, 1, 7, 64, 65, 130, 299 };
+		const uint32_t ns[] = { 1, 2, 5, 16 };
+		for (uint32_t x = 0; x < 3; x++)
+			for (uint32_t y = 0; y < 3; y++)
+				for (uint32_t z = 0; z < 7; z++)
+					for (uint32_t w = 0; w < 4; w++) {
+						uint32_t n = ns[w], past = pasts[z], kvh = 1 + (x + z) % 3;
+						uint32_t window = (x + y + z + w) % 3 == 0 ? 50 : (x + y + z + w) % 3 == 1 ? 3 : 0;
+						const infs__calib *cal = past > 20 && (y + z) % 2 ? &sharp : NULL;
+						check_case(n, past, kvh * groups[y], kvh, hds[x], cal ? 0 : window, 0, 0, 0, cal,
+						           pool);
+						if (w == 1) /* in place, and independent sequences */
+							check_case(n + 1, past + n + 1, kvh * groups[y], kvh, hds[x], window, 0, 0,
+							           1, NULL, pool);
+						if (w == 2)
+							check_case(n + 1, past, kvh * groups[y], kvh, hds[x], window, 0, 1, 0, NULL,
+							           pool);
+					}
+		for (uint32_t x = 0; x < 3; x++)
+			for (uint32_t z = 0; z < 7; z++) {
+				uint32_t kvh = 1 + z % 3, bs = z % 2 ? 16 : 5;
+				check_paged(1 + z % 3, pasts[z], kvh * groups[x], kvh, hds[x], z % 3 == 1 ? 40 : 0, NULL, bs,
+				            pool);
+				if (pasts[z] > 20)
+					check_paged(2, pasts[z], kvh * groups[x], kvh, hds[x], 0, &sharp, bs, pool);
+			}
+		/* A past long enough for runs capped in length. */
+		check_case(1, 1100, 12, 4, 64, 0, 0, 0, 0, NULL, pool);
+		check_case(5, 1100, 6, 2, 20, 300, 0, 0, 0, NULL, pool);
+		check_paged(3, 1100, 12, 4, 64, 0, NULL, 16, pool);
+		check_paged(2, 1100, 6, 2, 36, 300, &sharp, 7, pool);
 		infs__pool_free(pool);
 	}
 	CHECK_DONE();

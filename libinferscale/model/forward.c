@@ -228,12 +228,38 @@ static void put_kv(void *out, infs_dtype dt, const infs__model_config *c, uint32
 static void gather_past(const infs_kv_layout *kl, const infs__paged_kv *pk, uint32_t l, scratch *s)
 {
 	const size_t hd = kl->head_dim, kvd = (size_t)kl->n_kv_heads * hd;
+	/* A position's heads one f16 row, a block's slots one after another
+	 * (the engine's layout): each block's run of positions in one go. */
+	if (kl->dtype == INFS_DTYPE_F16 && kl->stride_dim == 1 && kl->stride_head == (int64_t)hd &&
+	    kl->stride_slot == (int64_t)kvd) {
+		for (uint32_t p = 0, n; p < pk->n_past; p += n) {
+			n = kl->block_size - p % kl->block_size;
+			n = n < pk->n_past - p ? n : pk->n_past - p;
+			const void *k = cache_row(kl, kl->k_layers, l, p, pk->block_table, 0);
+			const void *v = cache_row(kl, kl->v_layers, l, p, pk->block_table, 0);
+			infs__f16_to_f32_n(s->k + (size_t)p * kvd, k, n * kvd);
+			infs__f16_to_f32_n(s->v + (size_t)p * kvd, v, n * kvd);
+		}
+		return;
+	}
 	for (uint32_t p = 0; p < pk->n_past; p++)
 		for (uint32_t h = 0; h < kl->n_kv_heads; h++) {
 			size_t o = (size_t)p * kvd + (size_t)h * hd;
 			cache_gather(s->k + o, kl, kl->k_layers, l, p, pk->block_table, h);
 			cache_gather(s->v + o, kl, kl->v_layers, l, p, pk->block_table, h);
 		}
+}
+
+/* Whether layer l's past can be read where it lies (an f16 cache with a
+ * slot's heads as one row), and where: into *out. */
+static int past_in_place(infs__attn_past *out, const infs_kv_layout *kl, const infs__paged_kv *pk, uint32_t l)
+{
+	if (kl->dtype != INFS_DTYPE_F16 || kl->stride_dim != 1 || kl->stride_head != (int64_t)kl->head_dim ||
+	    kl->stride_slot != (int64_t)kl->n_kv_heads * kl->head_dim || kl->stride_block < 0)
+		return 0;
+	*out = (infs__attn_past){ kl->k_layers[l], kl->v_layers[l], pk->block_table, kl->block_size,
+		                  (size_t)kl->stride_block, (size_t)kl->stride_slot };
+	return 1;
 }
 
 /* The n rows' K and V of layer l into the cache at their positions pos,
@@ -289,7 +315,7 @@ static void attend_seqs(const infs_model *m, uint32_t l, scratch *s, const layer
 		scatter_rows(kl, &pk, l, s->pos + b, n, k_new + b * kvd, v_new + b * kvd);
 		infs__attn_args aa = { s->att + b * qd, s->q + b * qd, s->k, s->v, s->pos + b, n, n_past + n, c->n_heads,
 			               c->n_kv_heads, c->head_dim, c->sliding_window, NULL, s->attn_rows, 0,
-			               io->calib ? &io->calib[q] : NULL };
+			               io->calib ? &io->calib[q] : NULL, NULL };
 		infs__attention(&aa, pool);
 	}
 }
@@ -351,17 +377,29 @@ static void run_layer(const infs_model *m, uint32_t l, scratch *s, uint32_t n, c
 			}
 			io->dev[i] = (float)sum;
 		}
+	}
+	infs__attn_args aa = { s->att, s->q, s->k, s->v, s->pos, n, io->in_place ? n_past : n_past + n, c->n_heads,
+		               c->n_kv_heads, hd, c->sliding_window, io->seq, s->attn_rows, io->in_place, io->calib, NULL };
+	int attended = io->seqs != NULL; /* attend_seqs has attended */
+	if (pk && !io->seqs) {
 		/* In place the rows' own positions take their new K/V before the
-		 * cache is read; otherwise the cache is read first. */
+		 * cache is read; otherwise the cache is read first: gathered, or
+		 * where it lies by the attention of a few rows. */
+		const infs_kv_layout *kl = pk->cache;
 		if (io->in_place)
 			scatter_rows(kl, pk, l, s->pos, n, k_new, v_new);
-		gather_past(kl, pk, l, s);
+		infs__attn_past past;
+		if (!io->in_place && !io->seq && past_in_place(&past, kl, pk, l)) {
+			aa.past = &past;
+			attended = infs__attention_few(&aa, pool, 1) == 0;
+			aa.past = NULL;
+		}
+		if (!attended)
+			gather_past(kl, pk, l, s);
 		if (!io->in_place)
 			scatter_rows(kl, pk, l, s->pos, n, k_new, v_new);
 	}
-	infs__attn_args aa = { s->att, s->q, s->k, s->v, s->pos, n, io->in_place ? n_past : n_past + n, c->n_heads,
-		               c->n_kv_heads, hd, c->sliding_window, io->seq, s->attn_rows, io->in_place, io->calib };
-	if (!io->seqs) /* attend_seqs has attended */
+	if (!attended)
 		infs__attention(&aa, pool);
 	infs__matmul_w(s->xb, s->att, &L->wo, L->bo, n, pool);
 	for (size_t i = 0; i < (size_t)n * d; i++)

@@ -170,6 +170,15 @@ typedef struct infs__device_forward {
 	const int32_t *calib;
 } infs__device_forward;
 
+/* A layer's past in a paged f16 cache whose slots hold a position's heads
+ * as one row (stride_head head_dim, stride_dim 1), read where it lies. */
+typedef struct infs__attn_past {
+	const uint16_t *k, *v;      /* the layer's K and V caches */
+	const int32_t *table;       /* position / block_size -> block */
+	uint32_t block_size;
+	size_t stride_block, stride_slot; /* in elements */
+} infs__attn_past;
+
 /* Attention of one layer for n new tokens. q [n][n_heads][head_dim] and
  * k/v [n_ctx][n_kv_heads][head_dim] already rotated, where rows
  * [0, n_ctx - n) are earlier tokens at positions 0.. and the rest are the new
@@ -186,6 +195,9 @@ typedef struct infs__attn_args {
 	float *scratch;             /* pool size * n_ctx floats */
 	int in_place;
 	const infs__calib *calib;   /* NULL: none */
+	/* NULL, or where rows [0, n_ctx - n) are instead of k and v (not in
+	 * place; infs__attention_few only). */
+	const infs__attn_past *past;
 } infs__attn_args;
 
 void infs__attention(const infs__attn_args *a, infs__pool *pool);
@@ -193,5 +205,11 @@ void infs__attention(const infs__attn_args *a, infs__pool *pool);
 /* The same, query by query in plain C: what infs__attention runs without
  * BLAS, and for a single query. */
 void infs__attention_rows(const infs__attn_args *a, infs__pool *pool);
+
+/* The same for up to 32 queries, by KV head and run of keys, with the AVX2
+ * kernels where avx2 is nonzero and the CPU has them (else portable ones);
+ * what infs__attention runs for so few. Nonzero (nothing done) for more
+ * queries, a past in the cache in place, or when memory runs out. */
+int infs__attention_few(const infs__attn_args *a, infs__pool *pool, int avx2);
 
 #endif
