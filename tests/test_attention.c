@@ -50,6 +50,20 @@ static void reference(float *out, const infs__attn_args *a)
 	free(w);
 }
 
+/* The few-query path (avx2: its AVX2 kernels) into out, first filled with
+ * NaN: its largest difference from want, infinite where an output is NaN. */
+static float few_diff(infs__attn_args *a, infs__pool *pool, int avx2, float *out, const float *want, size_t qn)
+{
+	a->out = out;
+	for (size_t i = 0; i < qn; i++)
+		out[i] = NAN;
+	CHECK(infs__attention_few(a, pool, avx2) == 0);
+	float d = 0;
+	for (size_t i = 0; i < qn; i++)
+		d = out[i] != out[i] ? INFINITY : fabsf(out[i] - want[i]) > d ? fabsf(out[i] - want[i]) : d;
+	return d;
+}
+
 static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv, uint32_t hd, uint32_t window,
                        int shuffled, int seqs, int in_place, const infs__calib *calib, infs__pool *pool)
 {
@@ -98,13 +112,7 @@ static void check_case(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv,
 	CHECK(d1 < 1e-5f);
 	CHECK(d2 < 1e-5f);
 	for (int avx2 = 0; n <= 32 && avx2 < 2; avx2++) { /* what infs__attention runs for n <= 32 */
-		a.out = o2;
-		for (size_t i = 0; i < qn; i++)
-			o2[i] = NAN;
-		CHECK(infs__attention_few(&a, pool, avx2) == 0);
-		float d3 = 0;
-		for (size_t i = 0; i < qn; i++)
-			d3 = fabsf(o2[i] - want[i]) > d3 || o2[i] != o2[i] ? fabsf(o2[i] - want[i]) : d3;
+		float d3 = few_diff(&a, pool, avx2, o2, want, qn);
 		if (!(d3 < 1e-5f))
 			fprintf(stderr, "few (avx2 %d): n %u past %u heads %u/%u hd %u window %u: %g\n", avx2, n, n_past,
 			        heads, kv, hd, window, d3);
@@ -170,12 +178,7 @@ static void check_paged(uint32_t n, uint32_t n_past, uint32_t heads, uint32_t kv
 	a.out = o;
 	a.past = &past;
 	for (int avx2 = 0; avx2 < 2; avx2++) {
-		for (size_t i = 0; i < qn; i++)
-			o[i] = NAN;
-		CHECK(infs__attention_few(&a, pool, avx2) == 0);
-		float d = 0;
-		for (size_t i = 0; i < qn; i++)
-			d = fabsf(o[i] - want[i]) > d || o[i] != o[i] ? fabsf(o[i] - want[i]) : d;
+		float d = few_diff(&a, pool, avx2, o, want, qn);
 		if (!(d < 1e-5f))
 			fprintf(stderr, "paged (avx2 %d): n %u past %u heads %u/%u hd %u window %u block %u: %g\n", avx2, n,
 			        n_past, heads, kv, hd, window, bs, d);

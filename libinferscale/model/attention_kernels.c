@@ -217,41 +217,35 @@ TARGET_AVX2 static float exp_sum_avx2(float *s, uint32_t n, float mx)
 	return sum;
 }
 
+/* Output dims [e, e + 8R) in R registers over the nk weighted value rows
+ * (R a constant where it is called: the loops unroll into FMA chains). */
+INLINE_AVX2 void values_block(float *o, const float *p, const void *v, size_t vs, uint32_t nk, uint32_t e, int f16,
+                              const int R)
+{
+	__m256 a[8];
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		a[r] = _mm256_loadu_ps(o + e + 8 * r);
+	for (uint32_t j = 0; j < nk; j++) {
+		const __m256 w = _mm256_broadcast_ss(p + j);
+		#pragma GCC unroll 8
+		for (int r = 0; r < R; r++)
+			a[r] = _mm256_fmadd_ps(w, load8_avx2(v, (size_t)j * vs + e + 8 * r, f16), a[r]);
+	}
+	#pragma GCC unroll 8
+	for (int r = 0; r < R; r++)
+		_mm256_storeu_ps(o + e + 8 * r, a[r]);
+}
+
 /* The output in registers, 64 floats (eight FMA chains) at a time, then 32,
  * then 8, then the scalar tail. */
 INLINE_AVX2 void values_avx2(float *o, const float *p, const void *v, size_t vs, uint32_t nk, uint32_t hd, int f16)
 {
 	uint32_t e = 0;
-	for (; e + 64 <= hd; e += 64) {
-		__m256 a[8];
-		#pragma GCC unroll 8
-		for (int r = 0; r < 8; r++)
-			a[r] = _mm256_loadu_ps(o + e + 8 * r);
-		for (uint32_t j = 0; j < nk; j++) {
-			const __m256 w = _mm256_broadcast_ss(p + j);
-			#pragma GCC unroll 8
-			for (int r = 0; r < 8; r++)
-				a[r] = _mm256_fmadd_ps(w, load8_avx2(v, (size_t)j * vs + e + 8 * r, f16), a[r]);
-		}
-		#pragma GCC unroll 8
-		for (int r = 0; r < 8; r++)
-			_mm256_storeu_ps(o + e + 8 * r, a[r]);
-	}
-	for (; e + 32 <= hd; e += 32) {
-		__m256 a[4];
-		#pragma GCC unroll 8
-		for (int r = 0; r < 4; r++)
-			a[r] = _mm256_loadu_ps(o + e + 8 * r);
-		for (uint32_t j = 0; j < nk; j++) {
-			const __m256 w = _mm256_broadcast_ss(p + j);
-			#pragma GCC unroll 8
-			for (int r = 0; r < 4; r++)
-				a[r] = _mm256_fmadd_ps(w, load8_avx2(v, (size_t)j * vs + e + 8 * r, f16), a[r]);
-		}
-		#pragma GCC unroll 8
-		for (int r = 0; r < 4; r++)
-			_mm256_storeu_ps(o + e + 8 * r, a[r]);
-	}
+	for (; e + 64 <= hd; e += 64)
+		values_block(o, p, v, vs, nk, e, f16, 8);
+	for (; e + 32 <= hd; e += 32)
+		values_block(o, p, v, vs, nk, e, f16, 4);
 	for (; e + 8 <= hd; e += 8) {
 		__m256 a = _mm256_loadu_ps(o + e);
 		for (uint32_t j = 0; j < nk; j++)
