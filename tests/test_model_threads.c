@@ -1,5 +1,6 @@
-/* One model, forward passes from four threads at once (each with its own
- * pool): every thread gets the logits and K/V of a pass run alone. */
+/* One model, forward passes from four threads at once (one on the model's
+ * kept pool, the others on pools of their own): every thread gets the
+ * logits and K/V of a pass run alone. */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>

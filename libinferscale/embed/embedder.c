@@ -45,6 +45,7 @@ struct infs_embedder {
 	int st_lowercase;         /* sentence_bert_config.json's do_lower_case */
 	uint32_t max_seq;
 	uint32_t n_threads;
+	infs__pool_keep *pool; /* the CPU passes' threads, kept between calls */
 	/* on a device: its copy of the encoder, a workspace of dev_tokens
 	 * tokens, and host buffers for one call's token ids, all used by one
 	 * call at a time, under dev_lock */
@@ -422,6 +423,7 @@ void infs_embedder_free(infs_embedder *e)
 	if (e->dev)
 		infs__cuda->bert_release(e->dev);
 	pthread_mutex_destroy(&e->dev_lock);
+	infs__pool_keep_free(e->pool);
 	free(e->dev_ids);
 	free(e->dev_one);
 	free(e->dev_off);
@@ -461,7 +463,8 @@ int infs_embedder_load(infs_embedder **out, const char *path, const infs_embedde
 		return infs__error(INFS_ENOMEM, "out of memory");
 	pthread_mutex_init(&e->dev_lock, NULL);
 	e->device = -1;
-	rc = read_config(e, path);
+	e->pool = infs__pool_keep_new();
+	rc = e->pool ? read_config(e, path) : infs__error(INFS_ENOMEM, "out of memory");
 	if (!rc)
 		rc = read_tokenizer(e, path);
 	if (!rc)
@@ -648,14 +651,14 @@ static int embed_cpu(float *out, const infs_embedder *e, const int32_t *ids, con
 	if (!batch_off || !scratch)
 		rc = infs__error(INFS_ENOMEM, "infs_embed: out of memory");
 	if (!rc)
-		rc = infs__pool_create(&pool, n_threads);
+		rc = infs__pool_borrow(e->pool, n_threads, &pool);
 	for (size_t first = 0; !rc && first < n_texts;) {
 		size_t n = next_batch(batch_off, offsets, first, n_texts, batch_max);
 		infs__bert_encode(&e->cfg, &e->w, ids + offsets[first], batch_off, (uint32_t)n,
 		                  e->pooling, e->normalize, pool, scratch, out + first * e->cfg.dim);
 		first += n;
 	}
-	infs__pool_free(pool);
+	infs__pool_give_back(e->pool, pool);
 	free(batch_off);
 	free(scratch);
 	return rc;

@@ -375,7 +375,7 @@ static int encode_host(encoder *e, const infs_model *model)
 	                 ? INFS_OK
 	                 : infs__error(INFS_ENOMEM, "infs_fact_encode: out of memory for %zu tokens of KV", b.cap);
 	if (!rc)
-		rc = infs__pool_create(&pool, model->n_threads);
+		rc = infs__pool_borrow(model->pool, model->n_threads, &pool);
 	if (!rc && o->n_context)
 		rc = infs__encode_context(&ctx, model, e->kg, o->context, o->n_context, pool);
 	for (size_t i = 0; i < p->n && !rc;) {
@@ -391,7 +391,7 @@ static int encode_host(encoder *e, const infs_model *model)
 		i = j;
 	}
 	infs__kvcache_free(&ctx);
-	infs__pool_free(pool);
+	infs__pool_give_back(model->pool, pool);
 	free(b.tok);
 	free(b.pos);
 	free(b.seq);

@@ -463,10 +463,10 @@ static int forward_seqs(const infs_model *m, const infs__forward_args *a)
 			break;
 		n_ctx = (size_t)sq->n_past[q] + (e - b) > n_ctx ? (size_t)sq->n_past[q] + (e - b) : n_ctx;
 	}
-	infs__pool *pool = a->pool, *own_pool = NULL;
+	infs__pool *pool = a->pool, *borrowed = NULL;
 	if (!rc && !pool)
-		rc = infs__pool_create(&own_pool, m->n_threads);
-	pool = pool ? pool : own_pool;
+		rc = infs__pool_borrow(m->pool, m->n_threads, &borrowed);
+	pool = pool ? pool : borrowed;
 	const uint32_t n = a->n_tokens, d = c->n_embd;
 	const size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
 	scratch s;
@@ -494,7 +494,7 @@ static int forward_seqs(const infs_model *m, const infs__forward_args *a)
 	if (have_s)
 		scratch_free(&s);
 	free(pos);
-	infs__pool_free(own_pool);
+	infs__pool_give_back(m->pool, borrowed);
 	return rc;
 }
 
@@ -516,13 +516,13 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 	const infs__model_config *c = &m->cfg;
 	const infs__paged_kv *pk = a->past && a->past->cache ? a->past : NULL;
 	uint32_t n = a->n_tokens, d = c->n_embd, n_ctx = (pk ? pk->n_past : 0) + n;
-	infs__pool *pool = a->pool, *own_pool = NULL;
-	if (!pool && (rc = infs__pool_create(&own_pool, m->n_threads)))
+	infs__pool *pool = a->pool, *borrowed = NULL;
+	if (!pool && (rc = infs__pool_borrow(m->pool, m->n_threads, &borrowed)))
 		return rc;
-	pool = pool ? pool : own_pool;
+	pool = pool ? pool : borrowed;
 	scratch s;
 	if (scratch_start(&s, m, a->tokens, a->positions, n, n_ctx, pool)) {
-		infs__pool_free(own_pool);
+		infs__pool_give_back(m->pool, borrowed);
 		return infs__error(INFS_ENOMEM, "infs_model_forward: out of memory for %u tokens", n);
 	}
 
@@ -538,7 +538,7 @@ int infs__forward(const infs_model *m, const infs__forward_args *a)
 		infs__matmul_w(a->logits, s.xb, &m->output, NULL, rows, pool);
 	}
 	scratch_free(&s);
-	infs__pool_free(own_pool);
+	infs__pool_give_back(m->pool, borrowed);
 	return INFS_OK;
 }
 
@@ -628,10 +628,10 @@ int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 	if (!rc)
 		rc = check_args(m, &fa);
 	const uint32_t d = c->n_embd, np = m->rope.n_pairs;
-	infs__pool *pool = a->pool, *own_pool = NULL;
+	infs__pool *pool = a->pool, *borrowed = NULL;
 	if (!rc && !pool)
-		rc = infs__pool_create(&own_pool, m->n_threads);
-	pool = pool ? pool : own_pool;
+		rc = infs__pool_borrow(m->pool, m->n_threads, &borrowed);
+	pool = pool ? pool : borrowed;
 	scratch s;
 	const int have_s = !rc && !scratch_start(&s, m, tok, pos, n, (size_t)ext.n_past + n, pool);
 	if (!rc && !have_s)
@@ -676,6 +676,6 @@ int infs__recompute(const infs_model *m, const infs__recompute_args *a)
 	free(mrow);
 	free(dev);
 	free(keep);
-	infs__pool_free(own_pool);
+	infs__pool_give_back(m->pool, borrowed);
 	return rc;
 }

@@ -12,6 +12,7 @@
 #include "util/error.h"
 #include "util/file.h"
 #include "util/options.h"
+#include "util/pool.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/qmatmul.h"
@@ -459,6 +460,7 @@ void infs_model_free(infs_model *m)
 		infs__wmat_free(&m->output);
 	infs__wmat_free(&m->tok_embd);
 	free(m->out_norm);
+	infs__pool_keep_free(m->pool);
 	free(m);
 }
 
@@ -502,6 +504,10 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 		return infs__error(errno == ENOENT ? INFS_ENOTFOUND : INFS_EIO, "infs_model_load: %s: %s", path,
 		                   strerror(errno));
 	infs_model *m = calloc(1, sizeof *m);
+	if (m && !(m->pool = infs__pool_keep_new())) {
+		free(m);
+		m = NULL;
+	}
 	if (!m)
 		return infs__error(INFS_ENOMEM, "infs_model_load: out of memory");
 	m->n_threads = o.n_threads ? o.n_threads : infs__cpu_count();

@@ -64,6 +64,7 @@ struct infs_model {
 	infs__layer *layers;
 	infs__rope rope;
 	uint32_t n_threads;
+	struct infs__pool_keep *pool; /* the threads of the calls that bring no pool */
 	uint64_t weights_hash;
 	uint64_t tokenizer_hash; /* tokenizer and chat template sources; 0 when absent */
 	size_t weight_bytes;     /* bytes of weights held on the host */

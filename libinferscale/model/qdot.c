@@ -209,6 +209,8 @@ TARGET_AVX2 static void rows_avx2(float *y, size_t ys, const infs__q8 *xq, uint3
 		const infs__q8 *xt = xq + (size_t)t0 * nb;
 		for (uint32_t r = r0; r < r1; r++) {
 			const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+			if (t0 == 0)
+				infs__prefetch_row(row, w->row_bytes);
 			float *yt = y + (size_t)t0 * ys + r;
 			const float bs = bias ? bias[r] : 0.0f;
 			if (w->type == INFS_GGML_Q8_0)

@@ -165,6 +165,7 @@ INLINE_AVX2 void nibbles(float *y, const uint8_t *qs, __m256 d, __m256 m)
 TARGET_AVX2 static void dequant_avx2(float *dst, const infs__wmat *w, uint32_t r)
 {
 	const uint8_t *b = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+	infs__prefetch_row(b, w->row_bytes);
 	const uint32_t nb = w->cols / 32;
 	switch (w->type) {
 	case INFS_GGML_Q4_0:
@@ -214,6 +215,7 @@ TARGET_AVX2 static void one_token_avx2(const qjob *j, uint32_t r0, uint32_t r1)
 	const uint32_t nb = w->cols / 32;
 	for (uint32_t r = r0; r < r1; r++) {
 		const uint8_t *b = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+		infs__prefetch_row(b, w->row_bytes);
 		__m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
 		float off = 0;
 		for (uint32_t i = 0; i < nb; i++) {

@@ -29,6 +29,12 @@ struct infs__pool {
 	pthread_t *threads;
 	uint32_t n_started;
 	atomic_uint next_id;   /* worker ids handed out at start */
+	int kept;              /* an infs__pool_keep's: given back, not freed */
+};
+
+struct infs__pool_keep {
+	pthread_mutex_t mu; /* held by the call using the pool */
+	infs__pool *pool;
 };
 
 static void take_tasks(infs__pool *p, uint32_t worker)
@@ -156,4 +162,44 @@ void infs__pool_run(infs__pool *p, infs__pool_fn fn, void *arg, uint32_t n_tasks
 	while (atomic_load(&p->busy))
 		pthread_cond_wait(&p->done, &p->mu);
 	pthread_mutex_unlock(&p->mu);
+}
+
+infs__pool_keep *infs__pool_keep_new(void)
+{
+	infs__pool_keep *k = calloc(1, sizeof *k);
+	if (k)
+		pthread_mutex_init(&k->mu, NULL);
+	return k;
+}
+
+void infs__pool_keep_free(infs__pool_keep *k)
+{
+	if (!k)
+		return;
+	infs__pool_free(k->pool);
+	pthread_mutex_destroy(&k->mu);
+	free(k);
+}
+
+int infs__pool_borrow(infs__pool_keep *k, uint32_t n_threads, infs__pool **pool)
+{
+	if (!k || pthread_mutex_trylock(&k->mu) != 0)
+		return infs__pool_create(pool, n_threads);
+	int rc = INFS_OK;
+	if (!k->pool && (rc = infs__pool_create(&k->pool, n_threads)) == INFS_OK)
+		k->pool->kept = 1;
+	if (rc) {
+		pthread_mutex_unlock(&k->mu);
+		return rc;
+	}
+	*pool = k->pool;
+	return INFS_OK;
+}
+
+void infs__pool_give_back(infs__pool_keep *k, infs__pool *pool)
+{
+	if (pool && pool->kept)
+		pthread_mutex_unlock(&k->mu);
+	else
+		infs__pool_free(pool);
 }
