@@ -139,89 +139,27 @@ INLINE_AVX2 __m256i weights_avx2(const uint8_t *b, uint32_t type)
 	return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
 }
 
-/* One block of a row against T tokens into acc[t]: maddubs takes unsigned
- * x signed bytes, so Q8_0's weights go in as |w| with x carrying w's sign
- * (llama.cpp's trick); madd sums the pairs to 8 int32, scaled once by
- * d_w d_x. */
-INLINE_AVX2 void block_avx2(__m256 *acc, float *off, const infs__q8 *x, size_t nb, const uint8_t *b,
-                            const uint32_t type, const int T)
-{
-	const float dw = half_avx2(b);
-	const __m256i w = weights_avx2(b, type);
-	const __m256i wa = type == INFS_GGML_Q8_0 ? _mm256_sign_epi8(w, w) : w;
-	float cw = 0;
-	if (type == INFS_GGML_Q4_1)
-		cw = half_avx2(b + 2);
-	else if (type == INFS_GGML_Q4_0)
-		cw = -8.0f * dw;
-	for (int t = 0; t < T; t++, x += nb) {
-		__m256i xv = _mm256_loadu_si256((const __m256i *)x->q);
-		if (type == INFS_GGML_Q8_0)
-			xv = _mm256_sign_epi8(xv, w);
-		const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(wa, xv), _mm256_set1_epi16(1)));
-		acc[t] = _mm256_fmadd_ps(p, _mm256_set1_ps(dw * x->d), acc[t]);
-		if (type != INFS_GGML_Q8_0)
-			off[t] += cw * x->s;
-	}
-}
+/* The kernels over AVX2 (maddubs + madd: 32 products in two instructions)
+ * and over AVX-512 VNNI (vpdpbusd: the same sums in one), the same code. */
+#define QDOT(name) name##_avx2
+#define QDOT_INLINE INLINE_AVX2
+#define QDOT_TARGET TARGET_AVX2
+#define QDOT_DOT(w, x) _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1))
+#include "model/qdot_rows.inc"
+#undef QDOT
+#undef QDOT_INLINE
+#undef QDOT_TARGET
+#undef QDOT_DOT
 
-/* One row against T tokens, two blocks a step into two sets of
- * accumulators (the FMA's latency hidden at one token). */
-INLINE_AVX2 void row_avx2(float *y, size_t ys, const infs__q8 *xq, size_t nb, const uint8_t *row, float bias,
-                          const uint32_t type, const int T)
-{
-	const size_t bb = type == INFS_GGML_Q8_0 ? 34 : type == INFS_GGML_Q4_1 ? 20 : 18;
-	__m256 a0[TB], a1[TB];
-	float off[TB];
-	for (int t = 0; t < T; t++) {
-		a0[t] = a1[t] = _mm256_setzero_ps();
-		off[t] = 0;
-	}
-	size_t i = 0;
-	for (; i + 2 <= nb; i += 2) {
-		block_avx2(a0, off, xq + i, nb, row + i * bb, type, T);
-		block_avx2(a1, off, xq + i + 1, nb, row + (i + 1) * bb, type, T);
-	}
-	if (i < nb)
-		block_avx2(a0, off, xq + i, nb, row + i * bb, type, T);
-	for (int t = 0; t < T; t++)
-		y[(size_t)t * ys] = hsum_avx2(_mm256_add_ps(a0[t], a1[t])) + off[t] + bias;
-}
-
-#define ROW_T(type)                                                                                    \
-	do {                                                                                           \
-		switch (T) {                                                                           \
-		case 4: row_avx2(yt, ys, xt, nb, row, bs, type, 4); break;                             \
-		case 3: row_avx2(yt, ys, xt, nb, row, bs, type, 3); break;                             \
-		case 2: row_avx2(yt, ys, xt, nb, row, bs, type, 2); break;                             \
-		default: row_avx2(yt, ys, xt, nb, row, bs, type, 1); break;                            \
-		}                                                                                      \
-	} while (0)
-
-/* Tokens TB at a time outside, rows inside: the tokens' blocks stay in the
- * L1 cache while the rows pass. */
-TARGET_AVX2 static void rows_avx2(float *y, size_t ys, const infs__q8 *xq, uint32_t n, const infs__wmat *w,
-                                  uint32_t r0, uint32_t r1, const float *bias)
-{
-	const size_t nb = w->cols / 32;
-	for (uint32_t t0 = 0; t0 < n; t0 += TB) {
-		const int T = n - t0 < TB ? (int)(n - t0) : TB;
-		const infs__q8 *xt = xq + (size_t)t0 * nb;
-		for (uint32_t r = r0; r < r1; r++) {
-			const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-			if (t0 == 0)
-				infs__prefetch_row(row, w->row_bytes);
-			float *yt = y + (size_t)t0 * ys + r;
-			const float bs = bias ? bias[r] : 0.0f;
-			if (w->type == INFS_GGML_Q8_0)
-				ROW_T(INFS_GGML_Q8_0);
-			else if (w->type == INFS_GGML_Q4_1)
-				ROW_T(INFS_GGML_Q4_1);
-			else
-				ROW_T(INFS_GGML_Q4_0);
-		}
-	}
-}
+#define QDOT(name) name##_vnni
+#define QDOT_INLINE INLINE_VNNI
+#define QDOT_TARGET TARGET_VNNI
+#define QDOT_DOT(w, x) _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x)
+#include "model/qdot_rows.inc"
+#undef QDOT
+#undef QDOT_INLINE
+#undef QDOT_TARGET
+#undef QDOT_DOT
 #endif
 
 void infs__q8_quantize(infs__q8 *dst, const float *x, size_t n, int avx2)
@@ -238,14 +176,18 @@ void infs__q8_quantize(infs__q8 *dst, const float *x, size_t n, int avx2)
 }
 
 void infs__qdot_rows(float *y, size_t y_stride, const infs__q8 *xq, uint32_t n, const infs__wmat *w,
-                     uint32_t r0, uint32_t r1, const float *bias, int avx2)
+                     uint32_t r0, uint32_t r1, const float *bias, int level)
 {
 #if HAVE_X86
-	if (avx2) {
+	if (level == INFS__QDOT_VNNI) {
+		rows_vnni(y, y_stride, xq, n, w, r0, r1, bias);
+		return;
+	}
+	if (level == INFS__QDOT_AVX2) {
 		rows_avx2(y, y_stride, xq, n, w, r0, r1, bias);
 		return;
 	}
 #endif
-	(void)avx2;
+	(void)level;
 	rows_portable(y, y_stride, xq, n, w, r0, r1, bias);
 }

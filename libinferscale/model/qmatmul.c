@@ -294,6 +294,8 @@ int infs__matmul_w_isa(float *y, const float *x, const infs__wmat *w, const floa
 {
 	if (isa == INFS__ISA_AUTO)
 		isa = infs__cpu_avx2() ? INFS__ISA_AVX2 : INFS__ISA_PORTABLE;
+	if (isa == INFS__ISA_AVX512_VNNI) /* no f32 kernels of its own */
+		return INFS_EUNSUPPORTED;
 	if (isa == INFS__ISA_AVX2 && !infs__cpu_avx2())
 		return INFS_EUNSUPPORTED;
 	qtask q = { { y, x, w, bias, n, NULL, NULL }, dequant_portable, product_portable, NULL };
@@ -334,7 +336,7 @@ typedef struct q8task {
 	const infs__wmat *w;
 	const float *bias;
 	uint32_t n;
-	int avx2;
+	int level; /* INFS__QDOT_* */
 } q8task;
 
 static void q8_task(void *arg, uint32_t task, uint32_t worker)
@@ -343,22 +345,33 @@ static void q8_task(void *arg, uint32_t task, uint32_t worker)
 	const q8task *q = arg;
 	const uint32_t begin = task * ROWS_PER_TASK;
 	const uint32_t end = begin + ROWS_PER_TASK < q->w->rows ? begin + ROWS_PER_TASK : q->w->rows;
-	infs__qdot_rows(q->y, q->w->rows, q->xq, q->n, q->w, begin, end, q->bias, q->avx2);
+	infs__qdot_rows(q->y, q->w->rows, q->xq, q->n, q->w, begin, end, q->bias, q->level);
+}
+
+/* The integer kernels of isa, -1 when this CPU cannot run them. */
+static int qdot_level(infs__isa isa)
+{
+	if (isa == INFS__ISA_AUTO)
+		return infs__cpu_avx512_vnni() ? INFS__QDOT_VNNI : infs__cpu_avx2() ? INFS__QDOT_AVX2 : INFS__QDOT_PORTABLE;
+	if (isa == INFS__ISA_AVX512_VNNI)
+		return infs__cpu_avx512_vnni() ? INFS__QDOT_VNNI : -1;
+	if (isa == INFS__ISA_AVX2)
+		return infs__cpu_avx2() ? INFS__QDOT_AVX2 : -1;
+	return INFS__QDOT_PORTABLE;
 }
 
 int infs__matmul_w_q8(float *y, const float *x, const infs__wmat *w, const float *bias, uint32_t n,
                       infs__pool *pool, infs__isa isa)
 {
-	if (isa == INFS__ISA_AUTO)
-		isa = infs__cpu_avx2() ? INFS__ISA_AVX2 : INFS__ISA_PORTABLE;
-	if ((isa == INFS__ISA_AVX2 && !infs__cpu_avx2()) || !infs__qdot_type(w->type))
+	const int level = qdot_level(isa);
+	if (level < 0 || !infs__qdot_type(w->type))
 		return INFS_EUNSUPPORTED;
 	const size_t nb = (size_t)n * (w->cols / 32);
 	infs__q8 *xq = malloc((nb ? nb : 1) * sizeof *xq);
 	if (!xq)
 		return INFS_ENOMEM;
-	q8task q = { y, xq, w, bias, n, isa == INFS__ISA_AVX2 };
-	infs__q8_quantize(xq, x, (size_t)n * w->cols, q.avx2);
+	q8task q = { y, xq, w, bias, n, level };
+	infs__q8_quantize(xq, x, (size_t)n * w->cols, level != INFS__QDOT_PORTABLE);
 	infs__pool_run(pool, q8_task, &q, (w->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK);
 	free(xq);
 	return INFS_OK;
@@ -434,8 +447,9 @@ void infs__matmul_w_multi(float *const *ys, const float *x, const infs__wmat *co
 		m.first[i + 1] = m.first[i] + (ws[i]->rows + ROWS_PER_TASK - 1) / ROWS_PER_TASK;
 	if (how == 2) {
 		infs__q8_quantize(shared, x, (size_t)n * cols, 1);
+		const int level = qdot_level(INFS__ISA_AUTO);
 		for (int i = 0; i < count; i++)
-			m.q8[i] = (q8task){ ys[i], shared, ws[i], biases[i], n, 1 };
+			m.q8[i] = (q8task){ ys[i], shared, ws[i], biases[i], n, level };
 		infs__pool_run(pool, multi_q8_task, &m, m.first[count]);
 	} else {
 #if HAVE_X86
@@ -499,5 +513,5 @@ void infs__matmul_w(float *y, const float *x, const infs__wmat *w, const float *
 
 const char *infs__matmul_w_kernels(void)
 {
-	return infs__cpu_avx2() ? "avx2" : "portable";
+	return infs__cpu_avx512_vnni() ? "avx512-vnni" : infs__cpu_avx2() ? "avx2" : "portable";
 }

@@ -22,7 +22,8 @@
 typedef enum infs__isa {
 	INFS__ISA_AUTO,      /* the best the CPU runs */
 	INFS__ISA_PORTABLE,  /* plain C (vector extensions) */
-	INFS__ISA_AVX2       /* AVX2 + FMA + F16C */
+	INFS__ISA_AVX2,      /* AVX2 + FMA + F16C */
+	INFS__ISA_AVX512_VNNI /* the integer kernels' dot products in vpdpbusd (f32 kernels: AVX2's) */
 } infs__isa;
 
 /* y[n][w->rows] = x[n][w->cols] * w^T + bias (bias may be NULL). f32
@@ -56,7 +57,8 @@ int infs__matmul_w_q8(float *y, const float *x, const infs__wmat *w, const float
  * activations (infs_model_options.int8_activations); 0: never. */
 uint32_t infs__matmul_w_int8_tokens(uint32_t type);
 
-/* The kernels INFS__ISA_AUTO picks on this CPU: "avx2" or "portable". */
+/* The kernels INFS__ISA_AUTO picks on this CPU: "avx512-vnni" (the
+ * integer kernels; the f32 ones AVX2's), "avx2" or "portable". */
 const char *infs__matmul_w_kernels(void);
 
 #endif

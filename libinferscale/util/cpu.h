@@ -12,6 +12,11 @@
 #define HAVE_X86 1
 #define TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define INLINE_AVX2 static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+/* AVX2's and AVX-512 VNNI's on 256-bit vectors (vpdpbusd), called only where
+ * infs__cpu_avx512_vnni() says so. */
+#define VNNI_FEATURES "avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni"
+#define TARGET_VNNI __attribute__((target(VNNI_FEATURES)))
+#define INLINE_VNNI static inline __attribute__((always_inline, target(VNNI_FEATURES)))
 
 /* A weight row's cache lines a little ahead of the one being read: the
  * products of one token step from row to row in chunks that the two
@@ -29,5 +34,9 @@ INLINE_AVX2 void infs__prefetch_row(const void *row, size_t bytes)
 
 /* Whether this CPU runs AVX2 with FMA and F16C (x86-64); 0 elsewhere. */
 int infs__cpu_avx2(void);
+
+/* Whether it also runs AVX-512 F, VL, BW and VNNI, with the operating
+ * system saving the AVX-512 registers; 0 elsewhere. */
+int infs__cpu_avx512_vnni(void);
 
 #endif

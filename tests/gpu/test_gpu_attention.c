@@ -81,6 +81,18 @@ static void release(setup *s)
 	free(s->table);
 }
 
+/* Position p's K (or V) row of KV head kvh as sequence sq sees it: the
+ * cache below its n_past, its new tokens above. */
+static const uint16_t *kv_row(const setup *s, int v, uint32_t sq, uint32_t p, uint32_t kvh)
+{
+	const uint32_t np = (uint32_t)s->n_past[sq];
+	if (p < np) {
+		const int32_t b = s->table[sq * s->per_seq + p / BS];
+		return (v ? s->cv : s->ck) + (((size_t)b * BS + p % BS) * KV + kvh) * s->hd;
+	}
+	return (v ? s->v : s->k) + (((size_t)s->starts[sq] + (p - np)) * KV + kvh) * s->hd;
+}
+
 /* The reference output of token i (sequence sq, its j-th new token) and
  * head h, in double from the bf16 values the kernel reads. */
 static void reference(double *out, const setup *s, uint32_t sq, uint32_t j, uint32_t h)
@@ -90,13 +102,7 @@ static void reference(double *out, const setup *s, uint32_t sq, uint32_t j, uint
 	const float *q = s->q + ((size_t)i * HEADS + h) * hd;
 	double *sc = malloc(nk * sizeof *sc), mx = -INFINITY, sum = 0;
 	for (uint32_t p = 0; p < nk; p++) {
-		const uint16_t *k;
-		if (p < np) {
-			const int32_t b = s->table[sq * s->per_seq + p / BS];
-			k = s->ck + (((size_t)b * BS + p % BS) * KV + kvh) * hd;
-		} else {
-			k = s->k + (((size_t)s->starts[sq] + (p - np)) * KV + kvh) * hd;
-		}
+		const uint16_t *k = kv_row(s, 0, sq, p, kvh);
 		double d = 0;
 		for (uint32_t e = 0; e < hd; e++)
 			d += (double)q[e] * fb(k[e]);
@@ -108,13 +114,7 @@ static void reference(double *out, const setup *s, uint32_t sq, uint32_t j, uint
 	for (uint32_t p = 0; p < nk; p++) {
 		const double w = exp(sc[p] - mx);
 		sum += w;
-		const uint16_t *v;
-		if (p < np) {
-			const int32_t b = s->table[sq * s->per_seq + p / BS];
-			v = s->cv + (((size_t)b * BS + p % BS) * KV + kvh) * hd;
-		} else {
-			v = s->v + (((size_t)s->starts[sq] + (p - np)) * KV + kvh) * hd;
-		}
+		const uint16_t *v = kv_row(s, 1, sq, p, kvh);
 		for (uint32_t e = 0; e < hd; e++)
 			out[e] += w * fb(v[e]);
 	}
