@@ -1,7 +1,11 @@
 /* The thread pool a model or embedder keeps: one call at a time holds it
  * (the same pool again once given back), a concurrent call gets a pool of
- * its own, and every pool runs each task exactly once. */
+ * its own, and every pool runs each task exactly once, in a child of a
+ * fork too (where the pool's threads are not: it must not wait for them). */
+#include <signal.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "util/pool.h"
@@ -15,7 +19,7 @@ static void count(void *arg, uint32_t task, uint32_t worker)
 	atomic_fetch_add(&hits[task], 1);
 }
 
-static void check_runs(infs__pool *p)
+static int runs_once(infs__pool *p)
 {
 	static atomic_int hits[TASKS];
 	for (int i = 0; i < TASKS; i++)
@@ -24,7 +28,38 @@ static void check_runs(infs__pool *p)
 	int wrong = 0;
 	for (int i = 0; i < TASKS; i++)
 		wrong += atomic_load(&hits[i]) != 1;
-	CHECK(wrong == 0);
+	return wrong == 0;
+}
+
+static void check_runs(infs__pool *p)
+{
+	CHECK(runs_once(p));
+}
+
+/* A child of a fork runs the parent's pool and a kept pool borrowed there
+ * (a fresh one, with threads of its own), each within 20 s. */
+static void check_fork(infs__pool *p, infs__pool_keep *keep)
+{
+	const pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		alarm(20);
+		int ok = runs_once(p);
+		infs__pool *mine = NULL;
+		ok = ok && infs__pool_borrow(keep, 3, &mine) == INFS_OK && runs_once(mine);
+		infs__pool_give_back(keep, mine);
+		infs__pool_free(p);
+		infs__pool_keep_free(keep);
+		_exit(ok ? 0 : 1);
+	}
+	int status = 0;
+	CHECK(waitpid(pid, &status, 0) == pid);
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "the child of the fork died of signal %d (%s)\n", WTERMSIG(status),
+		        WTERMSIG(status) == SIGALRM ? "it waited for the pool's threads" : "?");
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* The parent's pool still has its threads. */
+	check_runs(p);
 }
 
 int main(void)
@@ -53,6 +88,11 @@ int main(void)
 	CHECK_OK(infs__pool_borrow(NULL, 2, &d));
 	CHECK(d && infs__pool_size(d) == 2);
 	check_runs(d);
+	/* The kept pool borrowed once in the parent, then the fork. */
+	infs__pool *e = NULL;
+	CHECK_OK(infs__pool_borrow(keep, 3, &e));
+	infs__pool_give_back(keep, e);
+	check_fork(d, keep);
 	infs__pool_give_back(NULL, d);
 	infs__pool_keep_free(keep);
 	CHECK_DONE();

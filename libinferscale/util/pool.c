@@ -30,12 +30,35 @@ struct infs__pool {
 	uint32_t n_started;
 	atomic_uint next_id;   /* worker ids handed out at start */
 	int kept;              /* an infs__pool_keep's: given back, not freed */
+	unsigned forks;        /* the process's forks when the threads started */
 };
 
 struct infs__pool_keep {
 	pthread_mutex_t mu; /* held by the call using the pool */
 	infs__pool *pool;
 };
+
+/* Forks of this process so far, counted in each child: a pool's threads
+ * stay in the process that started them, so a child of a fork (Python's
+ * multiprocessing, a pre-forking server) runs a pool's tasks on its own
+ * thread instead of waiting for workers it does not have. */
+static atomic_uint forks;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void count_fork(void)
+{
+	atomic_fetch_add(&forks, 1);
+}
+
+static void watch_forks(void)
+{
+	pthread_atfork(NULL, NULL, count_fork);
+}
+
+static int forked_since(const infs__pool *p)
+{
+	return p->forks != atomic_load_explicit(&forks, memory_order_relaxed);
+}
 
 static void take_tasks(infs__pool *p, uint32_t worker)
 {
@@ -96,6 +119,8 @@ int infs__pool_create(infs__pool **out, uint32_t n_threads)
 	if (!p)
 		return infs__error(INFS_ENOMEM, "out of memory");
 	p->n_threads = n_threads ? n_threads : 1;
+	pthread_once(&fork_once, watch_forks);
+	p->forks = atomic_load(&forks);
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_cond_init(&p->start, NULL);
 	pthread_cond_init(&p->done, NULL);
@@ -121,6 +146,11 @@ void infs__pool_free(infs__pool *p)
 {
 	if (!p)
 		return;
+	if (forked_since(p)) { /* no threads to join here; the lock may have been held at the fork */
+		free(p->threads);
+		free(p);
+		return;
+	}
 	pthread_mutex_lock(&p->mu);
 	p->quit = 1;
 	pthread_cond_broadcast(&p->start);
@@ -141,7 +171,7 @@ uint32_t infs__pool_size(const infs__pool *p)
 
 void infs__pool_run(infs__pool *p, infs__pool_fn fn, void *arg, uint32_t n_tasks)
 {
-	if (p->n_started == 0 || n_tasks <= 1) {
+	if (p->n_started == 0 || n_tasks <= 1 || forked_since(p)) {
 		for (uint32_t t = 0; t < n_tasks; t++)
 			fn(arg, t, 0);
 		return;
@@ -186,6 +216,10 @@ int infs__pool_borrow(infs__pool_keep *k, uint32_t n_threads, infs__pool **pool)
 	if (!k || pthread_mutex_trylock(&k->mu) != 0)
 		return infs__pool_create(pool, n_threads);
 	int rc = INFS_OK;
+	if (k->pool && forked_since(k->pool)) { /* its threads stayed in the parent: start this process's own */
+		infs__pool_free(k->pool);
+		k->pool = NULL;
+	}
 	if (!k->pool && (rc = infs__pool_create(&k->pool, n_threads)) == INFS_OK)
 		k->pool->kept = 1;
 	if (rc) {

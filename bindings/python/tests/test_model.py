@@ -5,6 +5,7 @@ context: the whole path in C, no torch needed."""
 
 import json
 import os
+import signal
 import types
 
 import numpy as np
@@ -98,6 +99,26 @@ def test_capture_fp8_is_what_an_fp8_store_keeps(model, tmp_path):
     for x, got in ((k32, k8), (v32, v8)):  # per (layer, token, head): e4m3(x / scale) * scale
         scale = (np.abs(x).max(axis=-1, keepdims=True) / np.float32(448)).astype(np.float32)
         np.testing.assert_array_equal(got, (x / scale).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale)
+
+
+def test_forward_in_a_forked_child(model):
+    """A process forked after the model ran (multiprocessing's fork, a
+    pre-forking server) gets the parent's logits: the model's threads stay in
+    the parent, and the child must not wait for them."""
+    ids = model.tokenizer.encode("Maya adopted a grey cat named Pixel last spring.")
+    want = model.forward(ids).logits
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            signal.alarm(60)
+            got = model.forward(ids).logits
+            code = 0 if np.array_equal(got, want) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert np.array_equal(model.forward(ids).logits, want)
 
 
 def test_int8_activations(model):
