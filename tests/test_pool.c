@@ -1,7 +1,8 @@
 /* The thread pool a model or embedder keeps: one call at a time holds it
  * (the same pool again once given back), a concurrent call gets a pool of
  * its own, and every pool runs each task exactly once, in a child of a
- * fork too (where the pool's threads are not: it must not wait for them). */
+ * fork too, where the parent's threads are not: the pool must not wait for
+ * them, and starts workers of its own. */
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/wait.h>
@@ -12,11 +13,14 @@
 
 #define TASKS 1000
 
+static atomic_uint workers_seen; /* bit w: worker w ran a task */
+
 static void count(void *arg, uint32_t task, uint32_t worker)
 {
 	atomic_int *hits = arg;
-	(void)worker;
 	atomic_fetch_add(&hits[task], 1);
+	atomic_fetch_or(&workers_seen, 1u << (worker & 31));
+	usleep(20); /* long enough that every worker gets tasks */
 }
 
 static int runs_once(infs__pool *p)
@@ -24,6 +28,7 @@ static int runs_once(infs__pool *p)
 	static atomic_int hits[TASKS];
 	for (int i = 0; i < TASKS; i++)
 		atomic_store(&hits[i], 0);
+	atomic_store(&workers_seen, 0);
 	infs__pool_run(p, count, hits, TASKS);
 	int wrong = 0;
 	for (int i = 0; i < TASKS; i++)
@@ -36,17 +41,18 @@ static void check_runs(infs__pool *p)
 	CHECK(runs_once(p));
 }
 
-/* A child of a fork runs the parent's pool and a kept pool borrowed there
- * (a fresh one, with threads of its own), each within 20 s. */
+/* A child of a fork runs the parent's pool and the kept pool, each within
+ * 20 s and each on workers of its own besides the calling thread. */
 static void check_fork(infs__pool *p, infs__pool_keep *keep)
 {
 	const pid_t pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		alarm(20);
-		int ok = runs_once(p);
+		int ok = runs_once(p) && atomic_load(&workers_seen) > 1;
 		infs__pool *mine = NULL;
-		ok = ok && infs__pool_borrow(keep, 3, &mine) == INFS_OK && runs_once(mine);
+		ok = ok && infs__pool_borrow(keep, 3, &mine) == INFS_OK && runs_once(mine) &&
+		     atomic_load(&workers_seen) > 1;
 		infs__pool_give_back(keep, mine);
 		infs__pool_free(p);
 		infs__pool_keep_free(keep);

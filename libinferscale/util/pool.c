@@ -39,9 +39,9 @@ struct infs__pool_keep {
 };
 
 /* Forks of this process so far, counted in each child: a pool's threads
- * stay in the process that started them, so a child of a fork (Python's
- * multiprocessing, a pre-forking server) runs a pool's tasks on its own
- * thread instead of waiting for workers it does not have. */
+ * stay in the process that started them, so in a child of a fork (Python's
+ * multiprocessing, a pre-forking server) a pool starts workers of its own
+ * on its first run instead of waiting for ones it does not have. */
 static atomic_uint forks;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
@@ -113,6 +113,29 @@ uint32_t infs__cpu_count(void)
 	return n < 1 ? 1 : n > 1024 ? 1024 : (uint32_t)n;
 }
 
+/* The lock, the conditions and the workers of p, made anew: at creation,
+ * and in a child of a fork, where the copies of the lock and conditions are
+ * in whatever state the parent's threads left them and the workers are
+ * not. INFS_ENOMEM when a thread cannot be started (those started work). */
+static int start(infs__pool *p)
+{
+	p->forks = atomic_load(&forks);
+	p->quit = 0;
+	p->n_started = 0;
+	atomic_store(&p->generation, 0);
+	atomic_store(&p->busy, 0);
+	atomic_store(&p->next_id, 0);
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->start, NULL);
+	pthread_cond_init(&p->done, NULL);
+	for (uint32_t i = 0; i + 1 < p->n_threads; i++) {
+		if (pthread_create(&p->threads[i], NULL, worker, p) != 0)
+			return INFS_ENOMEM;
+		p->n_started++;
+	}
+	return INFS_OK;
+}
+
 int infs__pool_create(infs__pool **out, uint32_t n_threads)
 {
 	infs__pool *p = calloc(1, sizeof *p);
@@ -120,23 +143,13 @@ int infs__pool_create(infs__pool **out, uint32_t n_threads)
 		return infs__error(INFS_ENOMEM, "out of memory");
 	p->n_threads = n_threads ? n_threads : 1;
 	pthread_once(&fork_once, watch_forks);
-	p->forks = atomic_load(&forks);
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->start, NULL);
-	pthread_cond_init(&p->done, NULL);
-	if (p->n_threads > 1) {
-		p->threads = calloc(p->n_threads - 1, sizeof *p->threads);
-		if (!p->threads) {
-			infs__pool_free(p);
-			return infs__error(INFS_ENOMEM, "out of memory");
-		}
-		for (uint32_t i = 0; i + 1 < p->n_threads; i++) {
-			if (pthread_create(&p->threads[i], NULL, worker, p) != 0) {
-				infs__pool_free(p);
-				return infs__error(INFS_ENOMEM, "cannot start %u threads", p->n_threads);
-			}
-			p->n_started++;
-		}
+	if (p->n_threads > 1 && !(p->threads = calloc(p->n_threads - 1, sizeof *p->threads))) {
+		free(p);
+		return infs__error(INFS_ENOMEM, "out of memory");
+	}
+	if (start(p)) {
+		infs__pool_free(p);
+		return infs__error(INFS_ENOMEM, "cannot start %u threads", p->n_threads);
 	}
 	*out = p;
 	return INFS_OK;
@@ -171,7 +184,9 @@ uint32_t infs__pool_size(const infs__pool *p)
 
 void infs__pool_run(infs__pool *p, infs__pool_fn fn, void *arg, uint32_t n_tasks)
 {
-	if (p->n_started == 0 || n_tasks <= 1 || forked_since(p)) {
+	if (forked_since(p) && n_tasks > 1)
+		start(p); /* this process's own workers (none when they cannot start) */
+	if (p->n_started == 0 || n_tasks <= 1) {
 		for (uint32_t t = 0; t < n_tasks; t++)
 			fn(arg, t, 0);
 		return;
@@ -216,10 +231,6 @@ int infs__pool_borrow(infs__pool_keep *k, uint32_t n_threads, infs__pool **pool)
 	if (!k || pthread_mutex_trylock(&k->mu) != 0)
 		return infs__pool_create(pool, n_threads);
 	int rc = INFS_OK;
-	if (k->pool && forked_since(k->pool)) { /* its threads stayed in the parent: start this process's own */
-		infs__pool_free(k->pool);
-		k->pool = NULL;
-	}
 	if (!k->pool && (rc = infs__pool_create(&k->pool, n_threads)) == INFS_OK)
 		k->pool->kept = 1;
 	if (rc) {

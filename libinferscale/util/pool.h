@@ -18,7 +18,7 @@ void infs__pool_free(infs__pool *pool);
 uint32_t infs__pool_size(const infs__pool *pool);
 
 /* Runs every task and returns when all are done. In a child of a fork
- * after the pool started, on the calling thread alone. */
+ * after the pool started, its first run starts the child's own workers. */
 void infs__pool_run(infs__pool *pool, infs__pool_fn fn, void *arg, uint32_t n_tasks);
 
 /* A pool a model or embedder keeps for the calls that bring none, so that a
