@@ -102,7 +102,7 @@ int main(int argc, char **argv)
 	}
 	const infs__model_config cfg = llama3_8b();
 	infs_model *m = NULL;
-	bench_ok(infs__model_random_device(&m, &cfg, 0, MAX_T, 42), "the random model");
+	bench_ok(infs__model_random_device(&m, &cfg, 0, MAX_T, 42, INFS_DTYPE_BF16), "the random model");
 	m->tok = tok; /* freed with the model */
 
 	/* The store: a device copy, facts put with one K/V pattern. */

@@ -297,7 +297,7 @@ int main(int argc, char **argv)
 	const infs__model_config cfg = llama3_8b();
 	const uint32_t V = cfg.n_vocab;
 	infs_model *m;
-	if (infs__model_random_device(&m, &cfg, 0, B_TOKENS, 42)) {
+	if (infs__model_random_device(&m, &cfg, 0, B_TOKENS, 42, INFS_DTYPE_BF16)) {
 		fprintf(stderr, "infs__model_random_device: %s\n", infs_error_last());
 		return 1;
 	}

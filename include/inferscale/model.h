@@ -16,7 +16,7 @@ extern "C" {
  * infs_model_forward on one model at the same time. */
 typedef struct infs_model infs_model;
 
-#define INFS_MODEL_OPTIONS_VERSION 3
+#define INFS_MODEL_OPTIONS_VERSION 4
 
 typedef struct infs_model_options {
 	unsigned version;
@@ -41,9 +41,19 @@ typedef struct infs_model_options {
 	                                 ~2 (docs/model-runtime.md). 0 (default): f32
 	                                 activations, logits within the documented
 	                                 bounds of the f32 path */
+	/* version 4 */
+	int device_weights;           /* the device copy's matrices: INFS_DTYPE_BF16
+	                                 (default), or INFS_DTYPE_FP8_E4M3: e4m3 with an
+	                                 f32 scale per output row, multiplied by Hopper's
+	                                 fp8 GEMMs (cuBLASLt) on activations quantized to
+	                                 e4m3 a token at a time; half the bytes a step
+	                                 reads. Needs device >= 0 and a device of compute
+	                                 capability 8.9 or above (INFS_EUNSUPPORTED).
+	                                 Embeddings, the head, norms and biases stay
+	                                 bf16 / f32 (docs/model-runtime.md) */
 } infs_model_options;
 
-#define INFS_MODEL_OPTIONS_INIT { INFS_MODEL_OPTIONS_VERSION, 0, -1, 0, 0, 0 }
+#define INFS_MODEL_OPTIONS_INIT { INFS_MODEL_OPTIONS_VERSION, 0, -1, 0, 0, 0, INFS_DTYPE_BF16 }
 
 INFS_API int infs_model_options_init(infs_model_options *opts, unsigned version);
 

@@ -477,6 +477,21 @@ static void int8_activations(infs_model *m)
 	m->output.int8_tokens = infs__matmul_w_int8_tokens(m->output.type);
 }
 
+/* The device copy's matrices: bf16, or fp8 where there is a device copy.
+ * Whether the device can multiply fp8 is the backend's to say at upload. */
+static int check_weights(int weights, int device, const char *fn)
+{
+	if (weights != INFS_DTYPE_BF16 && weights != INFS_DTYPE_FP8_E4M3)
+		return infs__error(INFS_EINVAL, "%s: device_weights %d is not INFS_DTYPE_BF16 (%d) or INFS_DTYPE_FP8_E4M3 (%d)",
+		                   fn, weights, INFS_DTYPE_BF16, INFS_DTYPE_FP8_E4M3);
+	if (weights == INFS_DTYPE_FP8_E4M3 && device < 0)
+		return infs__error(INFS_EINVAL,
+		                   "%s: device_weights fp8 is the device copy's dtype: set device to a CUDA device (the host "
+		                   "keeps its own weights)",
+		                   fn);
+	return INFS_OK;
+}
+
 int infs_model_load(infs_model **out, const char *path, const infs_model_options *opts)
 {
 	if (!out)
@@ -499,6 +514,8 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 	if (o.device_max_tokens > MAX_DEVICE_TOKENS)
 		return infs__error(INFS_EINVAL, "infs_model_load: device_max_tokens %u is above %u", o.device_max_tokens,
 		                   MAX_DEVICE_TOKENS);
+	if ((rc = check_weights(o.device_weights, o.device, "infs_model_load")))
+		return rc;
 	struct stat sb;
 	if (stat(path, &sb) != 0)
 		return infs__error(errno == ENOENT ? INFS_ENOTFOUND : INFS_EIO, "infs_model_load: %s: %s", path,
@@ -525,6 +542,7 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 		int8_activations(m);
 	if (o.device >= 0) {
 		m->device_max_tokens = o.device_max_tokens ? o.device_max_tokens : 512;
+		m->device_weights = o.device_weights;
 		rc = infs__cuda->model_upload(m, o.device, o.device_budget_bytes, m->device_max_tokens);
 		if (rc) {
 			infs_model_free(m);
@@ -537,7 +555,7 @@ int infs_model_load(infs_model **out, const char *path, const infs_model_options
 }
 
 int infs__model_random_device(infs_model **out, const infs__model_config *cfg, int device, uint32_t max_tokens,
-                              uint64_t seed)
+                              uint64_t seed, int weights)
 {
 	static const char fn[] = "infs__model_random_device";
 	if (!out || !cfg)
@@ -549,12 +567,15 @@ int infs__model_random_device(infs_model **out, const infs__model_config *cfg, i
 	if (max_tokens == 0 || max_tokens > MAX_DEVICE_TOKENS)
 		return infs__error(INFS_EINVAL, "%s: max_tokens %u is not in 1..%u", fn, max_tokens, MAX_DEVICE_TOKENS);
 	int rc = infs__config_check(cfg, fn);
+	if (!rc)
+		rc = check_weights(weights, device, fn);
 	if (rc)
 		return rc;
 	infs_model *m = calloc(1, sizeof *m);
 	if (!m)
 		return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
 	m->cfg = *cfg;
+	m->device_weights = weights;
 	m->n_threads = 1;
 	m->device = -1;
 	m->device_max_tokens = max_tokens;

@@ -72,15 +72,18 @@ struct infs_model {
 	infs_tokenizer *tok;     /* NULL when the model has none */
 	int device;              /* -1: host only; else the device holding dev */
 	uint32_t device_max_tokens; /* tokens a device forward call may take */
+	int device_weights;         /* INFS_DTYPE_BF16 or INFS_DTYPE_FP8_E4M3: the device copy's matrices */
 	struct infs__model_dev *dev; /* the weights on the device (cuda/device_model.c), or NULL */
 };
 
 /* For benchmarks: a model of configuration cfg whose weights exist only on
  * device, random bf16 values made there from seed (matrices ~N(0, 0.02),
- * norms 1, biases 0), with a workspace for max_tokens tokens. It has no
+ * norms 1, biases 0; with weights INFS_DTYPE_FP8_E4M3 the matrices are
+ * those values quantized as infs_model_options.device_weights says), with
+ * a workspace for max_tokens tokens. It has no
  * host weights (tok_embd NULL): infs_model_forward refuses it; only
  * infs_model_forward_device runs it. Released with infs_model_free. */
 int infs__model_random_device(infs_model **out, const infs__model_config *cfg, int device, uint32_t max_tokens,
-                              uint64_t seed);
+                              uint64_t seed, int weights);
 
 #endif

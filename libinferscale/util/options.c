@@ -19,7 +19,8 @@ const size_t infs__sizes_inject_options[] = { [1] = sizeof(infs_inject_options) 
 const size_t infs__sizes_injector_options[] = { [1] = sizeof(infs_injector_options) };
 const size_t infs__sizes_model_options[] = { [1] = offsetof(infs_model_options, device),
                                               [2] = offsetof(infs_model_options, int8_activations),
-                                              [3] = sizeof(infs_model_options) };
+                                              [3] = offsetof(infs_model_options, device_weights),
+                                              [4] = sizeof(infs_model_options) };
 const size_t infs__sizes_model_info[] = { [1] = sizeof(infs_model_info) };
 const size_t infs__sizes_forward_options[] = { [1] = sizeof(infs_forward_options) };
 const size_t infs__sizes_device_forward_options[] = { [1] = offsetof(infs_device_forward_options, n_seqs),

@@ -65,17 +65,17 @@ int main(void)
 	gpu_require();
 	infs__model_config c = small_llama(), bad = c;
 	infs_model *m = NULL, *same = NULL, *other = NULL;
-	CHECK_ERR(infs__model_random_device(NULL, &c, 0, 8, 1), INFS_EINVAL);
-	CHECK_ERR(infs__model_random_device(&m, NULL, 0, 8, 1), INFS_EINVAL);
-	CHECK_ERR(infs__model_random_device(&m, &c, -1, 8, 1), INFS_EINVAL);
-	CHECK_ERR(infs__model_random_device(&m, &c, 0, 0, 1), INFS_EINVAL);
+	CHECK_ERR(infs__model_random_device(NULL, &c, 0, 8, 1, INFS_DTYPE_BF16), INFS_EINVAL);
+	CHECK_ERR(infs__model_random_device(&m, NULL, 0, 8, 1, INFS_DTYPE_BF16), INFS_EINVAL);
+	CHECK_ERR(infs__model_random_device(&m, &c, -1, 8, 1, INFS_DTYPE_BF16), INFS_EINVAL);
+	CHECK_ERR(infs__model_random_device(&m, &c, 0, 0, 1, INFS_DTYPE_BF16), INFS_EINVAL);
 	bad.n_kv_heads = 3;
-	CHECK_ERR(infs__model_random_device(&m, &bad, 0, 8, 1), INFS_EFORMAT);
+	CHECK_ERR(infs__model_random_device(&m, &bad, 0, 8, 1, INFS_DTYPE_BF16), INFS_EFORMAT);
 	CHECK(m == NULL);
 
-	CHECK_OK(infs__model_random_device(&m, &c, 0, 8, 1));
-	CHECK_OK(infs__model_random_device(&same, &c, 0, 8, 1));
-	CHECK_OK(infs__model_random_device(&other, &c, 0, 8, 2));
+	CHECK_OK(infs__model_random_device(&m, &c, 0, 8, 1, INFS_DTYPE_BF16));
+	CHECK_OK(infs__model_random_device(&same, &c, 0, 8, 1, INFS_DTYPE_BF16));
+	CHECK_OK(infs__model_random_device(&other, &c, 0, 8, 2, INFS_DTYPE_BF16));
 	if (!m || !same || !other)
 		CHECK_DONE();
 
