@@ -508,6 +508,31 @@ static void bad_arguments(void)
 	mo.int8_activations = 2;
 	CHECK_ERR(infs_model_load(&m, p, &mo), INFS_EINVAL);
 	CHECK_ERR(infs_model_options_init(&mo, INFS_MODEL_OPTIONS_VERSION + 1), INFS_EINVAL);
+	/* device_weights: bf16 or fp8, and fp8 only for a device copy; refused
+	 * before the path is looked at. */
+	mo = (infs_model_options)INFS_MODEL_OPTIONS_INIT;
+	CHECK(mo.device_weights == INFS_DTYPE_BF16);
+	mo.device_weights = 7;
+	CHECK_ERR(infs_model_load(&m, p, &mo), INFS_EINVAL);
+	CHECK(strstr(infs_error_last(), "device_weights 7") != NULL);
+	mo.device_weights = INFS_DTYPE_F16;
+	CHECK_ERR(infs_model_load(&m, p, &mo), INFS_EINVAL);
+	mo.device_weights = INFS_DTYPE_FP8_E4M3;
+	CHECK_ERR(infs_model_load(&m, p, &mo), INFS_EINVAL);
+	CHECK(strstr(infs_error_last(), "set device to a CUDA device") != NULL);
+	CHECK_ERR(infs_model_load(&m, tpath("absent"), &mo), INFS_EINVAL);
+	CHECK(m == NULL);
+	/* A version-3 struct ends before device_weights: what lies there is not
+	 * read, the host model loads with the default. */
+	mo.device_weights = 7;
+	CHECK_OK(infs_model_options_init(&mo, 3));
+	CHECK(mo.version == 3 && mo.device == -1 && mo.int8_activations == 0);
+	CHECK_OK(infs_model_load(&m, p, &mo));
+	CHECK(m != NULL);
+	infs_model_free(m);
+	m = NULL;
+	CHECK_OK(infs_model_options_init(&mo, INFS_MODEL_OPTIONS_VERSION));
+	CHECK(mo.version == 4 && mo.device_weights == INFS_DTYPE_BF16 && mo.device == -1);
 	CHECK_ERR(infs_model_load(&m, tpath("absent"), NULL), INFS_ENOTFOUND);
 	infs_model_free(NULL);
 	CHECK(infs_model_tokenizer(NULL) == NULL);
