@@ -3,7 +3,7 @@
 # --help lists what applies to it and nothing else, an option of another
 # command or an unknown one is refused in one line naming the command,
 # -k and --k are the same option (one k, or bench's list), eval --plot needs
-# --sweep.
+# --sweep, --device-weights is bf16 or fp8 and fp8 needs --device.
 # usage: test_cli_args.sh INFERSCALE
 set -eu
 cli=$1
@@ -32,10 +32,10 @@ helps() { # command, options it lists, options it does not
 	for o in $2; do grep -q -- "^  $o" "$tmp/h" || fail "$cmd --help does not list $o"; done
 	for o in $3; do if grep -q -- "^  $o " "$tmp/h"; then fail "$cmd --help lists $o"; fi; done
 }
-helps encode "--store --namespace --kv-dtype --device --quiet" "--sweep --compare --limit -k"
-helps ask "--store --namespace -k --k --compare --json --recovery --device" "--sweep --limit --plot --kv-dtype --reference-kv-dtype --context-turns"
-helps bench "--store -k --json --plot --recovery" "--compare --sweep --limit --context-turns"
-helps eval "--limit --sweep --plot --json --recovery -k --kv-dtype --reference-kv-dtype --context-turns" "--store --namespace --compare --max-tokens --temperature"
+helps encode "--store --namespace --kv-dtype --device --device-weights --quiet" "--sweep --compare --limit -k --reference-device-weights"
+helps ask "--store --namespace -k --k --compare --json --recovery --device --device-weights" "--sweep --limit --plot --kv-dtype --reference-kv-dtype --reference-device-weights --context-turns"
+helps bench "--store -k --json --plot --recovery --device-weights" "--compare --sweep --limit --context-turns --reference-device-weights"
+helps eval "--limit --sweep --plot --json --recovery -k --kv-dtype --reference-kv-dtype --device-weights --reference-device-weights --context-turns" "--store --namespace --compare --max-tokens --temperature"
 "$cli" ask -h | grep -q "^usage: inferscale ask" || fail "ask -h"
 "$cli" --help | grep -q "inferscale COMMAND --help" || fail "--help names the commands' help"
 
@@ -46,6 +46,18 @@ check_err 2 "bench: --compare does not apply" bench --store "$tmp/s.infs" --name
 check_err 2 "eval: --store does not apply" eval f.json --store "$tmp/s.infs"
 check_err 2 "unknown option --frobnicate (inferscale ask --help" ask --frobnicate
 check_err 2 "eval: --plot draws a sweep: give --sweep" eval f.json --plot "$tmp/x.png"
+
+# --device-weights: bf16 or fp8, fp8 only with a device (the host runs its
+# own weights); refused before any store or model is looked at.
+check_err 2 "--device-weights: \"f16\" is not bf16 or fp8" ask --store "$tmp/s.infs" --namespace n --device-weights f16 "q"
+check_err 2 "--device-weights: \"FP8\" is not bf16 or fp8" encode --store "$tmp/s.infs" --device 0 --device-weights FP8 f.jsonl
+check_err 2 "--device-weights fp8 needs --device N" encode --store "$tmp/s.infs" --device-weights fp8 f.jsonl
+check_err 2 "--device-weights fp8 needs --device N" bench --store "$tmp/missing.infs" --namespace n --device-weights fp8 "q"
+check_err 2 "--device-weights needs a value" ask --store "$tmp/s.infs" --namespace n "q" --device-weights
+check_err 2 "ask: --reference-device-weights does not apply" ask --store "$tmp/s.infs" --namespace n \
+	--reference-device-weights fp8 "q"
+# bf16 is the host's default: the command goes on to the store
+check_err 1 "no such store" ask --store "$tmp/missing.infs" --namespace n --device-weights bf16 "q"
 
 # -k and --k: one value for ask and eval, a list for bench; both checked.
 check_err 2 "--k: 5000 is not in 1..4096" ask --store "$tmp/s.infs" --namespace n --k 5000 "q"

@@ -105,6 +105,15 @@ check_err 2 "eval: --plot draws a sweep: give --sweep" eval "$tiny" --plot "$tmp
 check_err 2 "--reference-kv-dtype: \"fp4\" is not f16, bf16, f32 or fp8" eval "$tiny" --reference-kv-dtype fp4
 check_err 2 "--reference-kv-dtype compares one run: not with --sweep" eval "$tiny" --sweep --reference-kv-dtype bf16
 check_err 2 "ask: --reference-kv-dtype does not apply" ask --store "$tmp/s.infs" --namespace n --reference-kv-dtype bf16 q
+# The reference weights: the device copy's dtype, so only with --device.
+check_err 2 "--reference-device-weights: \"f16\" is not bf16 or fp8" eval "$tiny" --reference-device-weights f16
+check_err 2 "--reference-device-weights compares the model's copies on a device: give --device N" \
+	eval "$tiny" --reference-device-weights bf16
+check_err 2 "--reference-device-weights compares one run: not with --sweep" \
+	eval "$tiny" --device 0 --sweep --reference-device-weights fp8
+check_err 2 "--device-weights fp8 needs --device N" eval "$tiny" --device-weights fp8 --reference-device-weights bf16
+check_err 2 "bench: --reference-device-weights does not apply" bench --store "$tmp/s.infs" \
+	--reference-device-weights fp8 q
 check_err 1 "$tmp/no/x.png" eval "$tiny" --sweep --plot "$tmp/no/x.png"
 check_err 2 "--context-turns: 65 is not in 0..64" eval "$tiny" --context-turns 65
 check_err 2 "--context-turns: \"-1\" is not a count" eval "$tiny" --context-turns -1
@@ -126,7 +135,7 @@ check_err 1 "$tmp/none.gguf" eval "$tiny" --model "$tmp/none.gguf"
 [ -z "$(ls "$tmp/t")" ] || fail "a failed eval left $(ls "$tmp/t")"
 
 # k 50 takes all 6 facts: every evidence turn is retrieved.
-"$cli" eval "$tiny" --k 50 --quiet --json "$tmp/all.json" 2> "$tmp/summary"
+"$cli" eval "$tiny" --k 50 --quiet --device-weights bf16 --json "$tmp/all.json" 2> "$tmp/summary"
 cat "$tmp/summary"
 grep -q "3 of 3 questions (categories 1-4), 6 facts, k 50, recovery none" "$tmp/summary" || fail "summary"
 "$cli" eval "$tiny" --k 50 --quiet --limit 2 --seed 1 > "$tmp/l1.json" 2> /dev/null
@@ -168,12 +177,13 @@ t = sys.argv[1]
 d = json.load(open(t + "/all.json"))
 keys = {"mode", "recompute_ratio", "check_layer", "prefix_tokens", "query_weight", "fact_temperature", "fact_scale",
         "answer_f1_vs_full", "floor_first_token_agreement", "floor_answer_agreement", "floor_kl_first_token_mean",
-        "k", "kv_dtype", "context_turns",
+        "k", "kv_dtype", "device_weights", "context_turns",
         "facts_without_context", "context_tokens_mean", "encode_ms", "n_questions", "recompute_fraction", "first_token_agreement", "answer_agreement",
         "kl_first_token_mean", "f1_inject", "f1_full", "evidence_recall", "ttft_inject_ms", "ttft_full_ms",
         "questions"}
 assert set(d) == keys, set(d) ^ keys
 assert d["mode"] == "none" and d["k"] == 50 and d["kv_dtype"] == "f16" and d["n_questions"] == 3, d
+assert d["device_weights"] == "bf16", d
 assert d["recompute_ratio"] == 0 and d["prefix_tokens"] == 0 and d["query_weight"] == 0, d
 assert d["recompute_fraction"] == 0 and d["evidence_recall"] == 1.0, d
 assert (d["context_turns"], d["facts_without_context"], d["context_tokens_mean"]) == (0, 0, 0), d

@@ -84,6 +84,16 @@ static int parse_dtype(infs_dtype *out, const char *s, const char *opt)
 	return fail("%s: \"%s\" is not f16, bf16, f32 or fp8", opt, s);
 }
 
+/* The dtypes of a model's device copy: bf16 or fp8 (e4m3, a scale per row). */
+static int parse_weights(infs_dtype *out, const char *s, const char *opt)
+{
+	if (!strcmp(s, "bf16") || !strcmp(s, "fp8")) {
+		*out = s[0] == 'b' ? INFS_DTYPE_BF16 : INFS_DTYPE_FP8_E4M3;
+		return 0;
+	}
+	return fail("%s: \"%s\" is not bf16 or fp8", opt, s);
+}
+
 const char *cli_dtype_name(infs_dtype t)
 {
 	for (size_t i = 0; i < sizeof kv_dtypes / sizeof kv_dtypes[0]; i++)
@@ -169,6 +179,19 @@ static int set_ref_dtype(cli_args *a, const char *v, const char *o, const cli_co
 	(void)c;
 	a->ref = 1;
 	return parse_dtype(&a->ref_dtype, v, o);
+}
+
+static int set_weights(cli_args *a, const char *v, const char *o, const cli_command *c)
+{
+	(void)c;
+	return parse_weights(&a->weights, v, o);
+}
+
+static int set_ref_weights(cli_args *a, const char *v, const char *o, const cli_command *c)
+{
+	(void)c;
+	a->ref_w = 1;
+	return parse_weights(&a->ref_weights, v, o);
 }
 
 static int set_device(cli_args *a, const char *v, const char *o, const cli_command *c)
@@ -276,6 +299,11 @@ static const struct opt {
 	  "an NMSE of about 1e-3 from the f32 path's (docs/model-runtime.md)" },
 	{ "--device", "N", BY(set_device), "run the model, the embedder, retrieval and the engine on CUDA device N\n"
 	                                   "(default: the host)" },
+	{ "--device-weights", "T", BY(set_weights), "the model's matrices on the device: bf16 (default) or fp8 (e4m3,\n"
+	                                            "a scale per row, half the bytes; needs --device)" },
+	{ "--reference-device-weights", "T", BY(set_ref_weights),
+	  "also answer by full recompute with the model's device weights in T\n"
+	  "(bf16, fp8), on the same device, and compare (docs/eval.md)" },
 	{ "-k", "N", BY(set_k), "facts retrieved, 1..4096 (default 10); bench: a comma-separated\n"
 	                        "list of at most 32 (default 10,20,50)" },
 	{ "--k", "N", BY(set_k), "the same as -k" },
@@ -342,9 +370,12 @@ static void command_help(const cli_command *c)
 		const struct opt *o = &opts[i];
 		if (!takes(c, o->name))
 			continue;
-		char head[40];
+		char head[48];
 		snprintf(head, sizeof head, "%s%s%s", o->name, o->value ? " " : "", o->value ? o->value : "");
-		printf("  %-22s ", head);
+		if (strlen(head) > 22) /* the description on the next line */
+			printf("  %s\n  %-22s ", head, "");
+		else
+			printf("  %-22s ", head);
 		for (const char *h = o->help; *h; h++) {
 			putchar(*h);
 			if (*h == '\n')
@@ -380,6 +411,7 @@ static void defaults(cli_args *a)
 	a->kv_dtype = INFS_DTYPE_F16;
 	a->top_p = 1.0f;
 	a->device = -1;
+	a->weights = a->ref_weights = INFS_DTYPE_BF16;
 	const char *cache = getenv("INFS_CACHE");
 	const char *home = getenv("HOME") ? getenv("HOME") : ".";
 	if (cache && *cache) {
@@ -423,6 +455,9 @@ int cli_parse(cli_args *a, const cli_command *c, int argc, char **argv)
 		if (keep(a, d, v, o, c))
 			return 2;
 	}
+	/* The host keeps its own weights: fp8 is only the device copy's. */
+	if (a->weights == INFS_DTYPE_FP8_E4M3 && a->device < 0)
+		return fail("--device-weights fp8 needs --device N (the host runs its own weights)") + 1;
 	int rc = c->check(a);
 	if (rc)
 		return rc;

@@ -29,6 +29,8 @@ typedef struct cli_args {
 	int select, prefix_mode, query_mode; /* parts of --recovery; select: deviation or query */
 	int device;
 	int int8;                            /* --int8-activations */
+	infs_dtype weights, ref_weights;     /* --device-weights, eval --reference-device-weights */
+	int ref_w;                           /* --reference-device-weights given */
 	int full, compare, quiet, sweep, max_tokens_set, recompute_set, check_set, prefix_set, query_weight_set;
 	char mode[32];                       /* --recovery, parts in a fixed order */
 	float temperature, top_p;
@@ -68,7 +70,7 @@ int cli_check_asking(const cli_args *a);
 
 /* The options several commands declare: where the models are and what
  * they run on; how injected answers recover; how answers are sampled. */
-#define CLI_OPTS_MODELS "--model", "--embedder", "--threads", "--int8-activations", "--device"
+#define CLI_OPTS_MODELS "--model", "--embedder", "--threads", "--int8-activations", "--device", "--device-weights"
 #define CLI_OPTS_RECOVERY "--recovery", "--recompute", "--check-layer", "--prefix", "--query-weight", "--calibration"
 #define CLI_OPTS_SAMPLING "--max-tokens", "--temperature", "--top-p", "--seed"
 

@@ -54,13 +54,8 @@ int runtime_open(runtime *r, const cli_args *a, int create)
 			return lib_fail(a->store);
 		store_report_open(r->store, stderr);
 	}
-	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
-	mo.n_threads = a->threads;
-	mo.int8_activations = a->int8;
-	mo.device = a->device;
-	mo.device_max_tokens = CLI_N_CTX;
-	if (infs_model_load(&r->model, a->model, &mo))
-		return lib_fail("model"); /* the library's message names the path */
+	if (runtime_model(&r->model, a, a->weights))
+		return 1;
 	infs_embedder_options eo = INFS_EMBEDDER_OPTIONS_INIT;
 	eo.n_threads = a->threads;
 	eo.device = a->device;
@@ -83,14 +78,35 @@ int runtime_open(runtime *r, const cli_args *a, int create)
 	if (sg.embed_dim != infs_embedder_dim(r->embedder))
 		return fail("%s: the store keeps %u-float embeddings, the embedder %s gives %u", a->store,
 		            sg.embed_dim, a->embedder, infs_embedder_dim(r->embedder));
+	return runtime_engine(&r->engine, r->model, r->store, a);
+}
+
+int runtime_model(infs_model **out, const cli_args *a, infs_dtype weights)
+{
+	infs_model_options mo = INFS_MODEL_OPTIONS_INIT;
+	mo.n_threads = a->threads;
+	mo.int8_activations = a->int8;
+	mo.device = a->device;
+	mo.device_max_tokens = CLI_N_CTX;
+	mo.device_weights = (int)weights;
+	if (infs_model_load(out, a->model, &mo))
+		return lib_fail("model"); /* the library's message names the path */
+	return 0;
+}
+
+int runtime_engine(infs_engine **out, infs_model *model, infs_store *store, const cli_args *a)
+{
+	infs_geometry sg;
+	if (infs_store_geometry(&sg, store))
+		return lib_fail(a->store);
 	infs_engine_options en = INFS_ENGINE_OPTIONS_INIT;
 	en.n_ctx = CLI_N_CTX;
 	/* fp8 is a store dtype only: its facts are dequantized into bf16 */
 	en.kv_dtype = sg.kv_dtype == INFS_DTYPE_FP8_E4M3 ? INFS_DTYPE_BF16 : sg.kv_dtype;
 	en.device = a->device;
-	if (infs_engine_create(&r->engine, r->model, &en))
+	if (infs_engine_create(out, model, &en))
 		return lib_fail("engine");
-	if (infs_engine_prepare(r->engine, r->store))
+	if (infs_engine_prepare(*out, store))
 		return lib_fail(a->store);
 	return 0;
 }

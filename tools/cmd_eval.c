@@ -112,11 +112,17 @@ static int run(const cli_args *a)
 		rc = lib_fail(ref_path);
 	if (!rc && a->ref)
 		rc = eval_encode(&c, &r, ref, 1, a);
+	/* The reference weights: the same model with other device weights,
+	 * its own engine on the same device, prepared on the same store. */
+	infs_model *wmodel = NULL;
+	infs_engine *wengine = NULL;
+	if (!rc && a->ref_w)
+		rc = runtime_model(&wmodel, &b, a->ref_weights) || runtime_engine(&wengine, wmodel, r.store, &b);
 	int show = !a->quiet && isatty(2);
 	for (size_t i = 0; !rc && i < n; i++) {
 		if (show)
 			fprintf(stderr, "\ranswering %zu/%zu", i + 1, n);
-		rc = eval_question(pts, np, &c, pick[i], &r, ref, a);
+		rc = eval_question(pts, np, &c, pick[i], &r, ref, wengine, a);
 	}
 	if (show && n)
 		fputc('\n', stderr);
@@ -140,6 +146,8 @@ static int run(const cli_args *a)
 	free(pts);
 	free(pick);
 	infs_store_close(ref);
+	infs_engine_free(wengine);
+	infs_model_free(wmodel);
 	runtime_free(&r);
 	eval_cleanup();
 	conv_free(&c);
@@ -157,6 +165,10 @@ static int check(const cli_args *a)
 		return rc;
 	if (a->sweep && a->ref)
 		return fail("--reference-kv-dtype compares one run: not with --sweep") + 1;
+	if (a->sweep && a->ref_w)
+		return fail("--reference-device-weights compares one run: not with --sweep") + 1;
+	if (a->ref_w && a->device < 0)
+		return fail("--reference-device-weights compares the model's copies on a device: give --device N") + 1;
 	if (a->sweep && a->recompute_set)
 		return fail("--sweep sets --recompute itself") + 1;
 	if (a->sweep && a->recovery && !a->select)
@@ -164,7 +176,8 @@ static int check(const cli_args *a)
 	return 0;
 }
 
-static const char *const opts[] = { CLI_OPTS_MODELS, "--kv-dtype", "--reference-kv-dtype", "-k", "--k", "--seed",
+static const char *const opts[] = { CLI_OPTS_MODELS, "--kv-dtype", "--reference-kv-dtype",
+	                            "--reference-device-weights", "-k", "--k", "--seed",
 	                            "--limit", CLI_OPTS_RECOVERY, "--context-turns", "--sweep", "--json", "--plot",
 	                            "--quiet", NULL };
 

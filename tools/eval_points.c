@@ -48,10 +48,12 @@ void point_make(eval_point *p, const cli_args *a, const char *mode, float ratio,
 }
 
 /* Adds answer x (TTFT ttft_x, recomputed share frac) of question q against
- * full recompute y (TTFT ttft_y), and against ref (the same facts injected
- * from the reference store; NULL without one), to p's sums. */
+ * full recompute y (TTFT ttft_y), against ref (the same facts injected
+ * from the reference store; NULL without one), and y against wref (full
+ * recompute with the reference weights; NULL without them), to p's sums. */
 static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer *x, double ttft_x, double frac,
-                      const infs_answer *y, double ttft_y, const infs_answer *ref, const infs_answer *floor2)
+                      const infs_answer *y, double ttft_y, const infs_answer *ref, const infs_answer *floor2,
+                      const infs_answer *wref)
 {
 	const jsonl_value *q = c->lc.qs[qi];
 	const jsonl_value *ans = jsonl_get(q, "answer"), *ev = jsonl_get(q, "evidence");
@@ -109,6 +111,13 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 			         "\"kl_first_token_vs_reference\": %.6g", r.top1 ? "true" : "false", r.same ? "true" : "false", r.kl);
 			str_puts(&p->detail, buf);
 		}
+		if (wref) {
+			/* KL(reference weights || main weights), both by full recompute. */
+			const divergence w = divergence_add(&p->wref, wref, y);
+			snprintf(buf, sizeof buf, ", \"first_token_agree_full_vs_reference_weights\": %s, "
+			         "\"kl_first_token_full_vs_reference_weights\": %.6g", w.top1 ? "true" : "false", w.kl);
+			str_puts(&p->detail, buf);
+		}
 		str_puts(&p->detail, "}");
 	}
 	free(golds);
@@ -117,10 +126,11 @@ static int eval_score(eval_point *p, const conv *c, size_t qi, const infs_answer
 }
 
 int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, runtime *r, infs_store *ref_store,
-                  const cli_args *a)
+                  infs_engine *ref_engine, const cli_args *a)
 {
 	const char *question = jsonl_get(c->lc.qs[qi], "question")->str;
-	infs_answer **got = calloc(np, sizeof *got), *first = NULL, *full = NULL, *ref = NULL, *floor2 = NULL;
+	infs_answer **got = calloc(np, sizeof *got), *first = NULL, *full = NULL, *ref = NULL, *floor2 = NULL,
+		    *wref = NULL;
 	uint8_t *own = calloc(np, 1);
 	uint64_t *ref_ids = NULL;
 	int rc = !got || !own ? fail("out of memory") : 0;
@@ -152,6 +162,9 @@ int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, runtime 
 	}
 	if (!rc && infs_engine_ask(&full, r->engine, r->store, r->embedder, EVAL_NS, question, &o))
 		rc = lib_fail("eval");
+	/* The same prompt, the same options, the other weights. */
+	if (!rc && ref_engine && infs_engine_ask(&wref, ref_engine, r->store, r->embedder, EVAL_NS, question, &o))
+		rc = lib_fail("eval: the reference weights");
 	/* The floor: every fact token recomputed in place over the injected
 	 * header (so through every layer), then the question: full recompute's
 	 * prompt, prefilled in two steps, uncalibrated. */
@@ -186,7 +199,8 @@ int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, runtime 
 	for (size_t i = 0; !rc && i < np; i++) {
 		const infs_answer *x = got[i] ? got[i] : full;
 		double frac = !got[i] ? 1 : x->n_recomputable ? (double)x->n_recomputed / x->n_recomputable : 0;
-		rc = eval_score(&pts[i], c, qi, x, got[i] ? x->ttft_ms : ttft_full, frac, full, ttft_full, ref, floor2);
+		rc = eval_score(&pts[i], c, qi, x, got[i] ? x->ttft_ms : ttft_full, frac, full, ttft_full, ref, floor2,
+		                wref);
 	}
 	for (size_t i = 0; got && i < np; i++)
 		if (own[i])
@@ -194,6 +208,7 @@ int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, runtime 
 	infs_answer_free(full);
 	infs_answer_free(floor2);
 	infs_answer_free(ref);
+	infs_answer_free(wref);
 	free(ref_ids);
 	free(got);
 	free(own);

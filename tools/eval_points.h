@@ -22,6 +22,7 @@ typedef struct eval_point {
 	divergence_sum full;  /* against full recompute */
 	divergence_sum floor; /* full recompute in two steps against full recompute */
 	divergence_sum ref;   /* against injection from the reference store */
+	divergence_sum wref;  /* full recompute against full recompute with the reference weights */
 	size_t ev_found, ev_total;
 	double f1_inject, f1_full, f1_vs_full, ttft_inject, ttft_full, recomputed;
 	str detail;
@@ -40,8 +41,11 @@ void point_make(eval_point *p, const cli_args *a, const char *mode, float ratio,
  * calibration (the check layer and query weight then do nothing), and, in
  * a sweep, ratio 1, which is full recompute exactly. With ref_store
  * (one point, not a sweep) the facts injection used are also injected from
- * there, by the same engine: the prompts differ only in the store's dtype. */
+ * there, by the same engine: the prompts differ only in the store's dtype.
+ * With ref_engine (a model with other device weights, prepared on r's
+ * store) full recompute of the same facts is also answered there: the
+ * answers differ only in the weights' dtype. */
 int eval_question(eval_point *pts, size_t np, const conv *c, size_t qi, runtime *r, infs_store *ref_store,
-                  const cli_args *a);
+                  infs_engine *ref_engine, const cli_args *a);
 
 #endif

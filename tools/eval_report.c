@@ -26,7 +26,7 @@ void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c, const 
 	snprintf(recall_h, sizeof recall_h, "%zu of %zu turns", p->ev_found, p->ev_total);
 	const size_t with_context = c->n_facts - c->n_no_context;
 	fprintf(jf, "{\"mode\": \"%s\", \"recompute_ratio\": %g, \"check_layer\": %u, \"prefix_tokens\": %u, "
-	            "\"query_weight\": %g, \"fact_temperature\": %g, \"fact_scale\": %g, \"k\": %u, \"kv_dtype\": \"%s\", \"context_turns\": %u, "
+	            "\"query_weight\": %g, \"fact_temperature\": %g, \"fact_scale\": %g, \"k\": %u, \"kv_dtype\": \"%s\", \"device_weights\": \"%s\", \"context_turns\": %u, "
 	            "\"facts_without_context\": %zu, \"context_tokens_mean\": %.3f, \"encode_ms\": %.3f, "
 	            "\"n_questions\": %zu, "
 	            "\"recompute_fraction\": %.6f, "
@@ -36,7 +36,7 @@ void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c, const 
 	            "\"floor_first_token_agreement\": %.6f, \"floor_answer_agreement\": %.6f, "
 	            "\"floor_kl_first_token_mean\": %.6g, ",
 	        p->mode, (double)p->ratio, p->check, p->prefix, (double)p->weight, (double)p->temp, (double)p->scale, a->k,
-	        cli_dtype_name(a->kv_dtype),
+	        cli_dtype_name(a->kv_dtype), cli_dtype_name(a->weights),
 	        a->context_turns, c->n_no_context,
 	        a->context_turns && with_context ? (double)c->context_tokens / (double)with_context : 0.0, c->encode_ms, nq,
 	        p->recomputed / n, (double)p->full.top1 / n, (double)p->full.same / n, p->full.kl / n, p->f1_inject / n,
@@ -46,6 +46,11 @@ void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c, const 
 		fprintf(jf, "\"reference_kv_dtype\": \"%s\", \"first_token_agreement_vs_reference\": %.6f, "
 		            "\"answer_agreement_vs_reference\": %.6f, \"kl_first_token_vs_reference_mean\": %.6g, ",
 		        cli_dtype_name(a->ref_dtype), (double)p->ref.top1 / n, (double)p->ref.same / n, p->ref.kl / n);
+	if (a->ref_w)
+		fprintf(jf, "\"reference_device_weights\": \"%s\", \"first_token_agreement_full_vs_reference_weights\": %.6f, "
+		            "\"answer_agreement_full_vs_reference_weights\": %.6f, "
+		            "\"kl_first_token_full_vs_reference_weights_mean\": %.6g, ",
+		        cli_dtype_name(a->ref_weights), (double)p->wref.top1 / n, (double)p->wref.same / n, p->wref.kl / n);
 	fprintf(jf, "\"questions\": [%s\n]}", p->detail.p ? p->detail.p : "");
 	if (a->sweep || a->n_cal > 1) {
 		fprintf(stderr, "%-16s r %.2f T %.2f S %.2f: recomputed %.3f, first token %5.1f%% (floor %5.1f%%), "
@@ -71,6 +76,11 @@ void eval_report(FILE *jf, const eval_point *p, size_t nq, const conv *c, const 
 		fprintf(stderr, "  %s KV against %s: first token %.1f%%, answer %.1f%%; first-token KL %.4g nats\n",
 		        cli_dtype_name(a->kv_dtype), cli_dtype_name(a->ref_dtype), 100.0 * (double)p->ref.top1 / n,
 		        100.0 * (double)p->ref.same / n, p->ref.kl / n);
+	if (a->ref_w)
+		fprintf(stderr, "  full recompute, %s device weights against %s: first token %.1f%%, answer %.1f%%; "
+		                "first-token KL %.4g nats\n",
+		        cli_dtype_name(a->weights), cli_dtype_name(a->ref_weights), 100.0 * (double)p->wref.top1 / n,
+		        100.0 * (double)p->wref.same / n, p->wref.kl / n);
 }
 
 int eval_plot(const char *png, const eval_point *pts, size_t np, size_t nq)
