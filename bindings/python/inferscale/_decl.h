@@ -374,7 +374,7 @@ int infs_chat_tokenize(const infs_tokenizer *tok, infs_chat_format format,
 /* model.h */
 typedef struct infs_model infs_model;
 
-#define INFS_MODEL_OPTIONS_VERSION 3
+#define INFS_MODEL_OPTIONS_VERSION 4
 
 typedef struct infs_model_options {
 	unsigned version;
@@ -383,6 +383,7 @@ typedef struct infs_model_options {
 	uint64_t device_budget_bytes;
 	uint32_t device_max_tokens;
 	int int8_activations;
+	int device_weights;
 } infs_model_options;
 
 int infs_model_options_init(infs_model_options *opts, unsigned version);

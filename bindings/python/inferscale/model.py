@@ -47,6 +47,8 @@ class ForwardResult(NamedTuple):
 
 
 _NP = {DType.F32: np.float32, DType.F16: np.float16, DType.BF16: np.uint16}
+# Model(device_weights=): the dtypes of the device copy's matrices.
+_DEVICE_WEIGHTS = {"bf16": DType.BF16, "fp8": DType.FP8_E4M3}
 
 
 class Model(Handle):
@@ -63,11 +65,16 @@ class Model(Handle):
     device (None: the host only) also uploads the weights to that CUDA device
     in bf16, for an Engine on it, using at most device_budget_bytes of its
     memory (0: no limit), with a workspace for device_max_tokens tokens per
-    forward call (0: 512). A build without CUDA raises UnsupportedError."""
+    forward call (0: 512). A build without CUDA raises UnsupportedError.
+    device_weights="fp8" uploads the matrices in fp8 e4m3 instead (a scale per
+    row, half the bytes, Hopper's fp8 GEMMs; docs/model-runtime.md): it needs
+    a device (InvalidArgumentError without one) of compute capability 8.9 or
+    above (UnsupportedError)."""
 
     def __init__(self, path: Union[str, "os.PathLike[str]"], *, n_threads: int = 0,
                  int8_activations: bool = False, device: Optional[int] = None,
-                 device_budget_bytes: int = 0, device_max_tokens: int = 0) -> None:
+                 device_budget_bytes: int = 0, device_max_tokens: int = 0,
+                 device_weights: str = "bf16") -> None:
         self._init_handle()
         opts = ffi.new("infs_model_options *")
         check(lib.infs_model_options_init(opts, lib.INFS_MODEL_OPTIONS_VERSION))
@@ -75,6 +82,9 @@ class Model(Handle):
         if not isinstance(int8_activations, bool):
             raise TypeError(f"int8_activations must be True or False, not {int8_activations!r}")
         opts.int8_activations = int(int8_activations)
+        if not isinstance(device_weights, str) or device_weights not in _DEVICE_WEIGHTS:
+            raise ValueError(f"device_weights must be \"bf16\" or \"fp8\", not {device_weights!r}")
+        opts.device_weights = int(_DEVICE_WEIGHTS[device_weights])
         opts.device = device_index(device)
         opts.device_budget_bytes = as_int(device_budget_bytes, "device_budget_bytes", "uint64")
         opts.device_max_tokens = as_int(device_max_tokens, "device_max_tokens", "uint32")

@@ -137,6 +137,23 @@ def test_int8_activations(model):
         infs.Model(SMOLLM2, int8_activations=1)
 
 
+def test_device_weights_refused():
+    """device_weights is "bf16" or "fp8" (ValueError, from the binding,
+    for anything else), and fp8 is the device copy's: without a device the
+    library refuses it (INFS_EINVAL, with its message) before reading the
+    file; "bf16" on the host loads as the default does."""
+    for bad in ("f16", "FP8", "", None, 3, infs.DType.FP8_E4M3, ["fp8"]):
+        with pytest.raises(ValueError, match="device_weights must be") as e:
+            infs.Model(SMOLLM2, device_weights=bad)
+        assert not isinstance(e.value, infs.InferscaleError), bad
+    with pytest.raises(infs.InvalidArgumentError, match="device_weights fp8 .* set device to a CUDA device"):
+        infs.Model(SMOLLM2, device_weights="fp8")
+    with pytest.raises(infs.InvalidArgumentError, match="device_weights fp8"):
+        infs.Model(os.path.join(CACHE, "no-such-model.gguf"), device_weights="fp8")
+    with infs.Model(SMOLLM2, device_weights="bf16", n_threads=1) as m:
+        assert m.info.n_vocab > 0
+
+
 def test_errors(model):
     with pytest.raises(infs.InferscaleError):
         model.forward([model.info.n_vocab])
