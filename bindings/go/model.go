@@ -31,6 +31,13 @@ type ModelOptions struct {
 	Device          int
 	DeviceBudget    uint64
 	DeviceMaxTokens uint32
+
+	// DeviceWeights is the dtype of the device copy's matrices: BF16 (the
+	// default; the zero value, F32, means it too) or FP8E4M3 (e4m3 with a
+	// scale per row, half the bytes, Hopper's fp8 GEMMs;
+	// docs/model-runtime.md). FP8E4M3 needs UseDevice (ErrInvalid without)
+	// and a device of compute capability 8.9 or above (ErrUnsupported).
+	DeviceWeights DType
 }
 
 // ModelInfo describes a loaded model.
@@ -83,6 +90,9 @@ func LoadModel(path string, opts *ModelOptions) (*Model, error) {
 		co.n_threads = C.uint32_t(opts.Threads)
 		if opts.Int8Activations {
 			co.int8_activations = 1
+		}
+		if opts.DeviceWeights != F32 {
+			co.device_weights = C.int(opts.DeviceWeights)
 		}
 		if opts.UseDevice {
 			co.device = C.int(opts.Device)

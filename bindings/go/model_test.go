@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -95,6 +96,33 @@ func TestModelForwardWithInjectedFacts(t *testing.T) {
 		if math.Abs(float64(got[i]-full[i])) > 1e-4*(1+math.Abs(float64(full[i]))) {
 			t.Fatalf("logit %d: %v with the injected fact, %v for the whole text", i, got[i], full[i])
 		}
+	}
+}
+
+// DeviceWeights reaches the library: fp8 is the device copy's dtype, so
+// without UseDevice the library refuses it (before reading the path), as it
+// does a dtype other than bf16 and fp8; BF16, and the zero value, load the
+// host model as before.
+func TestModelDeviceWeights(t *testing.T) {
+	tiny := filepath.Join("..", "..", "tests", "fixtures", "model", "llama")
+	_, err := LoadModel(tiny, &ModelOptions{DeviceWeights: FP8E4M3})
+	wantCode(t, err, ErrInvalid)
+	if !strings.Contains(err.Error(), "device_weights fp8") {
+		t.Fatalf("fp8 without a device: %v", err)
+	}
+	_, err = LoadModel(filepath.Join(t.TempDir(), "missing"), &ModelOptions{DeviceWeights: FP8E4M3})
+	wantCode(t, err, ErrInvalid)
+	_, err = LoadModel(tiny, &ModelOptions{DeviceWeights: F16})
+	wantCode(t, err, ErrInvalid)
+	if !strings.Contains(err.Error(), "device_weights 1 is not") {
+		t.Fatalf("f16 device weights: %v", err)
+	}
+	for _, w := range []DType{BF16, F32} {
+		m, err := LoadModel(tiny, &ModelOptions{Threads: 1, DeviceWeights: w})
+		if err != nil {
+			t.Fatalf("DeviceWeights %v on the host: %v", w, err)
+		}
+		m.Close()
 	}
 }
 
