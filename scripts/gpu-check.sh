@@ -8,8 +8,9 @@
 # scripts/gpu-bench-model.sh (gpu-runtime-h200.json, ...) and
 # scripts/gpu-bench-engine.sh (gpu-engine-h200.json, ...), and demo.log: the
 # demo's questions answered on the GPU (SmolLM2 and the embedder from
-# $INFS_CACHE). Exits non-zero when a build, test, sanitizer check or the
-# demo fails.
+# $INFS_CACHE), then eval --reference-device-weights bf16 and fp8 on the
+# tiny LoCoMo fixture. Exits non-zero when a build, test, sanitizer check or
+# the demo fails.
 #   GPU_CHECK_SKIP=bench   skips the benchmarks; =sanitizer skips the sanitizer;
 #   =tests skips the test suites; =demo the demo (words combine:
 #   GPU_CHECK_SKIP=tests,bench)
@@ -106,6 +107,27 @@ if [[ $skip != *demo* ]]; then
 		fail=1
 	fi
 	rm -rf "$demo"
+	echo "== eval --reference-device-weights on the GPU (tests/fixtures/locomo/tiny.json)"
+	# bf16 against bf16: the same computation, the same answers; fp8 against
+	# bf16: other weights, a first-token KL above 0 on every question.
+	ev=$(mktemp -d)
+	for w in bf16 fp8; do
+		"$BUILD/tools/inferscale" eval tests/fixtures/locomo/tiny.json --device 0 --k 50 --quiet \
+			--reference-device-weights $w --json "$ev/$w.json" 2>&1 | tee -a "$OUT/demo.log" || fail=1
+	done
+	python3 - "$ev" <<'PY' || { echo "FAILED: eval --reference-device-weights"; fail=1; }
+import json, sys
+b, f = (json.load(open(f"{sys.argv[1]}/{w}.json")) for w in ("bf16", "fp8"))
+for r, w in ((b, "bf16"), (f, "fp8")):
+    assert (r["device_weights"], r["reference_device_weights"]) == ("bf16", w), r
+    assert len(r["questions"]) == r["n_questions"] == 3, r
+    print(w, {k: r[k] for k in r if k.endswith("reference_weights") or k.endswith("reference_weights_mean")})
+assert b["first_token_agreement_full_vs_reference_weights"] == 1, b
+assert b["answer_agreement_full_vs_reference_weights"] == 1, b
+assert b["kl_first_token_full_vs_reference_weights_mean"] < 1e-6, b
+assert all(q["kl_first_token_full_vs_reference_weights"] > 0 for q in f["questions"]), f
+PY
+	rm -rf "$ev"
 fi
 
 if [[ $skip != *bench* ]]; then
