@@ -39,6 +39,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "inferscale/inferscale.h"
@@ -102,7 +103,11 @@ int main(int argc, char **argv)
 	}
 	const infs__model_config cfg = llama3_8b();
 	infs_model *m = NULL;
-	bench_ok(infs__model_random_device(&m, &cfg, 0, MAX_T, 42, INFS_DTYPE_BF16), "the random model");
+	/* INFS_BENCH_WEIGHTS=fp8: the model's matrices in fp8 (device_weights) */
+	const char *wenv = getenv("INFS_BENCH_WEIGHTS");
+	const int fp8 = wenv && strcmp(wenv, "fp8") == 0;
+	bench_ok(infs__model_random_device(&m, &cfg, 0, MAX_T, 42, fp8 ? INFS_DTYPE_FP8_E4M3 : INFS_DTYPE_BF16),
+	         "the random model");
 	m->tok = tok; /* freed with the model */
 
 	/* The store: a device copy, facts put with one K/V pattern. */
@@ -174,8 +179,8 @@ int main(int argc, char **argv)
 	}
 	fprintf(out, "{\n");
 	print_device(out);
-	fprintf(out, "  \"embedder\": \"%s\", \"facts\": %d, \"fact_tokens\": %d,\n  \"rows\": [\n", embed_where, N_FACTS,
-	        FACT);
+	fprintf(out, "  \"weights\": \"%s\", \"embedder\": \"%s\", \"facts\": %d, \"fact_tokens\": %d,\n  \"rows\": [\n",
+	        fp8 ? "fp8" : "bf16", embed_where, N_FACTS, FACT);
 	static const uint32_t ks[] = { 0, 10, 20, 50, 100, 200 };
 	char q[256];
 	int qi = 0;

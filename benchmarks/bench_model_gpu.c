@@ -32,6 +32,9 @@
  * replays) timed with CUDA events on that stream after WARMUP ones (batch
  * 32 full prefill: B32_RUNS after B32_WARMUP); every logit the measured
  * case leaves must be finite, else the benchmark stops.
+ * INFS_BENCH_WEIGHTS=fp8 in the environment runs the model with fp8
+ * weights (infs_model_options.device_weights; the floor counts their
+ * codes and scales); the last record's "weights" says which.
  * Usage: bench_model_gpu out.json
  *        bench_model_gpu --profile K STEP   after a warm-up call, one
  *        STEP (full: prefill of the K-fact prompt; question: the question
@@ -296,17 +299,21 @@ int main(int argc, char **argv)
 
 	const infs__model_config cfg = llama3_8b();
 	const uint32_t V = cfg.n_vocab;
+	const char *wenv = getenv("INFS_BENCH_WEIGHTS");
+	const int fp8 = wenv && strcmp(wenv, "fp8") == 0;
 	infs_model *m;
-	if (infs__model_random_device(&m, &cfg, 0, B_TOKENS, 42, INFS_DTYPE_BF16)) {
+	if (infs__model_random_device(&m, &cfg, 0, B_TOKENS, 42, fp8 ? INFS_DTYPE_FP8_E4M3 : INFS_DTYPE_BF16)) {
 		fprintf(stderr, "infs__model_random_device: %s\n", infs_error_last());
 		return 1;
 	}
 	const uint64_t D = cfg.n_embd, qd = (uint64_t)cfg.n_heads * cfg.head_dim;
 	const uint64_t kvd = (uint64_t)cfg.n_kv_heads * cfg.head_dim, ff = cfg.n_ff;
-	/* What one forward call reads: every layer's matrices (bf16) and norms
-	 * (f32), the head; of the embedding only the tokens' rows. */
-	const uint64_t weight_bytes =
-		cfg.n_layers * (2 * ((qd + 2 * kvd) * D + D * qd + 3 * ff * D) + 2 * 4 * D) + 2 * (uint64_t)V * D + 4 * D;
+	/* What one forward call reads: every layer's matrices (bf16, or fp8
+	 * codes and a scale per row) and norms (f32), the head (bf16); of the
+	 * embedding only the tokens' rows. */
+	const uint64_t mat = (qd + 2 * kvd) * D + D * qd + 3 * ff * D, mat_rows = qd + 2 * kvd + D + 2 * ff + D;
+	const uint64_t weight_bytes = cfg.n_layers * ((fp8 ? mat + 4 * mat_rows : 2 * mat) + 2 * 4 * D) +
+	                              2 * (uint64_t)V * D + 4 * D;
 
 	/* The cache, and a shuffled permutation of its blocks: batch 1's
 	 * table is its first NB1 entries, batch 32's rows are NBS apart. */
@@ -458,12 +465,13 @@ int main(int argc, char **argv)
 	fprintf(out, "  \"decode_ms\": %.3f, \"decode_batch32_ms\": %.3f, \"decode_n_past\": %d, "
 	             "\"decode_steps\": %d, \"decode_time\": \"mean step of a graph-replay loop, median of runs\", "
 	             "\"weight_read_floor_ms\": %.3f, \"weight_bytes\": %llu, \"copy_read_plus_write_gbps\": %.1f, "
+	             "\"weights\": \"%s\", "
 	             "\"runs\": %d, \"batch32_full_runs\": %d, \"encode_facts_per_s\": %.1f, \"encode_facts\": %zu, "
 	             "\"encode_time\": \"%d-token facts after a %d-token context in batches of device_max_tokens: "
 	             "context prefill, forward (K/V written in bf16), K/V copy to pinned host memory, each fact's rows gathered; buffers "
 	             "allocated once, no store; median of %d runs\"}\n]\n",
 	        decode, decode32, B_PROMPT, DECODE_STEPS, floor_ms, (unsigned long long)weight_bytes, copy_bw / 1e9,
-	        RUNS, B32_RUNS, enc_rate, enc_facts, FACT, SYS, ENC_RUNS);
+	        fp8 ? "fp8" : "bf16", RUNS, B32_RUNS, enc_rate, enc_facts, FACT, SYS, ENC_RUNS);
 	if (fclose(out) != 0) {
 		perror(argv[1]);
 		return 1;

@@ -174,6 +174,28 @@ typedef struct infs_k_mass_params {
 
 cudaError_t infs_k_query_mass(const infs_k_mass_params *p, cudaStream_t stream);
 
+/* fp8 weights (kernels/model_fp8.cu): each of rows rows of cols bf16
+ * values in src as e4m3 codes (row-major [rows][cols]) and an f32 scale,
+ * the row's largest magnitude / 448 (1 for a row of zeros); code =
+ * e4m3(x / scale), rounded to nearest even, saturated at 448. */
+cudaError_t infs_k_fp8_quant_rows(uint8_t *codes, float *scales, const uint16_t *src, uint32_t rows, uint32_t cols,
+                                  cudaStream_t stream);
+
+/* dst[r][c] = bf16(e4m3(codes[r][c]) * scales[r]); cols even. */
+cudaError_t infs_k_fp8_widen_rows(uint16_t *dst, const uint8_t *codes, const float *scales, uint32_t rows,
+                                  uint32_t cols, cudaStream_t stream);
+
+/* y[n][out] (+)= x[n][in] (W[out][in] * scale[out])^T for W in e4m3 codes,
+ * x bf16, y f32, 1 <= n <= INFS_K_FP8_GEMM_MAX_TOKENS, in a multiple of 64,
+ * out of 16 (INFS_K_FP8_GEMM_OK); accumulate 0 first zeroes y. The sums
+ * are f32 on tensor cores, added into y atomically by slices of the inner
+ * dimension (not bitwise repeatable). n_sm: the device's multiprocessors. */
+#define INFS_K_FP8_GEMM_MAX_TOKENS 64u
+#define INFS_K_FP8_GEMM_OK(n, in, out) \
+	((n) >= 1 && (n) <= INFS_K_FP8_GEMM_MAX_TOKENS && (in) % 64 == 0 && (in) > 0 && (out) % 16 == 0)
+cudaError_t infs_k_fp8_gemm(float *y, const uint16_t *x, const uint8_t *w, const float *scale, uint32_t n, uint32_t in,
+                            uint32_t out, int accumulate, uint32_t n_sm, cudaStream_t stream);
+
 /* dst[0..n) = bf16 values of mean 0 and deviation std, a hash of (seed, i)
  * (near normal: a sum of four uniforms): a benchmark model's weights. */
 cudaError_t infs_k_fill_random_bf16(uint16_t *dst, size_t n, uint64_t seed, float std, cudaStream_t stream);

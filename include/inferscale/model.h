@@ -43,12 +43,14 @@ typedef struct infs_model_options {
 	                                 bounds of the f32 path */
 	/* version 4 */
 	int device_weights;           /* the device copy's matrices: INFS_DTYPE_BF16
-	                                 (default), or INFS_DTYPE_FP8_E4M3: e4m3 with an
-	                                 f32 scale per output row, multiplied by Hopper's
-	                                 fp8 GEMMs (cuBLASLt) on activations quantized to
-	                                 e4m3 a token at a time; half the bytes a step
-	                                 reads. Needs device >= 0 and a device of compute
-	                                 capability 8.9 or above (INFS_EUNSUPPORTED).
+	                                 (default), or INFS_DTYPE_FP8_E4M3: e4m3 codes with
+	                                 an f32 scale per output row, quantized at load.
+	                                 A call of up to 64 tokens multiplies the codes
+	                                 directly (half the bytes a decoding step reads);
+	                                 a longer one widens each matrix to bf16 first.
+	                                 The sums of a product are added in an order
+	                                 that may change from call to call (fp8 logits
+	                                 are not bitwise repeatable). Needs device >= 0.
 	                                 Embeddings, the head, norms and biases stay
 	                                 bf16 / f32 (docs/model-runtime.md) */
 } infs_model_options;

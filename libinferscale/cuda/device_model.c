@@ -1,5 +1,6 @@
-/* The model on a device: its weights as bf16 in one allocation (q|k|v and
- * gate|up fused), a workspace sized at load for device_max_tokens so that
+/* The model on a device: its weights as bf16 (or the matrices as fp8
+ * codes with a scale per row, kernels/model_fp8.cu) in one allocation
+ * (q|k|v and gate|up fused), a workspace sized at load for device_max_tokens so that
  * a forward call allocates nothing, a cuBLAS handle with its own
  * workspace; and the forward pass: cuBLAS GEMMs (bf16 in, f32 accumulate
  * and out) between the kernels of kernels/model_*.cu. The host keeps its
@@ -24,12 +25,19 @@
 #define STAGE_ELEMS (4u << 20)     /* f32 -> bf16 conversion, 8 MiB at a time */
 #define MAX_SPLITS 32u             /* key ranges one attention row may be split into */
 
+static void take_mat(infs__dev_mat *M, infs__carve *c, uint64_t out, uint64_t in, int fp8)
+{
+	M->w = infs__carve_take(c, out * in * (fp8 ? 1 : 2));
+	M->scale = fp8 ? infs__carve_take(c, out * 4) : NULL;
+}
+
 /* Lays every buffer out in c (counting only when c->base is NULL). */
 static void layout(struct infs__model_dev *d, const infs_model *m, infs__carve *c, uint32_t T)
 {
 	const infs__model_config *g = &m->cfg;
 	const uint64_t D = g->n_embd, hd = g->head_dim, qd = g->n_heads * hd, kvd = g->n_kv_heads * hd;
 	const uint64_t qkv = qd + 2 * kvd, ff = g->n_ff, V = g->n_vocab;
+	const int fp8 = m->device_weights == INFS_DTYPE_FP8_E4M3;
 	for (uint32_t l = 0; l < g->n_layers; l++) {
 		infs__dev_layer *L = &d->layers[l];
 		L->attn_norm = infs__carve_take(c, D * 4);
@@ -38,10 +46,10 @@ static void layout(struct infs__model_dev *d, const infs_model *m, infs__carve *
 		L->bo = g->bias_o ? infs__carve_take(c, D * 4) : NULL;
 		L->q_norm = g->qk_norm ? infs__carve_take(c, hd * 4) : NULL;
 		L->k_norm = g->qk_norm ? infs__carve_take(c, hd * 4) : NULL;
-		L->wqkv = infs__carve_take(c, qkv * D * 2);
-		L->wo = infs__carve_take(c, D * qd * 2);
-		L->wgu = infs__carve_take(c, 2 * ff * D * 2);
-		L->wdown = infs__carve_take(c, D * ff * 2);
+		take_mat(&L->wqkv, c, qkv, D, fp8);
+		take_mat(&L->wo, c, D, qd, fp8);
+		take_mat(&L->wgu, c, 2 * ff, D, fp8);
+		take_mat(&L->wdown, c, D, ff, fp8);
 	}
 	d->emb = infs__carve_take(c, V * D * 2);
 	d->output = g->tied ? d->emb : infs__carve_take(c, V * D * 2);
@@ -64,6 +72,22 @@ static void layout(struct infs__model_dev *d, const infs_model *m, infs__carve *
 	d->rc_mass = infs__carve_take(c, T * 8);
 	d->rc_norm = infs__carve_take(c, T * g->n_heads * 2 * 8);
 	d->blas_ws = infs__carve_take(c, BLAS_WORKSPACE);
+	uint64_t widest = qkv * D > 2 * ff * D ? qkv * D : 2 * ff * D;
+	widest = widest > D * qd ? widest : D * qd;
+	d->wide = fp8 ? infs__carve_take(c, widest * 2) : NULL;
+}
+
+/* The bf16 rows at src (device memory) into M when it holds fp8 codes;
+ * nothing for a bf16 matrix, whose rows were written in place. */
+static cudaError_t settle(const infs__dev_mat *M, const uint16_t *src, size_t rows, size_t cols)
+{
+	return M->scale ? infs_k_fp8_quant_rows(M->w, M->scale, src, (uint32_t)rows, (uint32_t)cols, 0) : cudaSuccess;
+}
+
+/* Where a matrix's bf16 rows are written before settle. */
+static uint16_t *rows_of(const struct infs__model_dev *d, const infs__dev_mat *M)
+{
+	return M->scale ? d->wide : M->w;
 }
 
 static const char load_fn[] = "infs_model_load";
@@ -99,6 +123,11 @@ static int upload_w(void *dst, const infs__wmat *w, uint16_t *stage)
 	return rc;
 }
 
+static int settled(cudaError_t err)
+{
+	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, load_fn, "quantizing the weights to fp8");
+}
+
 static int upload_all(struct infs__model_dev *d, const infs_model *m)
 {
 	const infs__model_config *g = &m->cfg;
@@ -131,20 +160,29 @@ static int upload_all(struct infs__model_dev *d, const infs_model *m)
 			rc = upload(L->q_norm, H->q_norm, hd, 0, stage);
 		if (!rc && L->k_norm)
 			rc = upload(L->k_norm, H->k_norm, hd, 0, stage);
+		uint16_t *w = rows_of(d, &L->wqkv);
 		if (!rc)
-			rc = upload_w(L->wqkv, &H->wq, stage);
+			rc = upload_w(w, &H->wq, stage);
 		if (!rc)
-			rc = upload_w(L->wqkv + qd * D, &H->wk, stage);
+			rc = upload_w(w + qd * D, &H->wk, stage);
 		if (!rc)
-			rc = upload_w(L->wqkv + (qd + kvd) * D, &H->wv, stage);
+			rc = upload_w(w + (qd + kvd) * D, &H->wv, stage);
 		if (!rc)
-			rc = upload_w(L->wo, &H->wo, stage);
+			rc = settled(settle(&L->wqkv, w, qd + 2 * kvd, D));
 		if (!rc)
-			rc = upload_w(L->wgu, &H->w_gate, stage);
+			rc = upload_w(w = rows_of(d, &L->wo), &H->wo, stage);
 		if (!rc)
-			rc = upload_w(L->wgu + ff * D, &H->w_up, stage);
+			rc = settled(settle(&L->wo, w, D, qd));
 		if (!rc)
-			rc = upload_w(L->wdown, &H->w_down, stage);
+			rc = upload_w(w = rows_of(d, &L->wgu), &H->w_gate, stage);
+		if (!rc)
+			rc = upload_w(w + ff * D, &H->w_up, stage);
+		if (!rc)
+			rc = settled(settle(&L->wgu, w, 2 * ff, D));
+		if (!rc)
+			rc = upload_w(w = rows_of(d, &L->wdown), &H->w_down, stage);
+		if (!rc)
+			rc = settled(settle(&L->wdown, w, D, ff));
 	}
 	if (!rc)
 		rc = upload_w(d->emb, &m->tok_embd, stage);
@@ -180,14 +218,15 @@ static int randomize(struct infs__model_dev *d, const infs_model *m, uint64_t se
 			err = infs_k_fill_f32(L->q_norm, hd, 1.0f, 0);
 		if (err == cudaSuccess && L->k_norm)
 			err = infs_k_fill_f32(L->k_norm, hd, 1.0f, 0);
-		if (err == cudaSuccess)
-			err = infs_k_fill_random_bf16(L->wqkv, (qd + 2 * kvd) * D, ++t, std, 0);
-		if (err == cudaSuccess)
-			err = infs_k_fill_random_bf16(L->wo, D * qd, ++t, std, 0);
-		if (err == cudaSuccess)
-			err = infs_k_fill_random_bf16(L->wgu, 2 * ff * D, ++t, std, 0);
-		if (err == cudaSuccess)
-			err = infs_k_fill_random_bf16(L->wdown, D * ff, ++t, std, 0);
+		const struct { const infs__dev_mat *m; size_t rows, cols; } mats[] = {
+			{ &L->wqkv, qd + 2 * kvd, D }, { &L->wo, D, qd }, { &L->wgu, 2 * ff, D }, { &L->wdown, D, ff },
+		};
+		for (int i = 0; err == cudaSuccess && i < 4; i++) {
+			uint16_t *w = rows_of(d, mats[i].m);
+			err = infs_k_fill_random_bf16(w, mats[i].rows * mats[i].cols, ++t, std, 0);
+			if (err == cudaSuccess)
+				err = settle(mats[i].m, w, mats[i].rows, mats[i].cols);
+		}
 	}
 	if (err == cudaSuccess)
 		err = infs_k_fill_random_bf16(d->emb, (size_t)g->n_vocab * D, ++t, std, 0);
@@ -229,6 +268,9 @@ static int create(infs_model *m, int device, uint64_t budget, uint32_t max_token
 		                   load_fn, g->head_dim);
 	if (g->n_ff % 4)
 		return infs__error(INFS_EUNSUPPORTED, "%s: n_ff %u: the device kernels take multiples of 4", load_fn, g->n_ff);
+	if (m->device_weights == INFS_DTYPE_FP8_E4M3 && g->n_embd % 2)
+		return infs__error(INFS_EUNSUPPORTED, "%s: n_embd %u: fp8 weights take an even width (or load bf16 weights)",
+		                   load_fn, g->n_embd);
 	if (g->n_heads / g->n_kv_heads > INFS_K_ATTN_ROWS)
 		return infs__error(INFS_EUNSUPPORTED, "%s: %u query heads per KV head: the device kernels take at most %u",
 		                   load_fn, g->n_heads / g->n_kv_heads, INFS_K_ATTN_ROWS);
@@ -260,9 +302,11 @@ static int create(infs_model *m, int device, uint64_t budget, uint32_t max_token
 		rc = infs__cuda_error(err, load_fn, "reading the device's free memory and multiprocessors");
 	else if (budget && d->bytes > budget)
 		rc = infs__error(INFS_EBUDGET,
-		                 "%s: the model needs %llu bytes of device memory (weights in bf16 and a workspace for %u "
+		                 "%s: the model needs %llu bytes of device memory (weights in %s and a workspace for %u "
 		                 "tokens), above device_budget_bytes %llu",
-		                 load_fn, (unsigned long long)d->bytes, max_tokens, (unsigned long long)budget);
+		                 load_fn, (unsigned long long)d->bytes,
+		                 m->device_weights == INFS_DTYPE_FP8_E4M3 ? "fp8" : "bf16", max_tokens,
+		                 (unsigned long long)budget);
 	else if (d->bytes > free_b)
 		rc = infs__error(INFS_EBUDGET, "%s: the model needs %llu bytes of device memory, device %d has %llu free",
 		                 load_fn, (unsigned long long)d->bytes, device, (unsigned long long)free_b);
@@ -444,6 +488,34 @@ int infs__device_blas_stream(const struct infs__model_dev *d, cudaStream_t strea
 	return INFS_OK;
 }
 
+/* y[n][out] (+)= x[n][in] M^T. fp8 codes: the fp8 kernel for few tokens,
+ * else the matrix widened to bf16 and cuBLAS. Returns an INFS code. */
+static int matmul(const struct infs__model_dev *d, const infs__dev_mat *M, float *y, const uint16_t *x, uint32_t n,
+                  uint32_t in, uint32_t out, int accumulate, cudaStream_t s, const char *fn)
+{
+	const uint16_t *w = M->w;
+	cudaError_t err = cudaSuccess;
+	if (M->scale && INFS_K_FP8_GEMM_OK(n, in, out))
+		err = infs_k_fp8_gemm(y, x, M->w, M->scale, n, in, out, accumulate, d->n_sm, s);
+	else if (M->scale)
+		err = infs_k_fp8_widen_rows(d->wide, M->w, M->scale, out, in, s);
+	if (M->scale && !INFS_K_FP8_GEMM_OK(n, in, out))
+		w = d->wide;
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, "queueing a product of fp8 weights");
+	if (M->scale && w == M->w)
+		return INFS_OK;
+	const cublasStatus_t st = gemm(d->blas, y, x, w, n, in, out, accumulate ? 1.0f : 0.0f);
+	if (st != CUBLAS_STATUS_SUCCESS)
+		return infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fn, (int)st, cublasGetStatusString(st));
+	return INFS_OK;
+}
+
+static int queued(cudaError_t err, const char *fn)
+{
+	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "queueing a layer");
+}
+
 int infs__device_layer(const infs_model *m, uint32_t l, const infs__dlayer *a, const char *fn)
 {
 	const struct infs__model_dev *d = m->dev;
@@ -455,11 +527,10 @@ int infs__device_layer(const infs_model *m, uint32_t l, const infs__dlayer *a, c
 	infs_k_cache_layer cl = a->cache;
 	cl.k = a->kl->k_layers[l];
 	cl.v = a->kl->v_layers[l];
-	cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-	cudaError_t err = infs_k_rmsnorm(d->xb, d->x, L->attn_norm, n, D, g->norm_eps, s);
-	if (err == cudaSuccess)
-		st = gemm(d->blas, d->qkv, d->xb, L->wqkv, n, D, qkv, 0.0f);
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS) {
+	int rc = queued(infs_k_rmsnorm(d->xb, d->x, L->attn_norm, n, D, g->norm_eps, s), fn);
+	if (!rc)
+		rc = matmul(d, &L->wqkv, d->qkv, d->xb, n, D, qkv, 0, s, fn);
+	if (!rc) {
 		infs_k_qkv_params qp = {
 			.qkv = d->qkv, .bias = L->bqkv, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = g->norm_eps,
 			.q = d->q, .k = d->k, .v = d->v, .seqs = a->seqs, .n_heads = g->n_heads,
@@ -469,32 +540,28 @@ int infs__device_layer(const infs_model *m, uint32_t l, const infs__dlayer *a, c
 			.k_pre = a->k_out, .v_pre = a->v_out, .pre_dtype = a->out_dtype, .pre_layer = l,
 			.pre_layers = g->n_layers, .dev = a->dev,
 		};
-		err = infs_k_qkv(&qp, s);
+		rc = queued(infs_k_qkv(&qp, s), fn);
 	}
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS) {
+	if (!rc) {
 		infs_k_attn_params ap = {
 			.out = d->att, .q = d->q, .k = d->k, .v = d->v, .seqs = a->seqs, .n_heads = g->n_heads,
 			.n_kv_heads = g->n_kv_heads, .head_dim = hd, .sliding_window = g->sliding_window,
 			.scale = 1.0f / sqrtf((float)hd), .cache = cl, .write_cache = a->write_cache, .n_splits = a->splits,
 			.part_o = d->part_o, .part_ml = d->part_ml, .in_place = a->in_place, .calib = a->calib,
 		};
-		err = infs_k_attention(&ap, s);
+		rc = queued(infs_k_attention(&ap, s), fn);
 	}
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
-		st = gemm(d->blas, d->x, d->att, L->wo, n, qd, D, 1.0f); /* the residual: beta 1 */
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS && L->bo)
-		err = infs_k_add_bias(d->x, L->bo, n, D, s);
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
-		err = infs_k_rmsnorm(d->xb, d->x, L->ffn_norm, n, D, g->norm_eps, s);
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
-		st = gemm(d->blas, d->gu, d->xb, L->wgu, n, D, 2 * ff, 0.0f);
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
-		err = infs_k_swiglu(d->act, d->gu, n, ff, s);
-	if (err == cudaSuccess && st == CUBLAS_STATUS_SUCCESS)
-		st = gemm(d->blas, d->x, d->act, L->wdown, n, ff, D, 1.0f);
-	if (err != cudaSuccess)
-		return infs__cuda_error(err, fn, "queueing a layer");
-	if (st != CUBLAS_STATUS_SUCCESS)
-		return infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fn, (int)st, cublasGetStatusString(st));
-	return INFS_OK;
+	if (!rc)
+		rc = matmul(d, &L->wo, d->x, d->att, n, qd, D, 1, s, fn); /* into the residual */
+	if (!rc && L->bo)
+		rc = queued(infs_k_add_bias(d->x, L->bo, n, D, s), fn);
+	if (!rc)
+		rc = queued(infs_k_rmsnorm(d->xb, d->x, L->ffn_norm, n, D, g->norm_eps, s), fn);
+	if (!rc)
+		rc = matmul(d, &L->wgu, d->gu, d->xb, n, D, 2 * ff, 0, s, fn);
+	if (!rc)
+		rc = queued(infs_k_swiglu(d->act, d->gu, n, ff, s), fn);
+	if (!rc)
+		rc = matmul(d, &L->wdown, d->x, d->act, n, ff, D, 1, s, fn);
+	return rc;
 }

@@ -9,9 +9,16 @@
 #include "model/model.h"
 #include "model_kernels.h"
 
+/* A matrix [out][in] on the device: bf16 values, or e4m3 codes with an f32
+ * scale per row (infs_model_options.device_weights). */
+typedef struct infs__dev_mat {
+	void *w;
+	float *scale; /* NULL: bf16 */
+} infs__dev_mat;
+
 typedef struct infs__dev_layer {
 	float *attn_norm, *ffn_norm, *bqkv, *bo, *q_norm, *k_norm; /* f32, NULL when absent */
-	uint16_t *wqkv, *wo, *wgu, *wdown;                          /* bf16 [out][in] */
+	infs__dev_mat wqkv, wo, wgu, wdown;
 } infs__dev_layer;
 
 struct infs__model_dev {
@@ -35,6 +42,9 @@ struct infs__model_dev {
 	double *rc_mass, *rc_norm;
 	uint32_t n_sm;
 	void *blas_ws;
+	/* fp8 weights: one matrix widened to bf16 (at load, and for a product
+	 * of more tokens than the fp8 kernel takes); NULL with bf16 weights */
+	uint16_t *wide;
 };
 
 /* One layer's work over rows [0, n) of the workspace's x. */

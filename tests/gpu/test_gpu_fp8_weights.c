@@ -1,0 +1,216 @@
+/* fp8 weights (infs_model_options.device_weights, kernels/model_fp8.cu):
+ * the device's row quantization gives the CPU's codes and scales
+ * (infs__f32_to_e4m3) bit for bit, and its widening the CPU's bf16; the fp8
+ * product of few tokens is the double-precision product of the same codes
+ * within f32 summation error, over shapes with partial token fragments,
+ * partial row blocks, one slice of the inner dimension (plain stores) and
+ * several (atomic additions), with and without accumulation. A
+ * random model with fp8 weights gives logits near the same model's with
+ * bf16 weights, not equal to them; and its two product paths (the fp8
+ * kernel for a call of few tokens, the widened matrix for a call of more
+ * than INFS_K_FP8_GEMM_MAX_TOKENS) agree on the same prompt. */
+#include <math.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "model/model.h"
+#include "model_kernels.h"
+
+static uint64_t rng = 88172645463325252ull;
+
+static float urand(void)
+{
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return (float)((rng >> 11) % 2000001) / 1000000.0f - 1.0f;
+}
+
+static void *to_dev(const void *p, size_t bytes)
+{
+	void *d;
+	CUDA_OK(cudaMalloc(&d, bytes ? bytes : 1));
+	if (p)
+		CUDA_OK(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice));
+	return d;
+}
+
+static void from_dev(void *p, const void *d, size_t bytes)
+{
+	CUDA_OK(cudaDeviceSynchronize());
+	CUDA_OK(cudaMemcpy(p, d, bytes, cudaMemcpyDeviceToHost));
+}
+
+/* Quantization and widening of rows x cols values, rows of every kind:
+ * random, zero, large, tiny, one value much larger than the rest. */
+static void check_rows(uint32_t rows, uint32_t cols)
+{
+	const size_t n = (size_t)rows * cols;
+	uint16_t *src = malloc(n * 2), *wide = malloc(n * 2);
+	uint8_t *codes = malloc(n);
+	float *scales = malloc(rows * 4);
+	for (uint32_t r = 0; r < rows; r++) {
+		const float mag = r % 5 == 1 ? 0.0f : r % 5 == 2 ? 3e4f : r % 5 == 3 ? 1e-6f : 1.0f;
+		for (uint32_t c = 0; c < cols; c++)
+			src[(size_t)r * cols + c] = infs__f32_to_bf16(mag * urand() * (r % 5 == 4 && c == 7 ? 900.0f : 1.0f));
+	}
+	uint16_t *d_src = to_dev(src, n * 2), *d_wide = to_dev(NULL, n * 2);
+	uint8_t *d_codes = to_dev(NULL, n);
+	float *d_scales = to_dev(NULL, rows * 4);
+	CUDA_OK(infs_k_fp8_quant_rows(d_codes, d_scales, d_src, rows, cols, 0));
+	CUDA_OK(infs_k_fp8_widen_rows(d_wide, d_codes, d_scales, rows, cols, 0));
+	from_dev(codes, d_codes, n);
+	from_dev(scales, d_scales, rows * 4);
+	from_dev(wide, d_wide, n * 2);
+	size_t bad_code = 0, bad_scale = 0, bad_wide = 0;
+	for (uint32_t r = 0; r < rows; r++) {
+		float m = 0;
+		for (uint32_t c = 0; c < cols; c++)
+			m = fmaxf(m, fabsf(infs__bf16_to_f32(src[(size_t)r * cols + c])));
+		const float s = m > 0 ? m / 448.0f : 1.0f;
+		bad_scale += scales[r] != s;
+		for (uint32_t c = 0; c < cols; c++) {
+			const size_t i = (size_t)r * cols + c;
+			const uint8_t want = infs__f32_to_e4m3(infs__bf16_to_f32(src[i]) / s);
+			bad_code += codes[i] != want;
+			bad_wide += wide[i] != infs__f32_to_bf16(infs__e4m3_to_f32(want) * s);
+		}
+	}
+	printf("rows %u x %u: %zu codes, %zu scales, %zu widened values differ from the CPU's\n", rows, cols, bad_code,
+	       bad_scale, bad_wide);
+	CHECK(bad_code == 0 && bad_scale == 0 && bad_wide == 0);
+	cudaFree(d_src), cudaFree(d_wide), cudaFree(d_codes), cudaFree(d_scales);
+	free(src), free(wide), free(codes), free(scales);
+}
+
+/* y (+)= x W^T through the fp8 kernel against double precision. */
+static void check_gemm(uint32_t n, uint32_t in, uint32_t out, int accumulate, uint32_t n_sm)
+{
+	uint16_t *x = malloc((size_t)n * in * 2);
+	uint8_t *w = malloc((size_t)out * in);
+	float *scale = malloc(out * 4), *y0 = malloc((size_t)n * out * 4), *y = malloc((size_t)n * out * 4);
+	for (size_t i = 0; i < (size_t)n * in; i++)
+		x[i] = infs__f32_to_bf16(4 * urand());
+	for (size_t i = 0; i < (size_t)out * in; i++) {
+		w[i] = infs__f32_to_e4m3(448 * urand());
+		if ((w[i] & 0x7f) == 0x7f) /* NaN: no quantizer writes it */
+			w[i] = 0;
+	}
+	for (uint32_t r = 0; r < out; r++)
+		scale[r] = (1 + urand()) * 1e-3f;
+	for (size_t i = 0; i < (size_t)n * out; i++)
+		y0[i] = accumulate ? urand() : NAN; /* without accumulation the NaN must be overwritten */
+	uint16_t *d_x = to_dev(x, (size_t)n * in * 2);
+	uint8_t *d_w = to_dev(w, (size_t)out * in);
+	float *d_scale = to_dev(scale, out * 4), *d_y = to_dev(y0, (size_t)n * out * 4);
+	CUDA_OK(infs_k_fp8_gemm(d_y, d_x, d_w, d_scale, n, in, out, accumulate, n_sm, 0));
+	from_dev(y, d_y, (size_t)n * out * 4);
+	double worst = 0;
+	for (uint32_t t = 0; t < n; t++)
+		for (uint32_t r = 0; r < out; r++) {
+			double s = 0, mag = 0;
+			for (uint32_t k = 0; k < in; k++) {
+				const double p = (double)infs__bf16_to_f32(x[(size_t)t * in + k]) *
+				                 infs__e4m3_to_f32(w[(size_t)r * in + k]) * scale[r];
+				s += p;
+				mag += fabs(p);
+			}
+			const double base = accumulate ? y0[(size_t)t * out + r] : 0;
+			const double err = fabs(y[(size_t)t * out + r] - (base + s)) / (mag + fabs(base) + 1e-30);
+			worst = isnan(err) || err > worst ? (isnan(err) ? INFINITY : err) : worst;
+		}
+	printf("fp8 product n %u, in %u, out %u, accumulate %d: worst error %.2e of the terms' magnitude\n", n, in,
+	       out, accumulate, worst);
+	CHECK(worst < 2e-5);
+	cudaFree(d_x), cudaFree(d_w), cudaFree(d_scale), cudaFree(d_y);
+	free(x), free(w), free(scale), free(y0), free(y);
+}
+
+enum { D = 128, LAYERS = 2, HEADS = 4, KV = 2, HD = 32, FF = 192, VOCAB = 512, BS = 4, NB = 32, LONG = 70 };
+
+static infs__model_config small_llama(void)
+{
+	infs__model_config c;
+	memset(&c, 0, sizeof c);
+	c.arch = INFS_ARCH_LLAMA;
+	c.n_vocab = VOCAB, c.n_embd = D, c.n_layers = LAYERS, c.n_heads = HEADS, c.n_kv_heads = KV;
+	c.head_dim = HD, c.n_ff = FF, c.n_ctx_train = 1024, c.norm_eps = 1e-5f;
+	infs_geometry_init(&c.geom, INFS_GEOMETRY_VERSION);
+	c.geom.n_layers = LAYERS, c.geom.n_kv_heads = KV, c.geom.head_dim = HD, c.geom.rotary_dim = HD;
+	c.geom.rope_theta = 10000.0;
+	return c;
+}
+
+/* The last token's logits after the prompt's tokens [0, LONG) go through m
+ * in calls of the given sizes (summing to LONG), into a fresh cache. */
+static void run(float *logits, const infs_model *m, const uint32_t *calls, int n_calls)
+{
+	infs_geometry g = m->cfg.geom;
+	uint16_t *mem;
+	void *lk[LAYERS], *lv[LAYERS];
+	infs_kv_layout kl;
+	gpu_vllm_cache(&kl, &mem, lk, lv, &g, NB, BS);
+	int32_t table[NB], tokens[LONG];
+	for (int i = 0; i < NB; i++)
+		table[i] = (i * 7) % NB;
+	for (int i = 0; i < LONG; i++)
+		tokens[i] = (i * 131 + 17) % VOCAB;
+	int32_t *d_table = to_dev(table, sizeof table), *d_tokens = to_dev(tokens, sizeof tokens);
+	float *d_logits = to_dev(NULL, VOCAB * 4);
+	uint32_t past = 0;
+	for (int c = 0; c < n_calls; c++) {
+		infs_device_forward_options o = INFS_DEVICE_FORWARD_OPTIONS_INIT;
+		o.cache = &kl, o.block_table = d_table, o.block_table_len = NB, o.n_past = past;
+		CHECK_OK(infs_model_forward_device(d_logits, m, d_tokens + past, NULL, calls[c], &o));
+		past += calls[c];
+	}
+	from_dev(logits, d_logits, VOCAB * 4);
+	cudaFree(mem), cudaFree(d_table), cudaFree(d_tokens), cudaFree(d_logits);
+}
+
+/* sum (a - b)^2 / sum b^2 */
+static double nmse(const float *a, const float *b)
+{
+	double e = 0, s = 0;
+	for (int i = 0; i < VOCAB; i++) {
+		e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+		s += (double)b[i] * b[i];
+	}
+	return e / s;
+}
+
+int main(void)
+{
+	gpu_require();
+	int n_sm = 0;
+	CUDA_OK(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, 0));
+
+	check_rows(23, 192);
+	check_rows(5, 4096);
+
+	const uint32_t shapes[][3] = { { 1, 64, 16 }, { 3, 192, 48 }, { 8, 576, 960 }, { 35, 576, 272 },
+		                           { 57, 1536, 576 }, { 64, 4096, 256 }, { 13, 14336, 64 },
+	                           { 1, 4096, 512 } };
+	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+		for (int acc = 0; acc < 2; acc++)
+			check_gemm(shapes[i][0], shapes[i][1], shapes[i][2], acc, (uint32_t)n_sm);
+
+	infs__model_config c = small_llama();
+	infs_model *bf = NULL, *f8 = NULL;
+	CHECK_OK(infs__model_random_device(&bf, &c, 0, LONG, 7, INFS_DTYPE_BF16));
+	CHECK_OK(infs__model_random_device(&f8, &c, 0, LONG, 7, INFS_DTYPE_FP8_E4M3));
+	CHECK_ERR(infs__model_random_device(&f8, &c, -1, LONG, 7, INFS_DTYPE_FP8_E4M3), INFS_EINVAL);
+	CHECK_ERR(infs__model_random_device(&f8, &c, 0, LONG, 7, 9), INFS_EINVAL);
+	if (!bf || !f8)
+		CHECK_DONE();
+	static float lb[VOCAB], lf_short[VOCAB], lf_long[VOCAB];
+	const uint32_t one[1] = { LONG }, two[2] = { 40, 30 };
+	run(lb, bf, two, 2);
+	run(lf_short, f8, two, 2); /* the fp8 kernel */
+	run(lf_long, f8, one, 1);  /* widened to bf16 */
+	const double vs_bf16 = nmse(lf_short, lb), paths = nmse(lf_long, lf_short);
+	printf("logits: fp8 against bf16 weights NMSE %.2e; the fp8 model's two paths %.2e\n", vs_bf16, paths);
+	CHECK(vs_bf16 > 0 && vs_bf16 < 1e-2);
+	CHECK(paths < 1e-4);
+	infs_model_free(bf);
+	infs_model_free(f8);
+	CHECK_DONE();
+}
