@@ -157,26 +157,19 @@ __global__ void __launch_bounds__(256, 2) gemm_kernel(float *y, const uint16_t *
 	}
 	/* K groups 1-3 hand their sums to group 0 */
 	float *mine = red + ((size_t)((kg ? kg - 1 : 0) * 2 + rg) * 32 + lane) * (2 * NF * 4);
+	float *sums = &acc[0][0][0];
 	if (kg)
 #pragma unroll
-		for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-			for (int f = 0; f < NF; f++)
-#pragma unroll
-				for (int i = 0; i < 4; i++)
-					mine[(mt * NF + f) * 4 + i] = acc[mt][f][i];
+		for (int e = 0; e < 2 * NF * 4; e++)
+			mine[e] = sums[e];
 	__syncthreads();
 	if (kg)
 		return;
 #pragma unroll
 	for (int k = 0; k < 3; k++)
 #pragma unroll
-		for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-			for (int f = 0; f < NF; f++)
-#pragma unroll
-				for (int i = 0; i < 4; i++)
-					acc[mt][f][i] += mine[k * 2 * 32 * 2 * NF * 4 + (mt * NF + f) * 4 + i];
+		for (int e = 0; e < 2 * NF * 4; e++)
+			sums[e] += mine[k * 2 * 32 * 2 * NF * 4 + e];
 	/* c0, c1: row g, tokens 8 f + 2 t, + 1; c2, c3: row g + 8 */
 #pragma unroll
 	for (int mt = 0; mt < 2; mt++) {

@@ -14,6 +14,7 @@
 
 #include "gpu.h"
 #include "model/model.h"
+#include "random_model.h"
 #include "model_kernels.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -126,18 +127,6 @@ static void check_gemm(uint32_t n, uint32_t in, uint32_t out, int accumulate, ui
 
 enum { D = 128, LAYERS = 2, HEADS = 4, KV = 2, HD = 32, FF = 192, VOCAB = 512, BS = 4, NB = 32, LONG = 70 };
 
-static infs__model_config small_llama(void)
-{
-	infs__model_config c;
-	memset(&c, 0, sizeof c);
-	c.arch = INFS_ARCH_LLAMA;
-	c.n_vocab = VOCAB, c.n_embd = D, c.n_layers = LAYERS, c.n_heads = HEADS, c.n_kv_heads = KV;
-	c.head_dim = HD, c.n_ff = FF, c.n_ctx_train = 1024, c.norm_eps = 1e-5f;
-	infs_geometry_init(&c.geom, INFS_GEOMETRY_VERSION);
-	c.geom.n_layers = LAYERS, c.geom.n_kv_heads = KV, c.geom.head_dim = HD, c.geom.rotary_dim = HD;
-	c.geom.rope_theta = 10000.0;
-	return c;
-}
 
 /* The last token's logits after the prompt's tokens [0, LONG) go through m
  * in calls of the given sizes (summing to LONG), into a fresh cache. */
@@ -193,7 +182,7 @@ int main(void)
 		for (int acc = 0; acc < 2; acc++)
 			check_gemm(shapes[i][0], shapes[i][1], shapes[i][2], acc, (uint32_t)n_sm);
 
-	infs__model_config c = small_llama();
+	infs__model_config c = gpu_small_llama(VOCAB, D, LAYERS, HEADS, KV, HD, FF, 10000.0);
 	infs_model *bf = NULL, *f8 = NULL;
 	CHECK_OK(infs__model_random_device(&bf, &c, 0, LONG, 7, INFS_DTYPE_BF16));
 	CHECK_OK(infs__model_random_device(&f8, &c, 0, LONG, 7, INFS_DTYPE_FP8_E4M3));

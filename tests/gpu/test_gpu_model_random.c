@@ -9,21 +9,10 @@
 
 #include "gpu.h"
 #include "model/model.h"
+#include "random_model.h"
 
 enum { D = 64, LAYERS = 2, HEADS = 4, KV = 2, HD = 16, FF = 128, VOCAB = 512, BS = 4, NB = 4, N = 6 };
 
-static infs__model_config small_llama(void)
-{
-	infs__model_config c;
-	memset(&c, 0, sizeof c);
-	c.arch = INFS_ARCH_LLAMA;
-	c.n_vocab = VOCAB, c.n_embd = D, c.n_layers = LAYERS, c.n_heads = HEADS, c.n_kv_heads = KV;
-	c.head_dim = HD, c.n_ff = FF, c.n_ctx_train = 1024, c.norm_eps = 1e-5f;
-	infs_geometry_init(&c.geom, INFS_GEOMETRY_VERSION);
-	c.geom.n_layers = LAYERS, c.geom.n_kv_heads = KV, c.geom.head_dim = HD, c.geom.rotary_dim = HD;
-	c.geom.rope_theta = 500000.0;
-	return c;
-}
 
 /* The last token's logits of a forward over N tokens into a fresh cache. */
 static void run(float *logits, const infs_model *m)
@@ -63,7 +52,7 @@ static void run(float *logits, const infs_model *m)
 int main(void)
 {
 	gpu_require();
-	infs__model_config c = small_llama(), bad = c;
+	infs__model_config c = gpu_small_llama(VOCAB, D, LAYERS, HEADS, KV, HD, FF, 500000.0), bad = c;
 	infs_model *m = NULL, *same = NULL, *other = NULL;
 	CHECK_ERR(infs__model_random_device(NULL, &c, 0, 8, 1, INFS_DTYPE_BF16), INFS_EINVAL);
 	CHECK_ERR(infs__model_random_device(&m, NULL, 0, 8, 1, INFS_DTYPE_BF16), INFS_EINVAL);
