@@ -103,9 +103,7 @@ int main(int argc, char **argv)
 	}
 	const infs__model_config cfg = llama3_8b();
 	infs_model *m = NULL;
-	/* INFS_BENCH_WEIGHTS=fp8: the model's matrices in fp8 (device_weights) */
-	const char *wenv = getenv("INFS_BENCH_WEIGHTS");
-	const int fp8 = wenv && strcmp(wenv, "fp8") == 0;
+	const int fp8 = bench_fp8_weights();
 	bench_ok(infs__model_random_device(&m, &cfg, 0, MAX_T, 42, fp8 ? INFS_DTYPE_FP8_E4M3 : INFS_DTYPE_BF16),
 	         "the random model");
 	m->tok = tok; /* freed with the model */

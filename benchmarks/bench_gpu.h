@@ -9,6 +9,14 @@
 
 #include "cuda/cuda_ok.h"
 
+/* The random model's weights: fp8 when INFS_BENCH_WEIGHTS=fp8 is in the
+ * environment (infs_model_options.device_weights), else bf16. */
+static inline int bench_fp8_weights(void)
+{
+	const char *w = getenv("INFS_BENCH_WEIGHTS");
+	return w && strcmp(w, "fp8") == 0;
+}
+
 static inline int cmp_float(const void *a, const void *b)
 {
 	float x = *(const float *)a, y = *(const float *)b;

@@ -299,8 +299,7 @@ int main(int argc, char **argv)
 
 	const infs__model_config cfg = llama3_8b();
 	const uint32_t V = cfg.n_vocab;
-	const char *wenv = getenv("INFS_BENCH_WEIGHTS");
-	const int fp8 = wenv && strcmp(wenv, "fp8") == 0;
+	const int fp8 = bench_fp8_weights();
 	infs_model *m;
 	if (infs__model_random_device(&m, &cfg, 0, B_TOKENS, 42, fp8 ? INFS_DTYPE_FP8_E4M3 : INFS_DTYPE_BF16)) {
 		fprintf(stderr, "infs__model_random_device: %s\n", infs_error_last());

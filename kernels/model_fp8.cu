@@ -196,9 +196,8 @@ __global__ void __launch_bounds__(256, 2) gemm_kernel(float *y, const uint16_t *
 
 /* Slices of the inner dimension: for a step of a few tokens, enough for
  * two blocks a multiprocessor; with more tokens at most two, as every
- * slice beyond the first adds n x out atomic additions (at 35 tokens and
- * 8B geometry they took longer than the weights' reads). Each slice has
- * at least eight chunks, two a K group. */
+ * slice beyond the first adds n x out atomic additions to the output.
+ * Each slice has at least eight chunks, two a K group. */
 uint32_t gemm_slices(uint32_t n, uint32_t in, uint32_t out, uint32_t n_sm)
 {
 	const uint32_t blocks = (out + 63) / 64, n_chunks = in / 64, most = n_chunks / 8 ? n_chunks / 8 : 1;

@@ -92,6 +92,14 @@ static uint16_t *rows_of(const struct infs__model_dev *d, const infs__dev_mat *M
 
 static const char load_fn[] = "infs_model_load";
 
+/* INFS_OK, or INFS_EDEVICE naming cuBLAS's status (fn names the caller). */
+static int blas_status(cublasStatus_t st, const char *fn)
+{
+	if (st == CUBLAS_STATUS_SUCCESS)
+		return INFS_OK;
+	return infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fn, (int)st, cublasGetStatusString(st));
+}
+
 /* Copies n floats from src to dst on the device, as bf16 when bf is set. */
 static int upload(void *dst, const float *src, size_t n, int bf, uint16_t *stage)
 {
@@ -321,8 +329,7 @@ static int create(infs_model *m, int device, uint64_t budget, uint32_t max_token
 		cublasStatus_t st = cublasCreate(&d->blas);
 		if (st == CUBLAS_STATUS_SUCCESS)
 			st = cublasSetWorkspace(d->blas, d->blas_ws, BLAS_WORKSPACE);
-		if (st != CUBLAS_STATUS_SUCCESS)
-			rc = infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", load_fn, (int)st, cublasGetStatusString(st));
+		rc = blas_status(st, load_fn);
 	}
 	infs__device_restore(prev);
 	if (rc)
@@ -470,10 +477,7 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 int infs__device_logits(const infs_model *m, float *logits, uint32_t rows, const char *fn)
 {
 	const struct infs__model_dev *d = m->dev;
-	const cublasStatus_t st = gemm(d->blas, logits, d->xb, d->output, rows, m->cfg.n_embd, m->cfg.n_vocab, 0.0f);
-	if (st != CUBLAS_STATUS_SUCCESS)
-		return infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fn, (int)st, cublasGetStatusString(st));
-	return INFS_OK;
+	return blas_status(gemm(d->blas, logits, d->xb, d->output, rows, m->cfg.n_embd, m->cfg.n_vocab, 0.0f), fn);
 }
 
 int infs__device_blas_stream(const struct infs__model_dev *d, cudaStream_t stream, const char *fn)
@@ -483,32 +487,26 @@ int infs__device_blas_stream(const struct infs__model_dev *d, cudaStream_t strea
 	 * again, so that a call (or its capture) allocates nothing */
 	if (st == CUBLAS_STATUS_SUCCESS)
 		st = cublasSetWorkspace(d->blas, d->blas_ws, BLAS_WORKSPACE);
-	if (st != CUBLAS_STATUS_SUCCESS)
-		return infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fn, (int)st, cublasGetStatusString(st));
-	return INFS_OK;
+	return blas_status(st, fn);
 }
 
 /* y[n][out] (+)= x[n][in] M^T. fp8 codes: the fp8 kernel for few tokens,
- * else the matrix widened to bf16 and cuBLAS. Returns an INFS code. */
+ * else the matrix widened to bf16 for cuBLAS. Returns an INFS code. */
 static int matmul(const struct infs__model_dev *d, const infs__dev_mat *M, float *y, const uint16_t *x, uint32_t n,
                   uint32_t in, uint32_t out, int accumulate, cudaStream_t s, const char *fn)
 {
 	const uint16_t *w = M->w;
-	cudaError_t err = cudaSuccess;
-	if (M->scale && INFS_K_FP8_GEMM_OK(n, in, out))
-		err = infs_k_fp8_gemm(y, x, M->w, M->scale, n, in, out, accumulate, d->n_sm, s);
-	else if (M->scale)
-		err = infs_k_fp8_widen_rows(d->wide, M->w, M->scale, out, in, s);
-	if (M->scale && !INFS_K_FP8_GEMM_OK(n, in, out))
+	if (M->scale) {
+		const int direct = INFS_K_FP8_GEMM_OK(n, in, out);
+		const cudaError_t err = direct ? infs_k_fp8_gemm(y, x, M->w, M->scale, n, in, out, accumulate, d->n_sm, s)
+		                               : infs_k_fp8_widen_rows(d->wide, M->w, M->scale, out, in, s);
+		if (err != cudaSuccess)
+			return infs__cuda_error(err, fn, "queueing a product of fp8 weights");
+		if (direct)
+			return INFS_OK;
 		w = d->wide;
-	if (err != cudaSuccess)
-		return infs__cuda_error(err, fn, "queueing a product of fp8 weights");
-	if (M->scale && w == M->w)
-		return INFS_OK;
-	const cublasStatus_t st = gemm(d->blas, y, x, w, n, in, out, accumulate ? 1.0f : 0.0f);
-	if (st != CUBLAS_STATUS_SUCCESS)
-		return infs__error(INFS_EDEVICE, "%s: cuBLAS error %d: %s", fn, (int)st, cublasGetStatusString(st));
-	return INFS_OK;
+	}
+	return blas_status(gemm(d->blas, y, x, w, n, in, out, accumulate ? 1.0f : 0.0f), fn);
 }
 
 static int queued(cudaError_t err, const char *fn)

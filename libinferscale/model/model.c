@@ -477,8 +477,8 @@ static void int8_activations(infs_model *m)
 	m->output.int8_tokens = infs__matmul_w_int8_tokens(m->output.type);
 }
 
-/* The device copy's matrices: bf16, or fp8 where there is a device copy.
- * Whether the device can multiply fp8 is the backend's to say at upload. */
+/* The device copy's matrices: bf16, or fp8 where there is a device copy
+ * (its kernels run on every device the library is built for). */
 static int check_weights(int weights, int device, const char *fn)
 {
 	if (weights != INFS_DTYPE_BF16 && weights != INFS_DTYPE_FP8_E4M3)
