@@ -35,6 +35,10 @@
  * INFS_BENCH_WEIGHTS=fp8 in the environment runs the model with fp8
  * weights (infs_model_options.device_weights; the floor counts their
  * codes and scales); the last record's "weights" says which.
+ * INFS_BENCH_PATHS=unfused runs steps of few tokens as longer calls go
+ * (RMSNorm, cuBLAS or the fp8 kernel, SwiGLU) instead of through the fused
+ * products (infs__device_model_few_tokens); the last record's "paths"
+ * says which.
  * Usage: bench_model_gpu out.json
  *        bench_model_gpu --profile K STEP   after a warm-up call, one
  *        STEP (full: prefill of the K-fact prompt; question: the question
@@ -53,6 +57,7 @@
 #include "bench_gpu.h"
 #include "cuda/device_copy.h"
 #include "bench_llama3.h"
+#include "cuda/device_model.h"
 #include "model/model.h"
 #include "util/splitmix.h"
 
@@ -305,6 +310,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "infs__model_random_device: %s\n", infs_error_last());
 		return 1;
 	}
+	const char *paths = getenv("INFS_BENCH_PATHS");
+	paths = paths && strcmp(paths, "unfused") == 0 ? paths : "fused";
+	infs__device_model_few_tokens(m, strcmp(paths, "unfused") != 0);
 	const uint64_t D = cfg.n_embd, qd = (uint64_t)cfg.n_heads * cfg.head_dim;
 	const uint64_t kvd = (uint64_t)cfg.n_kv_heads * cfg.head_dim, ff = cfg.n_ff;
 	/* What one forward call reads: every layer's matrices (bf16, or fp8
@@ -464,13 +472,13 @@ int main(int argc, char **argv)
 	fprintf(out, "  \"decode_ms\": %.3f, \"decode_batch32_ms\": %.3f, \"decode_n_past\": %d, "
 	             "\"decode_steps\": %d, \"decode_time\": \"mean step of a graph-replay loop, median of runs\", "
 	             "\"weight_read_floor_ms\": %.3f, \"weight_bytes\": %llu, \"copy_read_plus_write_gbps\": %.1f, "
-	             "\"weights\": \"%s\", "
+	             "\"weights\": \"%s\", \"paths\": \"%s\", "
 	             "\"runs\": %d, \"batch32_full_runs\": %d, \"encode_facts_per_s\": %.1f, \"encode_facts\": %zu, "
 	             "\"encode_time\": \"%d-token facts after a %d-token context in batches of device_max_tokens: "
 	             "context prefill, forward (K/V written in bf16), K/V copy to pinned host memory, each fact's rows gathered; buffers "
 	             "allocated once, no store; median of %d runs\"}\n]\n",
 	        decode, decode32, B_PROMPT, DECODE_STEPS, floor_ms, (unsigned long long)weight_bytes, copy_bw / 1e9,
-	        fp8 ? "fp8" : "bf16", RUNS, B32_RUNS, enc_rate, enc_facts, FACT, SYS, ENC_RUNS);
+	        fp8 ? "fp8" : "bf16", paths, RUNS, B32_RUNS, enc_rate, enc_facts, FACT, SYS, ENC_RUNS);
 	if (fclose(out) != 0) {
 		perror(argv[1]);
 		return 1;

@@ -121,7 +121,8 @@ cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream);
  * positions <= p, within sliding_window (0: none); scores scaled by scale.
  * out is bf16 [n][n_heads][head_dim]. Each block takes up to 64 query rows
  * (the heads sharing a KV head, token by token) of one sequence and one KV
- * head; with n_splits > 1 the keys are divided among n_splits blocks whose
+ * head (up to 16 when every sequence has one token, or the one sequence
+ * has at most 16 rows: its warps then split the keys); with n_splits > 1 the keys are divided among n_splits blocks whose
  * partial results (part_o f32 [n_splits][n][n_heads][head_dim], part_ml
  * [n_splits][n][n_heads][2]) a second kernel merges. A token whose own
  * position (when write_cache) or a visible cache position has no valid
@@ -195,6 +196,33 @@ cudaError_t infs_k_fp8_widen_rows(uint16_t *dst, const uint8_t *codes, const flo
 	((n) >= 1 && (n) <= INFS_K_FP8_GEMM_MAX_TOKENS && (in) % 64 == 0 && (in) > 0 && (out) % 16 == 0)
 cudaError_t infs_k_fp8_gemm(float *y, const uint16_t *x, const uint8_t *w, const float *scale, uint32_t n, uint32_t in,
                             uint32_t out, int accumulate, uint32_t n_sm, cudaStream_t stream);
+
+/* A step of 1..INFS_K_GEMV_MAX_TOKENS tokens by a matrix W [out][in]
+ * (kernels/model_gemv.cu): bf16 (scale NULL) or e4m3 codes with scale[out];
+ * in a multiple of 16 (INFS_K_GEMV_OK). The inputs are bf16 rows a[n][in],
+ * or, with norm set, the f32 rows x[n][in] normalised as infs_k_rmsnorm
+ * does with weights norm and eps. f32 sums, then by epilogue: STORE
+ * y[n][out] = x W^T; ADD y += x W^T (the residual); SWIGLU (W = gate rows
+ * then up rows, out even) act[n][out / 2] = bf16(silu(gate) * up) as
+ * infs_k_swiglu. n_sm: the device's multiprocessors. */
+#define INFS_K_GEMV_MAX_TOKENS 4u
+#define INFS_K_GEMV_OK(n, in, out) \
+	((n) >= 1 && (n) <= INFS_K_GEMV_MAX_TOKENS && (in) % 16 == 0 && (in) > 0 && (out) > 0)
+enum { INFS_K_GEMV_STORE, INFS_K_GEMV_ADD, INFS_K_GEMV_SWIGLU };
+typedef struct infs_k_gemv_params {
+	const void *w;
+	const float *scale;
+	const uint16_t *a;
+	const float *x, *norm;
+	float eps;
+	uint32_t n, in, out;
+	int epilogue;
+	float *y;
+	uint16_t *act;
+	uint32_t n_sm;
+} infs_k_gemv_params;
+
+cudaError_t infs_k_gemv(const infs_k_gemv_params *p, cudaStream_t stream);
 
 /* dst[0..n) = bf16 values of mean 0 and deviation std, a hash of (seed, i)
  * (near normal: a sum of four uniforms): a benchmark model's weights. */

@@ -1,6 +1,6 @@
 /* The model's element-wise kernels: embedding lookup, RMSNorm, bias,
- * SwiGLU, and the fills of a benchmark's random model. Plain and correct;
- * fusion comes with the speed work. */
+ * SwiGLU, and the fills of a benchmark's random model (a step of few
+ * tokens has RMSNorm and SwiGLU inside its products: model_gemv.cu). */
 #include <math.h>
 
 #include "model_common.cuh"

@@ -306,6 +306,7 @@ static int create(infs_model *m, int device, uint64_t budget, uint32_t max_token
 	if (err == cudaSuccess)
 		err = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, device);
 	d->n_sm = (uint32_t)n_sm;
+	d->few_tokens = 1;
 	if (err != cudaSuccess)
 		rc = infs__cuda_error(err, load_fn, "reading the device's free memory and multiprocessors");
 	else if (budget && d->bytes > budget)
@@ -514,6 +515,20 @@ static int queued(cudaError_t err, const char *fn)
 	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "queueing a layer");
 }
 
+void infs__device_model_few_tokens(infs_model *m, int fused)
+{
+	m->dev->few_tokens = fused;
+}
+
+/* p (the step's tokens and inputs) by M [out][in] with the epilogue, in
+ * the fused kernel of few tokens. */
+static int gemv(infs_k_gemv_params p, const infs__dev_mat *M, uint32_t in, uint32_t out, int epilogue,
+                cudaStream_t s, const char *fn)
+{
+	p.w = M->w, p.scale = M->scale, p.in = in, p.out = out, p.epilogue = epilogue;
+	return queued(infs_k_gemv(&p, s), fn);
+}
+
 int infs__device_layer(const infs_model *m, uint32_t l, const infs__dlayer *a, const char *fn)
 {
 	const struct infs__model_dev *d = m->dev;
@@ -525,9 +540,24 @@ int infs__device_layer(const infs_model *m, uint32_t l, const infs__dlayer *a, c
 	infs_k_cache_layer cl = a->cache;
 	cl.k = a->kl->k_layers[l];
 	cl.v = a->kl->v_layers[l];
-	int rc = queued(infs_k_rmsnorm(d->xb, d->x, L->attn_norm, n, D, g->norm_eps, s), fn);
-	if (!rc)
-		rc = matmul(d, &L->wqkv, d->qkv, d->xb, n, D, qkv, 0, s, fn);
+	/* A step of few tokens reads each weight once: the fused products
+	 * (RMSNorm before, SwiGLU or the residual after) run at the weights'
+	 * speed; longer calls go through cuBLAS between the kernels. */
+	const int few = d->few_tokens && INFS_K_GEMV_OK(n, D, qkv) && qd % 16 == 0 && ff % 16 == 0;
+	const infs_k_gemv_params gp = { .n = n, .eps = g->norm_eps, .n_sm = d->n_sm };
+	infs_k_gemv_params to_qkv = gp, to_o = gp, to_gu = gp, to_down = gp; /* each product's inputs and outputs */
+	to_qkv.x = d->x, to_qkv.norm = L->attn_norm, to_qkv.y = d->qkv;
+	to_o.a = d->att, to_o.y = d->x;
+	to_gu.x = d->x, to_gu.norm = L->ffn_norm, to_gu.act = d->act;
+	to_down.a = d->act, to_down.y = d->x;
+	int rc;
+	if (few) {
+		rc = gemv(to_qkv, &L->wqkv, D, qkv, INFS_K_GEMV_STORE, s, fn);
+	} else {
+		rc = queued(infs_k_rmsnorm(d->xb, d->x, L->attn_norm, n, D, g->norm_eps, s), fn);
+		if (!rc)
+			rc = matmul(d, &L->wqkv, d->qkv, d->xb, n, D, qkv, 0, s, fn);
+	}
 	if (!rc) {
 		infs_k_qkv_params qp = {
 			.qkv = d->qkv, .bias = L->bqkv, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = g->norm_eps,
@@ -549,17 +579,22 @@ int infs__device_layer(const infs_model *m, uint32_t l, const infs__dlayer *a, c
 		};
 		rc = queued(infs_k_attention(&ap, s), fn);
 	}
-	if (!rc)
-		rc = matmul(d, &L->wo, d->x, d->att, n, qd, D, 1, s, fn); /* into the residual */
+	if (!rc) /* into the residual */
+		rc = few ? gemv(to_o, &L->wo, qd, D, INFS_K_GEMV_ADD, s, fn)
+		         : matmul(d, &L->wo, d->x, d->att, n, qd, D, 1, s, fn);
 	if (!rc && L->bo)
 		rc = queued(infs_k_add_bias(d->x, L->bo, n, D, s), fn);
-	if (!rc)
+	if (!rc && few) {
+		rc = gemv(to_gu, &L->wgu, D, 2 * ff, INFS_K_GEMV_SWIGLU, s, fn);
+	} else if (!rc) {
 		rc = queued(infs_k_rmsnorm(d->xb, d->x, L->ffn_norm, n, D, g->norm_eps, s), fn);
+		if (!rc)
+			rc = matmul(d, &L->wgu, d->gu, d->xb, n, D, 2 * ff, 0, s, fn);
+		if (!rc)
+			rc = queued(infs_k_swiglu(d->act, d->gu, n, ff, s), fn);
+	}
 	if (!rc)
-		rc = matmul(d, &L->wgu, d->gu, d->xb, n, D, 2 * ff, 0, s, fn);
-	if (!rc)
-		rc = queued(infs_k_swiglu(d->act, d->gu, n, ff, s), fn);
-	if (!rc)
-		rc = matmul(d, &L->wdown, d->x, d->act, n, ff, D, 1, s, fn);
+		rc = few ? gemv(to_down, &L->wdown, ff, D, INFS_K_GEMV_ADD, s, fn)
+		         : matmul(d, &L->wdown, d->x, d->act, n, ff, D, 1, s, fn);
 	return rc;
 }

@@ -41,6 +41,7 @@ struct infs__model_dev {
 	float *rc_dev;
 	double *rc_mass, *rc_norm;
 	uint32_t n_sm;
+	int few_tokens;             /* steps of few tokens through infs_k_gemv */
 	void *blas_ws;
 	/* fp8 weights: one matrix widened to bf16 (at load, and for a product
 	 * of more tokens than the fp8 kernel takes); NULL with bf16 weights */
@@ -75,6 +76,12 @@ int infs__device_blas_stream(const struct infs__model_dev *d, cudaStream_t strea
  * device_model.c). */
 uint32_t infs__device_attn_splits(const struct infs__model_dev *d, const infs__model_config *g, uint32_t n_tokens,
                                   uint32_t n_seqs, uint64_t max_keys);
+
+/* Whether forward calls of at most INFS_K_GEMV_MAX_TOKENS tokens go
+ * through the fused products of kernels/model_gemv.cu (on after load) or,
+ * as longer calls do, through RMSNorm, cuBLAS (or the fp8 kernel) and
+ * SwiGLU: for tests and benchmarks that compare the two. */
+void infs__device_model_few_tokens(infs_model *m, int fused);
 
 /* Queues layer l over a's rows: RMSNorm -> q|k|v -> bias, norms, RoPE,
  * cache write -> attention -> output projection and residual -> RMSNorm

@@ -26,6 +26,23 @@ static inline void gpu_require(void)
 	}
 }
 
+/* A device copy of bytes at p (uninitialised when p is NULL). */
+static inline void *gpu_to_dev(const void *p, size_t bytes)
+{
+	void *d;
+	CUDA_OK(cudaMalloc(&d, bytes ? bytes : 1));
+	if (p)
+		CUDA_OK(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice));
+	return d;
+}
+
+/* bytes of device memory d into p, once the device's work is done. */
+static inline void gpu_from_dev(void *p, const void *d, size_t bytes)
+{
+	CUDA_OK(cudaDeviceSynchronize());
+	CUDA_OK(cudaMemcpy(p, d, bytes, cudaMemcpyDeviceToHost));
+}
+
 /* path loaded on the host (*mc, 2 threads) and on device 0 with
  * device_max_tokens max_t (*md); 0, both freed, when either fails. */
 static inline int gpu_load_pair(infs_model **mc, infs_model **md, const char *path, uint32_t max_t)

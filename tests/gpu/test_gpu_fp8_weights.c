@@ -25,21 +25,6 @@ static float urand(void)
 	return (float)((rng >> 11) % 2000001) / 1000000.0f - 1.0f;
 }
 
-static void *to_dev(const void *p, size_t bytes)
-{
-	void *d;
-	CUDA_OK(cudaMalloc(&d, bytes ? bytes : 1));
-	if (p)
-		CUDA_OK(cudaMemcpy(d, p, bytes, cudaMemcpyHostToDevice));
-	return d;
-}
-
-static void from_dev(void *p, const void *d, size_t bytes)
-{
-	CUDA_OK(cudaDeviceSynchronize());
-	CUDA_OK(cudaMemcpy(p, d, bytes, cudaMemcpyDeviceToHost));
-}
-
 /* Quantization and widening of rows x cols values, rows of every kind:
  * random, zero, large, tiny, one value much larger than the rest. */
 static void check_rows(uint32_t rows, uint32_t cols)
@@ -53,14 +38,14 @@ static void check_rows(uint32_t rows, uint32_t cols)
 		for (uint32_t c = 0; c < cols; c++)
 			src[(size_t)r * cols + c] = infs__f32_to_bf16(mag * urand() * (r % 5 == 4 && c == 7 ? 900.0f : 1.0f));
 	}
-	uint16_t *d_src = to_dev(src, n * 2), *d_wide = to_dev(NULL, n * 2);
-	uint8_t *d_codes = to_dev(NULL, n);
-	float *d_scales = to_dev(NULL, rows * 4);
+	uint16_t *d_src = gpu_to_dev(src, n * 2), *d_wide = gpu_to_dev(NULL, n * 2);
+	uint8_t *d_codes = gpu_to_dev(NULL, n);
+	float *d_scales = gpu_to_dev(NULL, rows * 4);
 	CUDA_OK(infs_k_fp8_quant_rows(d_codes, d_scales, d_src, rows, cols, 0));
 	CUDA_OK(infs_k_fp8_widen_rows(d_wide, d_codes, d_scales, rows, cols, 0));
-	from_dev(codes, d_codes, n);
-	from_dev(scales, d_scales, rows * 4);
-	from_dev(wide, d_wide, n * 2);
+	gpu_from_dev(codes, d_codes, n);
+	gpu_from_dev(scales, d_scales, rows * 4);
+	gpu_from_dev(wide, d_wide, n * 2);
 	size_t bad_code = 0, bad_scale = 0, bad_wide = 0;
 	for (uint32_t r = 0; r < rows; r++) {
 		float m = 0;
@@ -99,11 +84,11 @@ static void check_gemm(uint32_t n, uint32_t in, uint32_t out, int accumulate, ui
 		scale[r] = (1 + urand()) * 1e-3f;
 	for (size_t i = 0; i < (size_t)n * out; i++)
 		y0[i] = accumulate ? urand() : NAN; /* without accumulation the NaN must be overwritten */
-	uint16_t *d_x = to_dev(x, (size_t)n * in * 2);
-	uint8_t *d_w = to_dev(w, (size_t)out * in);
-	float *d_scale = to_dev(scale, out * 4), *d_y = to_dev(y0, (size_t)n * out * 4);
+	uint16_t *d_x = gpu_to_dev(x, (size_t)n * in * 2);
+	uint8_t *d_w = gpu_to_dev(w, (size_t)out * in);
+	float *d_scale = gpu_to_dev(scale, out * 4), *d_y = gpu_to_dev(y0, (size_t)n * out * 4);
 	CUDA_OK(infs_k_fp8_gemm(d_y, d_x, d_w, d_scale, n, in, out, accumulate, n_sm, 0));
-	from_dev(y, d_y, (size_t)n * out * 4);
+	gpu_from_dev(y, d_y, (size_t)n * out * 4);
 	double worst = 0;
 	for (uint32_t t = 0; t < n; t++)
 		for (uint32_t r = 0; r < out; r++) {
@@ -125,47 +110,6 @@ static void check_gemm(uint32_t n, uint32_t in, uint32_t out, int accumulate, ui
 	free(x), free(w), free(scale), free(y0), free(y);
 }
 
-enum { D = 128, LAYERS = 2, HEADS = 4, KV = 2, HD = 32, FF = 192, VOCAB = 512, BS = 4, NB = 32, LONG = 70 };
-
-
-/* The last token's logits after the prompt's tokens [0, LONG) go through m
- * in calls of the given sizes (summing to LONG), into a fresh cache. */
-static void run(float *logits, const infs_model *m, const uint32_t *calls, int n_calls)
-{
-	infs_geometry g = m->cfg.geom;
-	uint16_t *mem;
-	void *lk[LAYERS], *lv[LAYERS];
-	infs_kv_layout kl;
-	gpu_vllm_cache(&kl, &mem, lk, lv, &g, NB, BS);
-	int32_t table[NB], tokens[LONG];
-	for (int i = 0; i < NB; i++)
-		table[i] = (i * 7) % NB;
-	for (int i = 0; i < LONG; i++)
-		tokens[i] = (i * 131 + 17) % VOCAB;
-	int32_t *d_table = to_dev(table, sizeof table), *d_tokens = to_dev(tokens, sizeof tokens);
-	float *d_logits = to_dev(NULL, VOCAB * 4);
-	uint32_t past = 0;
-	for (int c = 0; c < n_calls; c++) {
-		infs_device_forward_options o = INFS_DEVICE_FORWARD_OPTIONS_INIT;
-		o.cache = &kl, o.block_table = d_table, o.block_table_len = NB, o.n_past = past;
-		CHECK_OK(infs_model_forward_device(d_logits, m, d_tokens + past, NULL, calls[c], &o));
-		past += calls[c];
-	}
-	from_dev(logits, d_logits, VOCAB * 4);
-	cudaFree(mem), cudaFree(d_table), cudaFree(d_tokens), cudaFree(d_logits);
-}
-
-/* sum (a - b)^2 / sum b^2 */
-static double nmse(const float *a, const float *b)
-{
-	double e = 0, s = 0;
-	for (int i = 0; i < VOCAB; i++) {
-		e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-		s += (double)b[i] * b[i];
-	}
-	return e / s;
-}
-
 int main(void)
 {
 	gpu_require();
@@ -182,20 +126,20 @@ int main(void)
 		for (int acc = 0; acc < 2; acc++)
 			check_gemm(shapes[i][0], shapes[i][1], shapes[i][2], acc, (uint32_t)n_sm);
 
-	infs__model_config c = gpu_small_llama(VOCAB, D, LAYERS, HEADS, KV, HD, FF, 10000.0);
+	infs__model_config c = gpu_random_config();
 	infs_model *bf = NULL, *f8 = NULL;
-	CHECK_OK(infs__model_random_device(&bf, &c, 0, LONG, 7, INFS_DTYPE_BF16));
-	CHECK_OK(infs__model_random_device(&f8, &c, 0, LONG, 7, INFS_DTYPE_FP8_E4M3));
-	CHECK_ERR(infs__model_random_device(&f8, &c, -1, LONG, 7, INFS_DTYPE_FP8_E4M3), INFS_EINVAL);
-	CHECK_ERR(infs__model_random_device(&f8, &c, 0, LONG, 7, 9), INFS_EINVAL);
+	CHECK_OK(infs__model_random_device(&bf, &c, 0, RM_LONG, 7, INFS_DTYPE_BF16));
+	CHECK_OK(infs__model_random_device(&f8, &c, 0, RM_LONG, 7, INFS_DTYPE_FP8_E4M3));
+	CHECK_ERR(infs__model_random_device(&f8, &c, -1, RM_LONG, 7, INFS_DTYPE_FP8_E4M3), INFS_EINVAL);
+	CHECK_ERR(infs__model_random_device(&f8, &c, 0, RM_LONG, 7, 9), INFS_EINVAL);
 	if (!bf || !f8)
 		CHECK_DONE();
-	static float lb[VOCAB], lf_short[VOCAB], lf_long[VOCAB];
-	const uint32_t one[1] = { LONG }, two[2] = { 40, 30 };
-	run(lb, bf, two, 2);
-	run(lf_short, f8, two, 2); /* the fp8 kernel */
-	run(lf_long, f8, one, 1);  /* widened to bf16 */
-	const double vs_bf16 = nmse(lf_short, lb), paths = nmse(lf_long, lf_short);
+	static float lb[RM_VOCAB], lf_short[RM_VOCAB], lf_long[RM_VOCAB];
+	const uint32_t one[1] = { RM_LONG }, two[2] = { 40, 30 };
+	gpu_random_run(lb, bf, two, 2, 0);
+	gpu_random_run(lf_short, f8, two, 2, 0); /* the fp8 kernel */
+	gpu_random_run(lf_long, f8, one, 1, 0);  /* widened to bf16 */
+	const double vs_bf16 = gpu_nmse(lf_short, lb), paths = gpu_nmse(lf_long, lf_short);
 	printf("logits: fp8 against bf16 weights NMSE %.2e; the fp8 model's two paths %.2e\n", vs_bf16, paths);
 	CHECK(vs_bf16 > 0 && vs_bf16 < 1e-2);
 	CHECK(paths < 1e-4);
