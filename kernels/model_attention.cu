@@ -7,7 +7,10 @@
  * bf16 operands, f32 accumulation). Tiles no query of the block can see
  * (causal, sliding window) are skipped. When the grid would leave the
  * device idle (decode, short questions) the keys are split among several
- * blocks and a second kernel merges their partial results.
+ * blocks and a second kernel merges their partial results. A block of at
+ * most 16 query rows (decoding: one token, its heads) has every warp hold
+ * them all and its warps take 16 keys of each tile each, then merge their
+ * softmax states: a quarter of the serial work a warp would do alone.
  *
  * Fragment layouts are those the PTX ISA gives for m16n8k16 (g = lane / 4,
  * t = lane % 4): A holds rows g and g + 8, columns 2t, 2t + 1 and 2t + 8,
@@ -181,16 +184,23 @@ __device__ int load_tile(const infs_k_attn_params &p, const seq_span &sp, uint32
 	return bad;
 }
 
-template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 3) flash_kernel(const infs_k_attn_params p)
+/* WK (a step of few query rows: decoding): the block's query rows are at
+ * most 16, which every warp holds, and the warps split each tile's keys,
+ * 16 each, then merge their softmax states in shared memory; otherwise
+ * each warp takes 16 of the block's 64 rows over every key. */
+template <typename D, int HD, bool WK>
+__global__ void __launch_bounds__(THREADS, 3) flash_kernel(const infs_k_attn_params p)
 {
 	constexpr int ROW = HD + 8; /* padding: the fragment loads hit 32 banks */
-	constexpr int KS = HD / 16, NT = KEYS / 8, DT = HD / 8, TILE = KEYS * ROW;
+	constexpr int KS = HD / 16, DT = HD / 8, TILE = KEYS * ROW;
+	constexpr int NT = WK ? KEYS / 8 / 4 : KEYS / 8; /* this warp's 8-key columns of a tile */
 	extern __shared__ __align__(16) uint16_t smem[]; /* K and V of two tiles: one loads while one is used */
 	__shared__ int32_t kpos[2][KEYS];
 	__shared__ int s_qmin, s_qmax;
 
 	const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32, gq = lane / 4, tq = lane % 4;
-	const uint32_t kvh = blockIdx.y, group = p.n_heads / p.n_kv_heads, per_tile = ROWS / group;
+	const uint32_t kvh = blockIdx.y, group = p.n_heads / p.n_kv_heads, per_tile = (WK ? 16 : ROWS) / group;
+	const uint32_t key0 = WK ? warp * NT * 8 : 0; /* this warp's first key of a tile */
 
 	/* This block's sequence and its tile of tokens: blockIdx.x counts the
 	 * tiles of every sequence in turn, from the end, so that the tiles with
@@ -231,7 +241,7 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 3) flas
 	bool live[2];
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
-		const uint32_t row = warp * 16 + gq + 8 * r, tl = row / group;
+		const uint32_t row = (WK ? 0 : warp * 16) + gq + 8 * r, tl = row / group;
 		const uint32_t tok = tok0 + tl, head = kvh * group + row % group;
 		live[r] = tl < ntok;
 		qpos[r] = live[r] ? token_pos(p.seqs, sp, tok) : -1;
@@ -312,7 +322,7 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 3) flas
 		for (int n = 0; n < NT; n++) {
 			sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
 			/* lanes 8i..8i+7 address rows n*8.. of columns 8i.. of each pair of k-steps */
-			const uint16_t *kr0 = sk + (n * 8 + (lane & 7)) * ROW + (lane >> 3) * 8;
+			const uint16_t *kr0 = sk + (key0 + n * 8 + (lane & 7)) * ROW + (lane >> 3) * 8;
 #pragma unroll
 			for (int ks = 0; ks + 1 < KS; ks += 2) {
 				uint32_t b[4];
@@ -335,7 +345,7 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 3) flas
 				bool seen = true;
 				int32_t k = 0;
 				if (!unmasked) {
-					k = kp[n * 8 + tq * 2 + e % 2];
+					k = kp[key0 + n * 8 + tq * 2 + e % 2];
 					seen = k >= 0 && k <= qpos[r] && (!p.sliding_window || qpos[r] - k < (int64_t)p.sliding_window);
 				}
 				float v = sc[n][e] * scale;
@@ -372,11 +382,11 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 3) flas
 		 * lanes 8i..8i+7 addressing keys 16c + 8 (i % 2).. of columns
 		 * 8 (d + i / 2).. */
 #pragma unroll
-		for (int c = 0; c < KEYS / 16; c++) {
+		for (int c = 0; c < NT / 2; c++) {
 			const uint32_t pa[4] = { pack_bf16(sc[2 * c][0], sc[2 * c][1]), pack_bf16(sc[2 * c][2], sc[2 * c][3]),
 				                 pack_bf16(sc[2 * c + 1][0], sc[2 * c + 1][1]),
 				                 pack_bf16(sc[2 * c + 1][2], sc[2 * c + 1][3]) };
-			const uint16_t *v0 = sv + (c * 16 + (lane & 7) + (lane >> 3 & 1) * 8) * ROW + (lane >> 4) * 8;
+			const uint16_t *v0 = sv + (key0 + c * 16 + (lane & 7) + (lane >> 3 & 1) * 8) * ROW + (lane >> 4) * 8;
 #pragma unroll
 			for (int d = 0; d < DT; d += 2) {
 				uint32_t b[4];
@@ -392,10 +402,48 @@ template <typename D, int HD> __global__ void __launch_bounds__(THREADS, 3) flas
 		l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
 		l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
 	}
+	if (WK) { /* warp 0 takes the others' states over the same rows */
+		float *so = reinterpret_cast<float *>(smem), *sml = so + 4 * DT * 32 * 4;
+		__syncthreads(); /* the tiles' memory is free */
+#pragma unroll
+		for (int d = 0; d < DT; d++)
+			*reinterpret_cast<float4 *>(so + ((warp * DT + d) * 32 + lane) * 4) =
+				make_float4(o[d][0], o[d][1], o[d][2], o[d][3]);
+		*reinterpret_cast<float4 *>(sml + (warp * 32 + lane) * 4) = make_float4(m[0], m[1], l[0], l[1]);
+		__syncthreads();
+		if (warp == 0) {
+			float a[4][2];
+#pragma unroll
+			for (int r = 0; r < 2; r++) {
+				float mm = -INFINITY;
+#pragma unroll
+				for (int w = 0; w < 4; w++)
+					mm = fmaxf(mm, sml[(w * 32 + lane) * 4 + r]);
+				l[r] = 0.0f;
+#pragma unroll
+				for (int w = 0; w < 4; w++) {
+					const float mw = sml[(w * 32 + lane) * 4 + r];
+					a[w][r] = mw == -INFINITY ? 0.0f : exp2f(mw - mm);
+					l[r] += a[w][r] * sml[(w * 32 + lane) * 4 + 2 + r];
+				}
+				m[r] = mm;
+			}
+#pragma unroll
+			for (int d = 0; d < DT; d++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					float acc = 0.0f;
+#pragma unroll
+					for (int w = 0; w < 4; w++)
+						acc += a[w][e / 2] * so[((w * DT + d) * 32 + lane) * 4 + e];
+					o[d][e] = acc;
+				}
+		}
+	}
 	bad = __syncthreads_or(bad);
 	#pragma unroll
 	for (int r = 0; r < 2; r++) {
-		if (!live[r])
+		if (!live[r] || (WK && warp))
 			continue;
 		if (gridDim.z == 1) {
 			const float inv = bad ? NAN : 1.0f / l[r]; /* l is 0 only when nothing was visible: NaN */
@@ -440,9 +488,9 @@ __global__ void merge_kernel(const infs_k_attn_params p)
 	}
 }
 
-template <typename D, int HD> cudaError_t launch(const infs_k_attn_params &p, cudaStream_t stream)
+template <typename D, int HD, bool WK> cudaError_t launch_wk(const infs_k_attn_params &p, cudaStream_t stream)
 {
-	const uint32_t per_tile = ROWS / (p.n_heads / p.n_kv_heads);
+	const uint32_t per_tile = (WK ? 16 : ROWS) / (p.n_heads / p.n_kv_heads);
 	const uint32_t tiles = div_up(p.seqs.n_tokens, per_tile) + (p.seqs.starts ? p.seqs.n_seqs : 0);
 	const size_t smem = 2 * 2 * KEYS * (HD + 8) * sizeof(uint16_t);
 	/* Above 48 KiB a kernel must ask, and three blocks per multiprocessor
@@ -450,20 +498,29 @@ template <typename D, int HD> cudaError_t launch(const infs_k_attn_params &p, cu
 	static bool sized;
 	cudaError_t err = cudaSuccess;
 	if (!sized && smem > 48 * 1024)
-		err = cudaFuncSetAttribute(flash_kernel<D, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+		err = cudaFuncSetAttribute(flash_kernel<D, HD, WK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 	if (!sized && err == cudaSuccess)
-		err = cudaFuncSetAttribute(flash_kernel<D, HD>, cudaFuncAttributePreferredSharedMemoryCarveout,
+		err = cudaFuncSetAttribute(flash_kernel<D, HD, WK>, cudaFuncAttributePreferredSharedMemoryCarveout,
 		                           cudaSharedmemCarveoutMaxShared);
 	sized = err == cudaSuccess;
 	if (err != cudaSuccess)
 		return err;
-	flash_kernel<D, HD><<<dim3(tiles, p.n_kv_heads, p.n_splits), THREADS, smem, stream>>>(p);
+	flash_kernel<D, HD, WK><<<dim3(tiles, p.n_kv_heads, p.n_splits), THREADS, smem, stream>>>(p);
 	err = cudaGetLastError();
 	if (err == cudaSuccess && p.n_splits > 1) {
 		merge_kernel<<<p.seqs.n_tokens * p.n_heads, 128, 0, stream>>>(p);
 		err = cudaGetLastError();
 	}
 	return err;
+}
+
+/* The warps split the keys when every block has at most 16 query rows:
+ * one sequence of few tokens, or sequences of one token each. */
+template <typename D, int HD> cudaError_t launch(const infs_k_attn_params &p, cudaStream_t stream)
+{
+	const uint32_t group = p.n_heads / p.n_kv_heads;
+	const bool few = group <= 16 && (p.seqs.starts ? p.seqs.n_tokens == p.seqs.n_seqs : p.seqs.n_tokens * group <= 16);
+	return few ? launch_wk<D, HD, true>(p, stream) : launch_wk<D, HD, false>(p, stream);
 }
 
 template <typename D> cudaError_t launch_hd(const infs_k_attn_params &p, cudaStream_t stream)

@@ -64,13 +64,14 @@ __device__ __forceinline__ int64_t cache_offset(const infs_k_cache_layer &c, uin
 {
 	if (pos < 0)
 		return -1;
-	uint64_t bi = (uint64_t)pos / c.block_size;
+	/* positions fit 32 bits: a 32-bit division, not the 64-bit routine */
+	const uint64_t bi = pos <= UINT32_MAX ? (uint32_t)pos / c.block_size : (uint64_t)pos / c.block_size;
 	if (bi >= c.n_table)
 		return -1;
 	int32_t b = c.blocks[s * c.table_stride + bi];
 	if (b < 0 || (uint32_t)b >= c.n_blocks)
 		return -1;
-	return b * c.stride_block + (int64_t)(pos % c.block_size) * c.stride_slot + (int64_t)h * c.stride_head;
+	return b * c.stride_block + (pos - (int64_t)(bi * c.block_size)) * c.stride_slot + (int64_t)h * c.stride_head;
 }
 
 __device__ __forceinline__ float warp_sum(float v)

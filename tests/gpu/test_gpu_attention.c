@@ -1,9 +1,10 @@
 /* The device attention (infs_k_attention) with its keys split among blocks
  * and their partial results merged, against the same call unsplit and
  * against a double-precision reference on the host: a
- * question of 9 tokens over 700 cached positions of one sequence, and a
+ * question of 9 tokens over 700 cached positions of one sequence, a
  * decode step of three sequences (one token each over 300, 650 and 20
- * positions), head_dim 64 and 128, 8 query heads over 2 KV heads, a bf16
+ * positions) and 3 tokens over 500 positions of one sequence (both with the
+ * warps splitting the keys: at most 16 query rows), head_dim 64 and 128, 8 query heads over 2 KV heads, a bf16
  * paged cache (blocks of 16, shuffled). Splits 2, 5 and 32 give the unsplit
  * outputs within 2 bf16 ulps, every output is within the bf16 bound of the
  * reference, and a repeated call gives the same bits. */
@@ -168,7 +169,10 @@ static void run(float *got, const setup *s, dev *d, uint32_t splits)
 	memset(&p, 0, sizeof p);
 	p.out = d->out, p.q = d->q, p.k = d->k, p.v = d->v;
 	p.seqs.n_seqs = s->n_seqs, p.seqs.n_tokens = s->n;
-	p.seqs.starts = d->starts, p.seqs.n_past = d->n_past;
+	if (s->n_seqs == 1 && s->n * (HEADS / KV) <= 16)
+		p.seqs.n_past0 = (uint32_t)s->n_past[0]; /* one sequence, no shapes on the device */
+	else
+		p.seqs.starts = d->starts, p.seqs.n_past = d->n_past;
 	p.n_heads = HEADS, p.n_kv_heads = KV, p.head_dim = hd;
 	p.scale = 1.0f / sqrtf((float)hd);
 	p.cache.k = d->ck, p.cache.v = d->cv, p.cache.blocks = d->table;
@@ -242,9 +246,11 @@ int main(void)
 	gpu_require();
 	static const int32_t q_past[] = { 700 }, q_new[] = { 9 };
 	static const int32_t d_past[] = { 300, 650, 20 }, d_new[] = { 1, 1, 1 };
+	static const int32_t f_past[] = { 500 }, f_new[] = { 3 };
 	for (uint32_t hd = 64; hd <= 128; hd += 64) {
 		check_case("question", hd, 1, q_past, q_new);
 		check_case("decode of 3 sequences", hd, 3, d_past, d_new);
+		check_case("3 tokens", hd, 1, f_past, f_new);
 	}
 	CHECK_DONE();
 }
