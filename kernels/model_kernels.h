@@ -122,8 +122,9 @@ cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream);
  * out is bf16 [n][n_heads][head_dim]. Each block takes up to 64 query rows
  * (the heads sharing a KV head, token by token) of one sequence and one KV
  * head (up to 16 when every sequence has one token, or the one sequence
- * has at most 16 rows: its warps then split the keys); with n_splits > 1 the keys are divided among n_splits blocks whose
- * partial results (part_o f32 [n_splits][n][n_heads][head_dim], part_ml
+ * has at most 16 rows: its warps then split the keys); with n_splits > 1
+ * the keys are divided among n_splits blocks whose partial results
+ * (part_o f32 [n_splits][n][n_heads][head_dim], part_ml
  * [n_splits][n][n_heads][2]) a second kernel merges. A token whose own
  * position (when write_cache) or a visible cache position has no valid
  * block gets NaN. With in_place (accuracy recovery) the new tokens' own
