@@ -35,6 +35,9 @@
  * INFS_BENCH_WEIGHTS=fp8 in the environment runs the model with fp8
  * weights (infs_model_options.device_weights; the floor counts their
  * codes and scales); the last record's "weights" says which.
+ * INFS_BENCH_ONLY=steps times the question and decoding steps alone
+ * (each batch-1 prefill runs once, untimed: full times are null; no batch
+ * 32 prefill, no encoding): a quick sweep.
  * INFS_BENCH_PATHS=unfused runs steps of few tokens as longer calls go
  * (RMSNorm, cuBLAS or the fp8 kernel, SwiGLU) instead of through the fused
  * products (infs__device_model_few_tokens); the last record's "paths"
@@ -286,6 +289,15 @@ static float bench_encode(const infs_model *m, uint64_t *rng, size_t *n_facts)
 	return median(rate, ENC_RUNS);
 }
 
+/* A time in JSON: ms with three decimals, null when not measured (NaN). */
+static void json_ms(FILE *out, const char *key, float ms)
+{
+	if (isnan(ms))
+		fprintf(out, "\"%s\": null, ", key);
+	else
+		fprintf(out, "\"%s\": %.3f, ", key, ms);
+}
+
 int main(int argc, char **argv)
 {
 	const int profile = argc == 4 && strcmp(argv[1], "--profile") == 0;
@@ -313,6 +325,8 @@ int main(int argc, char **argv)
 	const char *paths = getenv("INFS_BENCH_PATHS");
 	paths = paths && strcmp(paths, "unfused") == 0 ? paths : "fused";
 	infs__device_model_few_tokens(m, strcmp(paths, "unfused") != 0);
+	const char *only = getenv("INFS_BENCH_ONLY");
+	const int steps = only && strcmp(only, "steps") == 0;
 	const uint64_t D = cfg.n_embd, qd = (uint64_t)cfg.n_heads * cfg.head_dim;
 	const uint64_t kvd = (uint64_t)cfg.n_kv_heads * cfg.head_dim, ff = cfg.n_ff;
 	/* What one forward call reads: every layer's matrices (bf16, or fp8
@@ -410,15 +424,22 @@ int main(int argc, char **argv)
 		 * cache for the question alone. */
 		c.what = "batch 1 full prefill";
 		c.tokens = d_tokens, c.n_tokens = ctx + QUESTION, c.o.n_past = 0;
-		const float full_graph = time_both(&c, V, &full_eager);
+		float full_graph = NAN;
+		full_eager = NAN;
+		if (steps)
+			forward_run(&c, 0);
+		else
+			full_graph = time_both(&c, V, &full_eager);
 		const float full = full_graph < full_eager ? full_graph : full_eager;
 		c.what = "batch 1 question";
 		c.tokens = d_tokens + ctx, c.n_tokens = QUESTION, c.o.n_past = ctx;
 		const float question = time_both(&c, V, &question_eager);
-		fprintf(out, " {\"k\": %d, \"batch\": 1, \"ctx_tokens\": %u, \"question_tokens\": %d, "
-		             "\"ours_full_ms\": %.3f, \"ours_full_eager_ms\": %.3f, \"ours_full_graph_ms\": %.3f, "
-		             "\"ours_question_ms\": %.3f, \"ours_question_eager_ms\": %.3f},\n",
-		        ks[ki], ctx, QUESTION, full, full_eager, full_graph, question, question_eager);
+		fprintf(out, " {\"k\": %d, \"batch\": 1, \"ctx_tokens\": %u, \"question_tokens\": %d, ", ks[ki], ctx,
+		        QUESTION);
+		json_ms(out, "ours_full_ms", full);
+		json_ms(out, "ours_full_eager_ms", full_eager);
+		json_ms(out, "ours_full_graph_ms", full_graph);
+		fprintf(out, "\"ours_question_ms\": %.3f, \"ours_question_eager_ms\": %.3f},\n", question, question_eager);
 		fprintf(stderr, "k=%d: full (%u tokens) eager %.2f ms, graph %.2f ms; question over %u: graph %.2f ms, "
 		                "eager %.2f ms\n",
 		        ks[ki], ctx + QUESTION, full_eager, full_graph, ctx, question, question_eager);
@@ -439,15 +460,17 @@ int main(int argc, char **argv)
 	c.what = "batch 32 full prefill";
 	c.tokens = d_tokens, c.n_tokens = B_TOKENS, c.o.seq_starts = d_starts_full, c.o.seq_n_past = d_zeros;
 	c.o.max_context = B_PROMPT;
-	const float b32_full = time_call(&c, 0, B32_WARMUP, B32_RUNS, V);
+	const float b32_full = steps ? NAN : time_call(&c, 0, B32_WARMUP, B32_RUNS, V);
 	c.what = "batch 32 question";
 	c.tokens = d_q32, c.n_tokens = BATCH * QUESTION, c.o.seq_starts = d_starts_q, c.o.seq_n_past = d_ctxs;
 	float b32_question_eager;
 	const float b32_question = time_both(&c, V, &b32_question_eager);
-	fprintf(out, " {\"k\": %d, \"batch\": %d, \"ctx_tokens\": %d, \"question_tokens\": %d, "
-	             "\"ours_full_ms\": %.3f, \"ours_full_eager_ms\": %.3f, \"ours_question_ms\": %.3f, "
-	             "\"ours_question_eager_ms\": %.3f},\n",
-	        DECODE_K, BATCH, B_CTX, QUESTION, b32_full, b32_full, b32_question, b32_question_eager);
+	fprintf(out, " {\"k\": %d, \"batch\": %d, \"ctx_tokens\": %d, \"question_tokens\": %d, ", DECODE_K, BATCH,
+	        B_CTX, QUESTION);
+	json_ms(out, "ours_full_ms", b32_full);
+	json_ms(out, "ours_full_eager_ms", b32_full);
+	fprintf(out, "\"ours_question_ms\": %.3f, \"ours_question_eager_ms\": %.3f},\n", b32_question,
+	        b32_question_eager);
 	fprintf(stderr, "batch 32, k=%d: full (%d x %d tokens, eager) %.2f ms; question (%d x %d) graph %.2f ms, "
 	                "eager %.2f ms\n",
 	        DECODE_K, BATCH, B_PROMPT, b32_full, BATCH, QUESTION, b32_question, b32_question_eager);
@@ -455,8 +478,8 @@ int main(int argc, char **argv)
 	c.o.seq_starts = d_starts_1;
 	const float decode32 = time_decode(&c, d_dec_n_past, d_dec_tokens, &rng, V);
 	fprintf(stderr, "decode (batch 32, graph) from n_past %d: %.3f ms a step\n", B_PROMPT, decode32);
-	size_t enc_facts;
-	const float enc_rate = bench_encode(m, &rng, &enc_facts);
+	size_t enc_facts = 0;
+	const float enc_rate = steps ? 0.0f : bench_encode(m, &rng, &enc_facts);
 	fprintf(stderr, "encode: %zu facts of %d tokens after %d: %.0f facts/s\n", enc_facts, FACT, SYS, enc_rate);
 	infs_model_free(m);
 	CUDA_OK(cudaFree(cache));

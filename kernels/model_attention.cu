@@ -7,10 +7,11 @@
  * bf16 operands, f32 accumulation). Tiles no query of the block can see
  * (causal, sliding window) are skipped. When the grid would leave the
  * device idle (decode, short questions) the keys are split among several
- * blocks and a second kernel merges their partial results. A block of at
- * most 16 query rows (decoding: one token, its heads) has every warp hold
- * them all and its warps take 16 keys of each tile each, then merge their
- * softmax states: a quarter of the serial work a warp would do alone.
+ * blocks and a second kernel merges their partial results. A call of few
+ * rows a sequence (decoding, a question) takes blocks of 16 query rows
+ * instead: every warp holds them all and takes 16 keys of each tile, then
+ * the warps merge their softmax states: a quarter of the serial work a
+ * warp would do alone, and four times the blocks.
  *
  * Fragment layouts are those the PTX ISA gives for m16n8k16 (g = lane / 4,
  * t = lane % 4): A holds rows g and g + 8, columns 2t, 2t + 1 and 2t + 8,
@@ -463,28 +464,38 @@ __global__ void __launch_bounds__(THREADS, 3) flash_kernel(const infs_k_attn_par
 	}
 }
 
-/* One block per (token, head): the splits' partial results weighed by
- * exp2(m_split - m_max). */
-__global__ void merge_kernel(const infs_k_attn_params p)
+/* A warp per (token, head) row: lane z holds split z's softmax state, each split weighed by exp2(m_z - m_max); the lanes then
+ * take 4 dims each and read every split's partial row in 16-byte loads,
+ * several in flight. */
+constexpr int MERGE_WARPS = 4;
+__global__ void __launch_bounds__(MERGE_WARPS * 32) merge_kernel(const infs_k_attn_params p)
 {
-	const size_t row = blockIdx.x, rows = (size_t)p.seqs.n_tokens * p.n_heads;
-	const uint32_t hd = p.head_dim;
-	float mmax = -INFINITY;
-	for (uint32_t z = 0; z < p.n_splits; z++)
-		mmax = fmaxf(mmax, p.part_ml[(z * rows + row) * 2]);
-	float sum = 0.0f;
-	for (uint32_t z = 0; z < p.n_splits; z++) {
-		const float mz = p.part_ml[(z * rows + row) * 2];
-		sum += mz == -INFINITY ? 0.0f : p.part_ml[(z * rows + row) * 2 + 1] * exp2f(mz - mmax);
-	}
-	for (uint32_t e = threadIdx.x; e < hd; e += blockDim.x) {
-		float acc = 0.0f;
-		for (uint32_t z = 0; z < p.n_splits; z++) {
-			const float mz = p.part_ml[(z * rows + row) * 2];
-			const float oz = p.part_o[(z * rows + row) * hd + e];
-			acc += mz == -INFINITY ? (isnan(oz) ? oz : 0.0f) : oz * exp2f(mz - mmax);
+	const size_t rows = (size_t)p.seqs.n_tokens * p.n_heads;
+	const size_t row = (size_t)blockIdx.x * MERGE_WARPS + threadIdx.x / 32;
+	const uint32_t lane = threadIdx.x % 32, hd = p.head_dim, S = p.n_splits;
+	if (row >= rows)
+		return;
+	const float2 ml = lane < S ? *reinterpret_cast<const float2 *>(p.part_ml + ((size_t)lane * rows + row) * 2)
+	                           : make_float2(-INFINITY, 0.0f);
+	float mmax = ml.x;
+#pragma unroll
+	for (int o = 16; o; o /= 2)
+		mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
+	const float w = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - mmax);
+	const float sum = warp_sum(ml.y * w); /* 0: NaN below */
+	for (uint32_t e = lane * 4; e < hd; e += 128) {
+		float acc[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+#pragma unroll 4
+		for (uint32_t z = 0; z < S; z++) {
+			const float wz = __shfl_sync(0xffffffffu, w, z), mz = __shfl_sync(0xffffffffu, ml.x, z);
+			const float4 o = *reinterpret_cast<const float4 *>(p.part_o + ((size_t)z * rows + row) * hd + e);
+			const float oz[4] = { o.x, o.y, o.z, o.w };
+#pragma unroll
+			for (int i = 0; i < 4; i++) /* a split that saw nothing adds 0, or its NaN */
+				acc[i] += mz == -INFINITY ? (isnan(oz[i]) ? oz[i] : 0.0f) : oz[i] * wz;
 		}
-		p.out[row * hd + e] = from_float(bf16{}, acc / sum); /* sum 0: NaN */
+		*reinterpret_cast<uint2 *>(p.out + row * hd + e) =
+			make_uint2(pack_bf16(acc[0] / sum, acc[1] / sum), pack_bf16(acc[2] / sum, acc[3] / sum));
 	}
 }
 
@@ -508,19 +519,18 @@ template <typename D, int HD, bool WK> cudaError_t launch_wk(const infs_k_attn_p
 	flash_kernel<D, HD, WK><<<dim3(tiles, p.n_kv_heads, p.n_splits), THREADS, smem, stream>>>(p);
 	err = cudaGetLastError();
 	if (err == cudaSuccess && p.n_splits > 1) {
-		merge_kernel<<<p.seqs.n_tokens * p.n_heads, 128, 0, stream>>>(p);
+		merge_kernel<<<div_up(p.seqs.n_tokens * p.n_heads, MERGE_WARPS), MERGE_WARPS * 32, 0, stream>>>(p);
 		err = cudaGetLastError();
 	}
 	return err;
 }
 
-/* The warps split the keys when every block has at most 16 query rows:
- * one sequence of few tokens, or sequences of one token each. */
 template <typename D, int HD> cudaError_t launch(const infs_k_attn_params &p, cudaStream_t stream)
 {
-	const uint32_t group = p.n_heads / p.n_kv_heads;
-	const bool few = group <= 16 && (p.seqs.starts ? p.seqs.n_tokens == p.seqs.n_seqs : p.seqs.n_tokens * group <= 16);
-	return few ? launch_wk<D, HD, true>(p, stream) : launch_wk<D, HD, false>(p, stream);
+	const uint32_t rows = p.block_rows ? p.block_rows
+	                                   : infs_k_attn_block_rows(p.seqs.n_tokens, p.seqs.starts ? p.seqs.n_seqs : 0,
+	                                                            p.n_heads / p.n_kv_heads, UINT64_MAX);
+	return rows == INFS_K_ATTN_FEW_ROWS ? launch_wk<D, HD, true>(p, stream) : launch_wk<D, HD, false>(p, stream);
 }
 
 template <typename D> cudaError_t launch_hd(const infs_k_attn_params &p, cudaStream_t stream)
@@ -543,7 +553,10 @@ template <typename D> cudaError_t launch_hd(const infs_k_attn_params &p, cudaStr
 extern "C" cudaError_t infs_k_attention(const infs_k_attn_params *p, cudaStream_t stream)
 {
 	if (!INFS_K_ATTN_HEAD_DIM_OK(p->head_dim) || p->n_kv_heads == 0 || p->n_heads % p->n_kv_heads ||
-	    p->n_heads / p->n_kv_heads > ROWS || p->n_splits == 0 || p->seqs.n_seqs == 0 ||
+	    p->n_heads / p->n_kv_heads > ROWS || p->n_splits == 0 || p->n_splits > INFS_K_ATTN_MAX_SPLITS ||
+	    p->seqs.n_seqs == 0 ||
+	    (p->block_rows && p->block_rows != INFS_K_ATTN_ROWS &&
+	     (p->block_rows != INFS_K_ATTN_FEW_ROWS || p->n_heads / p->n_kv_heads > INFS_K_ATTN_FEW_ROWS)) ||
 	    (p->n_splits > 1 && (!p->part_o || !p->part_ml)))
 		return cudaErrorInvalidValue;
 	if (p->seqs.n_tokens == 0)

@@ -2,12 +2,13 @@
  * step) by a layer's matrices, bf16 or fp8 codes with a scale per row: the
  * step reads every weight once, so it runs at the speed of the weights'
  * bytes, and what the layer does around the product rides along instead of
- * taking kernels of its own: the RMSNorm before q|k|v and gate|up, SwiGLU
- * after gate|up, the residual addition after the output and down
- * projections.
+ * taking kernels of its own: the RMSNorm before q|k|v and gate|up, RoPE
+ * and the cache write after q|k|v, SwiGLU after gate|up, the residual
+ * addition after the output and down projections.
  *
  * A warp takes one output row at a time (a gate row and its up row for
- * SwiGLU) and streams it in 16-byte chunks, UNROLL chunks a lane in flight,
+ * SwiGLU, the two dims of a RoPE pair for q|k|v) and streams it in 16-byte
+ * chunks, UNROLL chunks a lane in flight,
  * with the tokens' inputs from shared memory (normalised there by the
  * block) or from L1; the lanes' f32 sums meet by shuffles. The grid is as
  * many warps as the device holds at once, each with the same number of
@@ -82,44 +83,140 @@ __device__ __forceinline__ void prefetch_l2(const void *p)
 }
 
 /* The block's copy of the NT tokens' inputs normalised as infs_k_rmsnorm
- * does (the sum of squares in double, bf16 values), into sx. */
+ * does (the sum of squares in double, bf16 values), into sx. A thread
+ * loads its first HELD vectors of a row at once and keeps them for the
+ * scaling: one wait for memory, not one a vector, and none for the row
+ * again. */
 template <int NT> __device__ void stage_normed(uint16_t *sx, const infs_k_gemv_params &p)
 {
+	constexpr int HELD = 4; /* rows of up to 4,096 from registers */
 	__shared__ double red[32];
 	const uint32_t d = p.in;
+	const auto sq = [](const float4 &v) {
+		return (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z + (double)v.w * v.w;
+	};
+	const auto put = [&](uint16_t *o, const float4 &v, const float4 &g, float inv) {
+		*reinterpret_cast<uint2 *>(o) = make_uint2((uint32_t)from_float(bf16{}, g.x * (v.x * inv)) |
+		                                                   (uint32_t)from_float(bf16{}, g.y * (v.y * inv)) << 16,
+		                                           (uint32_t)from_float(bf16{}, g.z * (v.z * inv)) |
+		                                                   (uint32_t)from_float(bf16{}, g.w * (v.w * inv)) << 16);
+	};
 	for (int t = 0; t < NT; t++) {
 		const float *row = p.x + (size_t)t * d;
-		double ss = 0;
-		for (uint32_t e = threadIdx.x * 4; e < d; e += THREADS * 4) {
-			const float4 v = *reinterpret_cast<const float4 *>(row + e);
-			ss += (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z + (double)v.w * v.w;
+		float4 v[HELD];
+#pragma unroll
+		for (int i = 0; i < HELD; i++) {
+			const uint32_t e = (threadIdx.x + i * THREADS) * 4;
+			if (e < d)
+				v[i] = *reinterpret_cast<const float4 *>(row + e);
 		}
+		double ss = 0;
+#pragma unroll
+		for (int i = 0; i < HELD; i++)
+			if ((threadIdx.x + i * THREADS) * 4 < d)
+				ss += sq(v[i]);
+		for (uint32_t e = (threadIdx.x + HELD * THREADS) * 4; e < d; e += THREADS * 4)
+			ss += sq(*reinterpret_cast<const float4 *>(row + e));
 		ss = block_sum(ss, red);
 		const float inv = 1.0f / sqrtf((float)(ss / d) + p.eps);
-		for (uint32_t e = threadIdx.x * 4; e < d; e += THREADS * 4) {
-			const float4 v = *reinterpret_cast<const float4 *>(row + e);
-			const float4 g = *reinterpret_cast<const float4 *>(p.norm + e);
-			*reinterpret_cast<uint2 *>(sx + (size_t)t * d + e) =
-				make_uint2((uint32_t)from_float(bf16{}, g.x * (v.x * inv)) |
-				                   (uint32_t)from_float(bf16{}, g.y * (v.y * inv)) << 16,
-				           (uint32_t)from_float(bf16{}, g.z * (v.z * inv)) |
-				                   (uint32_t)from_float(bf16{}, g.w * (v.w * inv)) << 16);
+#pragma unroll
+		for (int i = 0; i < HELD; i++) {
+			const uint32_t e = (threadIdx.x + i * THREADS) * 4;
+			if (e < d)
+				put(sx + (size_t)t * d + e, v[i], *reinterpret_cast<const float4 *>(p.norm + e), inv);
 		}
+		for (uint32_t e = (threadIdx.x + HELD * THREADS) * 4; e < d; e += THREADS * 4)
+			put(sx + (size_t)t * d + e, *reinterpret_cast<const float4 *>(row + e),
+			    *reinterpret_cast<const float4 *>(p.norm + e), inv);
 	}
 	__syncthreads();
 }
 
-/* R rows a unit of work: 2 for SwiGLU (gate row u, up row ff + u). */
+/* The q|k|v epilogue. Unit u is the pair j of head slot u / (head_dim / 2)
+ * (q heads, then k, then v): dims j and j + n_pairs (NeoX) or 2j and 2j + 1
+ * (GPT-J) of a rotated pair, and past the rotary dims two neighbours. */
+__device__ __forceinline__ uint32_t qkv_dim(const infs_k_qkv_params &q, uint32_t j, int r)
+{
+	const uint32_t np = q.rotary_dim / 2;
+	return q.style == 0 ? (j < np ? j + r * np : 2 * j + r) : 2 * j + r;
+}
+
+__device__ __forceinline__ void store_as(void *base, int64_t at, int dtype, float v)
+{
+	if (dtype == INFS_K_F32)
+		static_cast<float *>(base)[at] = v;
+	else if (dtype == INFS_K_F16)
+		static_cast<uint16_t *>(base)[at] = from_float(f16{}, v);
+	else
+		static_cast<uint16_t *>(base)[at] = from_float(bf16{}, v);
+}
+
+/* What the lane of token t needs for its writes, looked up before the
+ * products run: whether the token is in a sequence, and the offset of its
+ * position's head 0 in the cache (-1: no write). */
+struct qkv_token {
+	bool lost;
+	int64_t cache_at;
+};
+
+__device__ qkv_token qkv_token_of(const infs_k_qkv_params &q, uint32_t t)
+{
+	const seq_span sp = seq_of(q.seqs, t);
+	const bool lost = sp.index >= q.seqs.n_seqs;
+	return { lost, q.write_cache && !lost ? cache_offset(q.cache, sp.index, token_pos(q.seqs, sp, t), 0) : -1 };
+}
+
+/* Token t's values x0, x1 of unit u (dims d0, d1 of its head) rotated and
+ * written as infs_k_qkv writes them. */
+__device__ void qkv_write(const infs_k_gemv_params &p, const qkv_token &tk, uint32_t t, uint32_t u, float x0,
+                          float x1)
+{
+	const infs_k_qkv_params &q = p.qkv;
+	const uint32_t hd = q.head_dim, slot = u / (hd / 2), j = u % (hd / 2), nq = q.n_heads, nkv = q.n_kv_heads;
+	const int kind = slot < nq ? 0 : slot < nq + nkv ? 1 : 2;
+	const uint32_t head = kind == 0 ? slot : kind == 1 ? slot - nq : slot - nq - nkv;
+	const uint32_t d0 = qkv_dim(q, j, 0), d1 = qkv_dim(q, j, 1), np = q.rotary_dim / 2;
+	if (kind < 2 && j < np) { /* as infs__rope_apply */
+		const float2 cs = *reinterpret_cast<const float2 *>(p.rope + ((size_t)t * np + j) * 2);
+		const float a = x0 * cs.x - x1 * cs.y, b = x1 * cs.x + x0 * cs.y;
+		x0 = a, x1 = b;
+	}
+	if (tk.lost)
+		x0 = x1 = NAN;
+	if (kind == 0) {
+		float *dst = q.q + ((size_t)t * nq + head) * hd;
+		dst[d0] = x0, dst[d1] = x1;
+		return;
+	}
+	uint16_t *dst = (kind == 1 ? q.k : q.v) + ((size_t)t * nkv + head) * hd;
+	dst[d0] = from_float(bf16{}, x0), dst[d1] = from_float(bf16{}, x1);
+	if (tk.cache_at >= 0) {
+		void *c = kind == 1 ? q.cache.k : q.cache.v;
+		const int64_t at = tk.cache_at + (int64_t)head * q.cache.stride_head;
+		store_as(c, at + (int64_t)d0 * q.cache.stride_dim, q.cache.dtype, x0);
+		store_as(c, at + (int64_t)d1 * q.cache.stride_dim, q.cache.dtype, x1);
+	}
+}
+
+/* R rows a unit of work: 2 for SwiGLU (gate row u, up row ff + u) and for
+ * q|k|v (a pair, qkv_dim). */
 template <typename W, int NT, int EPI> __global__ void __launch_bounds__(THREADS, BLOCKS_PER_SM)
 gemv_kernel(const infs_k_gemv_params p)
 {
-	constexpr int R = EPI == INFS_K_GEMV_SWIGLU ? 2 : 1, PER = W::PER, U = UNROLL / R;
+	constexpr bool QKV = EPI == INFS_K_GEMV_QKV;
+	constexpr int R = EPI == INFS_K_GEMV_SWIGLU || QKV ? 2 : 1, PER = W::PER, U = UNROLL / R;
 	extern __shared__ __align__(16) uint16_t sx[];
 	const uint32_t lane = threadIdx.x % 32, total = gridDim.x * WARPS;
 	const uint32_t gw = blockIdx.x * WARPS + threadIdx.x / 32;
-	const uint32_t units = EPI == INFS_K_GEMV_SWIGLU ? p.out / 2 : p.out, chunks = p.in / PER;
+	const uint32_t units = R == 2 ? p.out / 2 : p.out, chunks = p.in / PER, half = p.qkv.head_dim / 2;
 	const uint4 *w = static_cast<const uint4 *>(p.w);
-	const auto row_of = [&](uint32_t u, int r) { return w + (size_t)(u + r * units) * chunks; };
+	const auto row_index = [&](uint32_t u, int r) {
+		return QKV ? u / half * 2 * half + qkv_dim(p.qkv, u % half, r) : u + r * units;
+	};
+	const auto row_of = [&](uint32_t u, int r) { return w + (size_t)row_index(u, r) * chunks; };
+	qkv_token tk = {};
+	if (QKV && lane < NT)
+		tk = qkv_token_of(p.qkv, lane);
 
 	if (gw < units)
 #pragma unroll
@@ -179,10 +276,12 @@ gemv_kernel(const infs_k_gemv_params p)
 			for (int t = 1; t < NT; t++)
 				v[r] = lane == (uint32_t)t ? acc[r][t] : v[r];
 			if (p.scale)
-				v[r] *= p.scale[u + r * units];
+				v[r] *= p.scale[row_index(u, r)];
 		}
 		const size_t at = (size_t)lane * units + u;
-		if (EPI == INFS_K_GEMV_STORE)
+		if (QKV)
+			qkv_write(p, tk, lane, u, v[0], v[R - 1]);
+		else if (EPI == INFS_K_GEMV_STORE)
 			p.y[at] = v[0];
 		else if (EPI == INFS_K_GEMV_ADD)
 			p.y[at] += v[0];
@@ -203,7 +302,7 @@ template <typename W, int NT, int EPI> cudaError_t launch(const infs_k_gemv_para
 			return err;
 		sized = smem;
 	}
-	const uint32_t units = EPI == INFS_K_GEMV_SWIGLU ? p.out / 2 : p.out;
+	const uint32_t units = EPI == INFS_K_GEMV_SWIGLU || EPI == INFS_K_GEMV_QKV ? p.out / 2 : p.out;
 	const uint32_t most = p.n_sm * BLOCKS_PER_SM * WARPS, per = (units + most - 1) / most;
 	const uint32_t warps = (units + per - 1) / per;
 	kernel<<<(warps + WARPS - 1) / WARPS, THREADS, smem, stream>>>(p);
@@ -216,6 +315,7 @@ template <typename W, int NT> cudaError_t launch_epi(const infs_k_gemv_params &p
 	case INFS_K_GEMV_STORE: return launch<W, NT, INFS_K_GEMV_STORE>(p, stream);
 	case INFS_K_GEMV_ADD: return launch<W, NT, INFS_K_GEMV_ADD>(p, stream);
 	case INFS_K_GEMV_SWIGLU: return launch<W, NT, INFS_K_GEMV_SWIGLU>(p, stream);
+	case INFS_K_GEMV_QKV: return launch<W, NT, INFS_K_GEMV_QKV>(p, stream);
 	default: return cudaErrorInvalidValue;
 	}
 }
@@ -233,10 +333,26 @@ template <typename W> cudaError_t launch_nt(const infs_k_gemv_params &p, cudaStr
 
 } /* namespace */
 
+/* The q|k|v epilogue's parameters: what it supports, outputs for every
+ * kind of head, the step's tokens. */
+static bool qkv_ok(const infs_k_gemv_params *p)
+{
+	const infs_k_qkv_params *q = &p->qkv;
+	const uint64_t slots = (uint64_t)q->n_heads + 2ull * q->n_kv_heads;
+	return INFS_K_GEMV_QKV_OK(q) && q->head_dim > 0 && q->head_dim <= INFS_K_MODEL_MAX_HEAD_DIM &&
+	       q->n_kv_heads > 0 && q->seqs.n_seqs > 0 && slots * q->head_dim == p->out && q->seqs.n_tokens == p->n && q->q && q->k &&
+	       q->v && (q->rotary_dim == 0 || p->rope) &&
+	       (!q->write_cache ||
+	        (q->cache.k && q->cache.v &&
+	         (q->cache.dtype == INFS_K_F32 || q->cache.dtype == INFS_K_F16 || q->cache.dtype == INFS_K_BF16)));
+}
+
 extern "C" cudaError_t infs_k_gemv(const infs_k_gemv_params *p, cudaStream_t stream)
 {
 	if (!INFS_K_GEMV_OK(p->n, p->in, p->out) || !p->w || p->n_sm == 0 || (p->norm ? !p->x : !p->a) ||
-	    (p->epilogue == INFS_K_GEMV_SWIGLU ? !p->act || p->out % 2 : !p->y))
+	    (p->epilogue == INFS_K_GEMV_SWIGLU   ? !p->act || p->out % 2
+	     : p->epilogue == INFS_K_GEMV_QKV ? !qkv_ok(p)
+	                                          : !p->y))
 		return cudaErrorInvalidValue;
 	return p->scale ? launch_nt<w_fp8>(*p, stream) : launch_nt<w_bf16>(*p, stream);
 }

@@ -114,6 +114,14 @@ typedef struct infs_k_qkv_params {
 
 cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream);
 
+/* cs[i][t] = {cos, sin} of token i's position (as seqs gives it) times
+ * inv_freq[t], each times attn_scale, as infs_k_qkv computes them (the
+ * angle in double), for the seqs.n_tokens tokens and n_pairs pairs: the
+ * rotations of a step, once for all its layers (infs_k_gemv's q|k|v
+ * epilogue). A token outside every sequence gets position -1's. */
+cudaError_t infs_k_rope_table(float *cs, const infs_k_seqs *seqs, const float *inv_freq, uint32_t n_pairs,
+                              float attn_scale, cudaStream_t stream);
+
 /* Causal grouped-query attention of the new tokens, flash style (tensor
  * cores, bf16 operands, f32 softmax and accumulation): token i of sequence
  * s at position p attends to the cache positions of s below its n_past and
@@ -121,9 +129,10 @@ cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream);
  * positions <= p, within sliding_window (0: none); scores scaled by scale.
  * out is bf16 [n][n_heads][head_dim]. Each block takes up to 64 query rows
  * (the heads sharing a KV head, token by token) of one sequence and one KV
- * head (up to 16 when every sequence has one token, or the one sequence
- * has at most 16 rows: its warps then split the keys); with n_splits > 1
- * the keys are divided among n_splits blocks whose partial results
+ * head (16 for calls of few rows, block_rows below, its warps then
+ * splitting the keys); with 1 < n_splits <=
+ * INFS_K_ATTN_MAX_SPLITS the keys are divided among n_splits blocks whose
+ * partial results
  * (part_o f32 [n_splits][n][n_heads][head_dim], part_ml
  * [n_splits][n][n_heads][2]) a second kernel merges. A token whose own
  * position (when write_cache) or a visible cache position has no valid
@@ -142,6 +151,10 @@ typedef struct infs_k_attn_params {
 	uint32_t n_splits;
 	float *part_o, *part_ml;
 	int in_place;
+	/* 0: INFS_K_ATTN_ROWS, or INFS_K_ATTN_FEW_ROWS for a decoding step
+	 * (infs_k_attn_block_rows with the keys not known); else the rows a
+	 * block takes, INFS_K_ATTN_ROWS or INFS_K_ATTN_FEW_ROWS. */
+	uint32_t block_rows;
 	/* NULL, or per sequence {lo, hi, inv_temp, log2_scale} (the floats as
 	 * their bits): a token at a position >= hi scores the keys at
 	 * positions [lo, hi) as s * inv_temp + log2_scale, s in log2 units
@@ -149,8 +162,31 @@ typedef struct infs_k_attn_params {
 	const int32_t *calib;
 } infs_k_attn_params;
 
-/* Query rows one attention block takes. */
+/* Query rows one attention block takes: INFS_K_ATTN_ROWS, or
+ * INFS_K_ATTN_FEW_ROWS for a call of few rows, whose blocks of 64 would
+ * leave the device idle while each walks its keys with one warp per 16
+ * rows: blocks of 16 rows split each tile's keys among their four warps
+ * instead, at the price of reading every key tile once per 16 rows. So:
+ * a decoding step (one token a sequence; n_seqs 0: one sequence without
+ * starts, of at most 16 rows), or one sequence of at most
+ * INFS_K_ATTN_FEW_MAX rows over at most INFS_K_ATTN_FEW_KEYS keys (a
+ * question; over longer contexts the tiles read again cost more than the
+ * shorter walks save). max_keys: the most keys a row sees (UINT64_MAX:
+ * not known). On the H200 at 8B geometry, a 32-token question over 32 /
+ * 1,264 / 2,464 / 4,864 positions: 5.44 -> 5.19 / 5.85 -> 5.67 / 6.05 ->
+ * 6.12 / 6.41 -> 7.17 ms a step with blocks of 16 rows. */
 #define INFS_K_ATTN_ROWS 64u
+#define INFS_K_ATTN_MAX_SPLITS 32u
+#define INFS_K_ATTN_FEW_ROWS 16u
+#define INFS_K_ATTN_FEW_MAX 256u
+#define INFS_K_ATTN_FEW_KEYS 2048u
+static inline uint32_t infs_k_attn_block_rows(uint32_t n_tokens, uint32_t n_seqs, uint32_t group, uint64_t max_keys)
+{
+	const uint64_t rows = (uint64_t)n_tokens * group;
+	const int decoding = n_seqs ? n_tokens == n_seqs : rows <= INFS_K_ATTN_FEW_ROWS;
+	const int question = n_seqs <= 1 && rows <= INFS_K_ATTN_FEW_MAX && max_keys <= INFS_K_ATTN_FEW_KEYS;
+	return group <= INFS_K_ATTN_FEW_ROWS && (decoding || question) ? INFS_K_ATTN_FEW_ROWS : INFS_K_ATTN_ROWS;
+}
 
 cudaError_t infs_k_attention(const infs_k_attn_params *p, cudaStream_t stream);
 
@@ -205,11 +241,20 @@ cudaError_t infs_k_fp8_gemm(float *y, const uint16_t *x, const uint8_t *w, const
  * does with weights norm and eps. f32 sums, then by epilogue: STORE
  * y[n][out] = x W^T; ADD y += x W^T (the residual); SWIGLU (W = gate rows
  * then up rows, out even) act[n][out / 2] = bf16(silu(gate) * up) as
- * infs_k_swiglu. n_sm: the device's multiprocessors. */
+ * infs_k_swiglu; QKV (W the fused q|k|v projection, out = (n_heads + 2
+ * n_kv_heads) * head_dim) q, k, v and the cache written as infs_k_qkv
+ * writes them with the parameters in qkv (its qkv input unused; no bias,
+ * q/k norms, pre-RoPE outputs or deviations: INFS_K_GEMV_QKV_OK; the
+ * cache f32, f16 or bf16), cos and sin from rope (infs_k_rope_table of
+ * the step, qkv.rotary_dim / 2 pairs a token). n_sm: the device's
+ * multiprocessors. */
 #define INFS_K_GEMV_MAX_TOKENS 4u
 #define INFS_K_GEMV_OK(n, in, out) \
 	((n) >= 1 && (n) <= INFS_K_GEMV_MAX_TOKENS && (in) % 16 == 0 && (in) > 0 && (out) > 0)
-enum { INFS_K_GEMV_STORE, INFS_K_GEMV_ADD, INFS_K_GEMV_SWIGLU };
+#define INFS_K_GEMV_QKV_OK(q) \
+	(!(q)->bias && !(q)->q_norm && !(q)->k_norm && !(q)->k_pre && !(q)->v_pre && !(q)->dev && \
+	 (q)->head_dim % 2 == 0 && (q)->rotary_dim % 2 == 0 && (q)->rotary_dim <= (q)->head_dim)
+enum { INFS_K_GEMV_STORE, INFS_K_GEMV_ADD, INFS_K_GEMV_SWIGLU, INFS_K_GEMV_QKV };
 typedef struct infs_k_gemv_params {
 	const void *w;
 	const float *scale;
@@ -220,6 +265,8 @@ typedef struct infs_k_gemv_params {
 	int epilogue;
 	float *y;
 	uint16_t *act;
+	infs_k_qkv_params qkv;
+	const float *rope;
 	uint32_t n_sm;
 } infs_k_gemv_params;
 

@@ -102,7 +102,33 @@ template <typename D> __global__ void __launch_bounds__(WARPS * 32) qkv_kernel(c
 	}
 }
 
+/* A thread a (token, pair). */
+__global__ void rope_table_kernel(float *cs, const infs_k_seqs seqs, const float *inv_freq, uint32_t np,
+                                  float attn_scale)
+{
+	const uint32_t k = blockIdx.x * blockDim.x + threadIdx.x, i = k / np, t = k % np;
+	if (i >= seqs.n_tokens)
+		return;
+	const seq_span sp = seq_of(seqs, i);
+	const int64_t pos = sp.index >= seqs.n_seqs ? -1 : token_pos(seqs, sp, i);
+	const double ang = (double)pos * (double)inv_freq[t];
+	cs[2 * (size_t)k] = (float)cos(ang) * attn_scale;
+	cs[2 * (size_t)k + 1] = (float)sin(ang) * attn_scale;
+}
+
 } /* namespace */
+
+extern "C" cudaError_t infs_k_rope_table(float *cs, const infs_k_seqs *seqs, const float *inv_freq, uint32_t n_pairs,
+                                         float attn_scale, cudaStream_t stream)
+{
+	const uint64_t n = (uint64_t)seqs->n_tokens * n_pairs;
+	if (n == 0)
+		return cudaSuccess;
+	if (n > UINT32_MAX)
+		return cudaErrorInvalidValue;
+	rope_table_kernel<<<(unsigned)((n + 127) / 128), 128, 0, stream>>>(cs, *seqs, inv_freq, n_pairs, attn_scale);
+	return cudaGetLastError();
+}
 
 extern "C" cudaError_t infs_k_qkv(const infs_k_qkv_params *p, cudaStream_t stream)
 {

@@ -25,6 +25,7 @@ static const char fn[] = "device engine";
 typedef struct shape {
 	uint32_t n_seqs, n_tokens;
 	int logits, argmax, calib;
+	uint32_t max_context;   /* the bound on the keys a row sees that the step is planned for */
 	cudaGraphExec_t exec;   /* NULL: seen once, not captured */
 } shape;
 
@@ -183,7 +184,7 @@ static int queue_step(infs__dengine *d, const shape *sh)
 		.logits = d->d_logits, .tokens = tokens, .n_tokens = n, .cache = &d->layout, .block_table = tables,
 		.block_table_len = c->seq_blocks, .stream = d->stream, .n_seqs = ns, .seq_starts = starts,
 		.seq_n_past = n_past, .table_stride = c->seq_blocks,
-		.max_context = c->seq_blocks * c->block_size,
+		.max_context = sh->max_context,
 		.calib = sh->calib ? tables + (size_t)c->max_seqs * c->seq_blocks : NULL,
 	};
 	int rc = infs__cuda->model_forward(c->model, &a);
@@ -206,7 +207,7 @@ static int graph_of(cudaGraphExec_t *out, infs__dengine *d, const shape *want)
 	for (uint32_t i = 0; i < d->n_graphs && !s; i++) {
 		shape *g = &d->graphs[i];
 		if (g->n_seqs == want->n_seqs && g->n_tokens == want->n_tokens && g->logits == want->logits &&
-		    g->argmax == want->argmax && g->calib == want->calib)
+		    g->argmax == want->argmax && g->calib == want->calib && g->max_context == want->max_context)
 			s = g;
 	}
 	if (s && s->exec) {
@@ -241,6 +242,20 @@ static int graph_of(cudaGraphExec_t *out, infs__dengine *d, const shape *want)
 	return INFS_OK;
 }
 
+/* The bound on the keys a row of the step sees: the cache's reach, or
+ * for the prompt of one sequence that sees at most INFS_K_ATTN_FEW_KEYS
+ * keys (a question over few facts), that, so that its attention takes
+ * blocks of few rows (infs_k_attn_block_rows). Two bounds, not the exact
+ * one: each is a shape of its own, captured as a graph of its own. */
+static uint32_t step_context(const infs__dengine_config *c, const infs__dstep *st)
+{
+	const uint32_t reach = c->seq_blocks * c->block_size;
+	if (st->n_seqs != 1 || st->n_tokens == 1)
+		return reach;
+	const uint64_t keys = (uint64_t)(uint32_t)st->n_past[0] + st->n_tokens;
+	return keys <= INFS_K_ATTN_FEW_KEYS && INFS_K_ATTN_FEW_KEYS < reach ? INFS_K_ATTN_FEW_KEYS : reach;
+}
+
 static int dstep(infs__dengine *d, const infs__dstep *st)
 {
 	const infs__dengine_config *c = &d->cfg;
@@ -257,7 +272,8 @@ static int dstep(infs__dengine *d, const infs__dstep *st)
 	int32_t *calib = tables + (size_t)c->max_seqs * c->seq_blocks;
 	for (uint32_t i = 0; st->calib && i < ns; i++)
 		infs__calib_pack(calib + 4 * i, &st->calib[i]);
-	const shape want = { ns, st->n_tokens, st->logits != NULL, st->argmax != NULL, st->calib != NULL, NULL };
+	const shape want = { ns, st->n_tokens, st->logits != NULL, st->argmax != NULL, st->calib != NULL,
+		             step_context(c, st), NULL };
 	int prev, rc = infs__device_enter(&prev, d->device, fn);
 	if (rc)
 		return rc;

@@ -23,7 +23,7 @@
 
 #define BLAS_WORKSPACE (32u << 20) /* what cuBLAS asks for on Hopper */
 #define STAGE_ELEMS (4u << 20)     /* f32 -> bf16 conversion, 8 MiB at a time */
-#define MAX_SPLITS 32u             /* key ranges one attention row may be split into */
+#define MAX_SPLITS INFS_K_ATTN_MAX_SPLITS /* key ranges one attention row may be split into */
 
 static void take_mat(infs__dev_mat *M, infs__carve *c, uint64_t out, uint64_t in, int fp8)
 {
@@ -55,6 +55,7 @@ static void layout(struct infs__model_dev *d, const infs_model *m, infs__carve *
 	d->output = g->tied ? d->emb : infs__carve_take(c, V * D * 2);
 	d->out_norm = infs__carve_take(c, D * 4);
 	d->inv_freq = infs__carve_take(c, INFS_ROPE_MAX_PAIRS * 4);
+	d->rope = infs__carve_take(c, INFS_K_GEMV_MAX_TOKENS * INFS_ROPE_MAX_PAIRS * 2 * 4);
 	d->x = infs__carve_take(c, T * D * 4);
 	d->xb = infs__carve_take(c, T * D * 2);
 	d->qkv = infs__carve_take(c, T * qkv * 4);
@@ -375,18 +376,17 @@ static cublasStatus_t gemm(cublasHandle_t h, float *y, const uint16_t *x, const 
 	                    CUDA_R_16BF, (int)in, &beta, y, CUDA_R_32F, (int)out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
-/* Into how many blocks each attention row's keys are split: enough blocks
- * for two waves over the device (eight for a decoding step of several
- * sequences, whose blocks hold one token each: they wait on memory, not on
- * arithmetic), at least two key tiles per block, within the partial
- * results' workspace. On the H200 at 8B geometry (bench_model_gpu): a
- * decoding step of 32 sequences over 1,273 positions 9.63 ms unsplit, 9.83 /
- * 9.02 / 9.50 / 10.34 ms at 2 / 4 / 8 / 16 splits; the question steps move
- * within 3% either way between 9 and 16 splits and lose at 4-6. */
-uint32_t infs__device_attn_splits(const struct infs__model_dev *d, const infs__model_config *g, uint32_t n_tokens,
-                                  uint32_t n_seqs, uint64_t max_keys)
+/* The attention's blocks (infs_k_attn_block_rows), and into how many of
+ * them each row's keys are split: enough blocks for two waves over the
+ * device (eight for a decoding step of several sequences, whose blocks
+ * hold one token each: they wait on memory, not on arithmetic), at least
+ * two key tiles per block, within the partial results' workspace. */
+void infs__device_attn_plan(infs__dlayer *a, const struct infs__model_dev *d, const infs__model_config *g,
+                            uint32_t n_tokens, uint32_t n_seqs, uint64_t max_keys)
 {
-	const uint64_t per_tile = INFS_K_ATTN_ROWS / (g->n_heads / g->n_kv_heads);
+	const uint32_t group = g->n_heads / g->n_kv_heads;
+	a->attn_rows = infs_k_attn_block_rows(n_tokens, n_seqs, group, max_keys);
+	const uint64_t per_tile = a->attn_rows / group;
 	const uint64_t blocks = ((n_tokens + per_tile - 1) / per_tile + n_seqs) * g->n_kv_heads;
 	const uint64_t waves = n_seqs > 1 && n_tokens == n_seqs ? 8 : 2;
 	uint64_t s = (waves * d->n_sm + blocks - 1) / blocks;
@@ -394,7 +394,7 @@ uint32_t infs__device_attn_splits(const struct infs__model_dev *d, const infs__m
 	s = s < by_keys ? s : by_keys;
 	s = s < MAX_SPLITS ? s : MAX_SPLITS;
 	s = s < by_space ? s : by_space;
-	return s ? (uint32_t)s : 1;
+	a->splits = s ? (uint32_t)s : 1;
 }
 
 int infs__device_model_forward(const infs_model *m, const infs__device_forward *a)
@@ -448,11 +448,19 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 	};
 	const infs_k_seqs *seqs = &la.seqs;
 	const uint64_t max_keys = a->n_seqs ? a->max_context : (uint64_t)a->n_past + n;
-	la.splits = infs__device_attn_splits(d, g, n, a->n_seqs, max_keys);
+	infs__device_attn_plan(&la, d, g, n, a->n_seqs, max_keys);
 	rc = infs__device_blas_stream(d, s, fwd_fn);
 	cudaError_t err = cudaSuccess;
 	if (!rc && (err = infs_k_embed(d->x, d->emb, a->tokens, n, D, g->n_vocab, s)) != cudaSuccess)
 		rc = infs__cuda_error(err, fwd_fn, "queueing the forward pass");
+	/* A step of few tokens rotates its q and k inside the q|k|v product,
+	 * with the cos and sin of its positions computed once. */
+	if (!rc && d->few_tokens && n <= INFS_K_GEMV_MAX_TOKENS) {
+		if ((err = infs_k_rope_table(d->rope, seqs, d->inv_freq, m->rope.n_pairs, m->rope.attn_scale, s)) !=
+		    cudaSuccess)
+			rc = infs__cuda_error(err, fwd_fn, "queueing the forward pass");
+		la.rope = d->rope;
+	}
 	for (uint32_t l = 0; l < g->n_layers && !rc; l++)
 		rc = infs__device_layer(m, l, &la, fwd_fn);
 	/* The rows that get logits: every token, each sequence's last, or the
@@ -550,31 +558,37 @@ int infs__device_layer(const infs_model *m, uint32_t l, const infs__dlayer *a, c
 	to_o.a = d->att, to_o.y = d->x;
 	to_gu.x = d->x, to_gu.norm = L->ffn_norm, to_gu.act = d->act;
 	to_down.a = d->act, to_down.y = d->x;
+	/* q|k|v's epilogue: bias, q/k norms, RoPE, the cache write */
+	const infs_k_qkv_params qp = {
+		.qkv = d->qkv, .bias = L->bqkv, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = g->norm_eps,
+		.q = d->q, .k = d->k, .v = d->v, .seqs = a->seqs, .n_heads = g->n_heads,
+		.n_kv_heads = g->n_kv_heads, .head_dim = hd, .rotary_dim = 2 * m->rope.n_pairs,
+		.style = m->rope.style == INFS_ROPE_NEOX ? 0 : 1, .attn_scale = m->rope.attn_scale,
+		.inv_freq = d->inv_freq, .cache = cl, .write_cache = a->write_cache,
+		.k_pre = a->k_out, .v_pre = a->v_out, .pre_dtype = a->out_dtype, .pre_layer = l,
+		.pre_layers = g->n_layers, .dev = a->dev,
+	};
 	int rc;
-	if (few) {
-		rc = gemv(to_qkv, &L->wqkv, D, qkv, INFS_K_GEMV_STORE, s, fn);
+	if (few && a->rope && INFS_K_GEMV_QKV_OK(&qp)) { /* RoPE and the cache write inside the product */
+		to_qkv.qkv = qp, to_qkv.rope = a->rope;
+		rc = gemv(to_qkv, &L->wqkv, D, qkv, INFS_K_GEMV_QKV, s, fn);
 	} else {
-		rc = queued(infs_k_rmsnorm(d->xb, d->x, L->attn_norm, n, D, g->norm_eps, s), fn);
+		if (few) {
+			rc = gemv(to_qkv, &L->wqkv, D, qkv, INFS_K_GEMV_STORE, s, fn);
+		} else {
+			rc = queued(infs_k_rmsnorm(d->xb, d->x, L->attn_norm, n, D, g->norm_eps, s), fn);
+			if (!rc)
+				rc = matmul(d, &L->wqkv, d->qkv, d->xb, n, D, qkv, 0, s, fn);
+		}
 		if (!rc)
-			rc = matmul(d, &L->wqkv, d->qkv, d->xb, n, D, qkv, 0, s, fn);
-	}
-	if (!rc) {
-		infs_k_qkv_params qp = {
-			.qkv = d->qkv, .bias = L->bqkv, .q_norm = L->q_norm, .k_norm = L->k_norm, .eps = g->norm_eps,
-			.q = d->q, .k = d->k, .v = d->v, .seqs = a->seqs, .n_heads = g->n_heads,
-			.n_kv_heads = g->n_kv_heads, .head_dim = hd, .rotary_dim = 2 * m->rope.n_pairs,
-			.style = m->rope.style == INFS_ROPE_NEOX ? 0 : 1, .attn_scale = m->rope.attn_scale,
-			.inv_freq = d->inv_freq, .cache = cl, .write_cache = a->write_cache,
-			.k_pre = a->k_out, .v_pre = a->v_out, .pre_dtype = a->out_dtype, .pre_layer = l,
-			.pre_layers = g->n_layers, .dev = a->dev,
-		};
-		rc = queued(infs_k_qkv(&qp, s), fn);
+			rc = queued(infs_k_qkv(&qp, s), fn);
 	}
 	if (!rc) {
 		infs_k_attn_params ap = {
 			.out = d->att, .q = d->q, .k = d->k, .v = d->v, .seqs = a->seqs, .n_heads = g->n_heads,
 			.n_kv_heads = g->n_kv_heads, .head_dim = hd, .sliding_window = g->sliding_window,
 			.scale = 1.0f / sqrtf((float)hd), .cache = cl, .write_cache = a->write_cache, .n_splits = a->splits,
+			.block_rows = a->attn_rows,
 			.part_o = d->part_o, .part_ml = d->part_ml, .in_place = a->in_place, .calib = a->calib,
 		};
 		rc = queued(infs_k_attention(&ap, s), fn);

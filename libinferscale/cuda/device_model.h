@@ -40,6 +40,7 @@ struct infs__model_dev {
 	int32_t *rc_in;
 	float *rc_dev;
 	double *rc_mass, *rc_norm;
+	float *rope;                /* a step of few tokens: its cos and sin (infs_k_rope_table) */
 	uint32_t n_sm;
 	int few_tokens;             /* steps of few tokens through infs_k_gemv */
 	void *blas_ws;
@@ -60,7 +61,8 @@ typedef struct infs__dlayer {
 	int out_dtype;
 	float *dev;                 /* NULL, or [n][n_kv_heads]: the rows' key deviations (model_kernels.h) */
 	const int32_t *calib;       /* NULL, or the attention's calibration (infs_k_attn_params) */
-	uint32_t splits;
+	uint32_t splits, attn_rows; /* the attention's (infs__device_attn_plan) */
+	const float *rope;          /* NULL, or the step's cos and sin: q|k|v's epilogue in its product */
 	cudaStream_t stream;
 } infs__dlayer;
 
@@ -72,10 +74,12 @@ int infs__device_check_ptr(const void *p, int device, const char *fn, const char
  * workspace. Returns an INFS code (fn names the caller). */
 int infs__device_blas_stream(const struct infs__model_dev *d, cudaStream_t stream, const char *fn);
 
-/* Into how many blocks each attention row's keys are split (see
- * device_model.c). */
-uint32_t infs__device_attn_splits(const struct infs__model_dev *d, const infs__model_config *g, uint32_t n_tokens,
-                                  uint32_t n_seqs, uint64_t max_keys);
+/* The attention of a call of n_tokens in n_seqs sequences (0: one without
+ * starts) whose rows see at most max_keys keys: the query rows its blocks
+ * take (infs_k_attn_block_rows) and the splits of each row's keys, into
+ * a->attn_rows and a->splits (see device_model.c). */
+void infs__device_attn_plan(infs__dlayer *a, const struct infs__model_dev *d, const infs__model_config *g,
+                            uint32_t n_tokens, uint32_t n_seqs, uint64_t max_keys);
 
 /* Whether forward calls of at most INFS_K_GEMV_MAX_TOKENS tokens go
  * through the fused products of kernels/model_gemv.cu (on after load) or,

@@ -180,7 +180,7 @@ static int run(const infs_model *m, const infs__recompute_args *a, float *logits
 		const uint32_t n_past = l <= a->check_layer || fused ? ext : pk->n_past;
 		la.n = la.seqs.n_tokens = n_act;
 		la.seqs.n_past0 = n_past;
-		la.splits = infs__device_attn_splits(d, g, n_act, 0, n_past);
+		infs__device_attn_plan(&la, d, g, n_act, 0, n_past);
 		la.dev = select ? d->rc_dev : NULL;
 		rc = infs__device_layer(m, l, &la, fn);
 		if (!rc && select)

@@ -3,10 +3,11 @@
  * against a double-precision reference on the host: a
  * question of 9 tokens over 700 cached positions of one sequence, a
  * decode step of three sequences (one token each over 300, 650 and 20
- * positions) and 3 tokens over 500 positions of one sequence (both with the
- * warps splitting the keys: at most 16 query rows), head_dim 64 and 128, 8 query heads over 2 KV heads, a bf16
- * paged cache (blocks of 16, shuffled). Splits 2, 5 and 32 give the unsplit
- * outputs within 2 bf16 ulps, every output is within the bf16 bound of the
+ * positions) and 3 tokens over 500 positions of one sequence, each with
+ * blocks of 16 query rows (the warps splitting the keys), of 64, and of the
+ * kernel's own choice; head_dim 64 and 128, 8 query heads over 2 KV heads,
+ * a bf16 paged cache (blocks of 16, shuffled). Splits 2, 5 and 32 give the
+ * unsplit outputs within 2 bf16 ulps, every output is within the bf16 bound of the
  * reference, and a repeated call gives the same bits. */
 #include <math.h>
 #include <string.h>
@@ -161,8 +162,9 @@ static void dev_free(dev *d)
 		cudaFree(ps[i]);
 }
 
-/* One call with n_splits; the outputs as floats into got. */
-static void run(float *got, const setup *s, dev *d, uint32_t splits)
+/* One call with n_splits and blocks of rows query rows (0: the kernel's
+ * choice); the outputs as floats into got. */
+static void run(float *got, const setup *s, dev *d, uint32_t splits, uint32_t rows)
 {
 	const uint32_t hd = s->hd;
 	infs_k_attn_params p;
@@ -180,7 +182,7 @@ static void run(float *got, const setup *s, dev *d, uint32_t splits)
 	p.cache.n_blocks = s->n_blocks, p.cache.block_size = BS;
 	p.cache.stride_block = (int64_t)BS * KV * hd, p.cache.stride_slot = (int64_t)KV * hd;
 	p.cache.stride_head = hd, p.cache.stride_dim = 1, p.cache.dtype = INFS_DTYPE_BF16;
-	p.n_splits = splits, p.part_o = d->part_o, p.part_ml = d->part_ml;
+	p.n_splits = splits, p.part_o = d->part_o, p.part_ml = d->part_ml, p.block_rows = rows;
 	CUDA_OK(cudaMemset(d->out, 0xff, (size_t)s->n * HEADS * hd * 2)); /* NaN where nothing is written */
 	CUDA_OK(infs_k_attention(&p, 0));
 	CUDA_OK(cudaDeviceSynchronize());
@@ -191,7 +193,8 @@ static void run(float *got, const setup *s, dev *d, uint32_t splits)
 	free(h);
 }
 
-static void check_case(const char *name, uint32_t hd, uint32_t n_seqs, const int32_t *n_past, const int32_t *n_new)
+static void check_case(const char *name, uint32_t hd, uint32_t n_seqs, const int32_t *n_past, const int32_t *n_new,
+                       uint32_t rows)
 {
 	setup s;
 	make(&s, hd, n_seqs, n_past, n_new, 1234 + hd + n_seqs);
@@ -200,7 +203,7 @@ static void check_case(const char *name, uint32_t hd, uint32_t n_seqs, const int
 	upload(&d, &s);
 	const size_t n_out = (size_t)s.n * HEADS * hd;
 	float *one = malloc(n_out * 4), *got = malloc(n_out * 4), *again = malloc(n_out * 4);
-	run(one, &s, &d, 1);
+	run(one, &s, &d, 1, rows);
 	/* Against the reference: the bf16 rounding of P and of the output. */
 	double worst_ref = 0;
 	double *ref = malloc(hd * sizeof *ref);
@@ -215,12 +218,13 @@ static void check_case(const char *name, uint32_t hd, uint32_t n_seqs, const int
 				}
 			}
 	free(ref);
-	printf("  %s, head_dim %u: unsplit vs double reference max |diff| %.3g\n", name, hd, worst_ref);
+	printf("  %s, head_dim %u, blocks of %u rows: unsplit vs double reference max |diff| %.3g\n", name, hd, rows,
+	       worst_ref);
 	CHECK(worst_ref <= 0.02);
 	static const uint32_t splits[] = { 2, 5, 32 };
 	for (size_t k = 0; k < sizeof splits / sizeof splits[0]; k++) {
-		run(got, &s, &d, splits[k]);
-		run(again, &s, &d, splits[k]);
+		run(got, &s, &d, splits[k], rows);
+		run(again, &s, &d, splits[k], rows);
 		double worst = 0;
 		size_t same = 0;
 		for (size_t i = 0; i < n_out; i++) {
@@ -247,10 +251,24 @@ int main(void)
 	static const int32_t q_past[] = { 700 }, q_new[] = { 9 };
 	static const int32_t d_past[] = { 300, 650, 20 }, d_new[] = { 1, 1, 1 };
 	static const int32_t f_past[] = { 500 }, f_new[] = { 3 };
-	for (uint32_t hd = 64; hd <= 128; hd += 64) {
-		check_case("question", hd, 1, q_past, q_new);
-		check_case("decode of 3 sequences", hd, 3, d_past, d_new);
-		check_case("3 tokens", hd, 1, f_past, f_new);
-	}
+	static const uint32_t rows[] = { 0, INFS_K_ATTN_FEW_ROWS, INFS_K_ATTN_ROWS };
+	for (uint32_t hd = 64; hd <= 128; hd += 64)
+		for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+			check_case("question", hd, 1, q_past, q_new, rows[r]);
+			check_case("decode of 3 sequences", hd, 3, d_past, d_new, rows[r]);
+			check_case("3 tokens", hd, 1, f_past, f_new, rows[r]);
+		}
+	/* refused: blocks of a size the kernel has not, or of fewer rows than
+	 * the heads sharing a KV head; more splits than the merge takes */
+	infs_k_attn_params bad;
+	memset(&bad, 0, sizeof bad);
+	bad.n_heads = HEADS, bad.n_kv_heads = KV, bad.head_dim = 64, bad.n_splits = 1, bad.seqs.n_seqs = 1;
+	bad.block_rows = 32;
+	CHECK(infs_k_attention(&bad, 0) == cudaErrorInvalidValue);
+	bad.n_heads = 32, bad.n_kv_heads = 1, bad.block_rows = INFS_K_ATTN_FEW_ROWS;
+	CHECK(infs_k_attention(&bad, 0) == cudaErrorInvalidValue);
+	bad.n_heads = HEADS, bad.n_kv_heads = KV, bad.block_rows = 0;
+	bad.n_splits = INFS_K_ATTN_MAX_SPLITS + 1, bad.part_o = bad.part_ml = (float *)&bad;
+	CHECK(infs_k_attention(&bad, 0) == cudaErrorInvalidValue);
 	CHECK_DONE();
 }
