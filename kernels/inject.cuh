@@ -111,6 +111,46 @@ __device__ void token_setup(token_info<SB> &ti, const infs_k_inject_params &p, u
 	__syncthreads();
 }
 
+/* Two values narrowed as from_float_sat narrows each, in one conversion:
+ * cvt's .satfinite (PTX 8.1, sm_80 and later) rounds, then clamps to the
+ * largest finite value, which is what clamping first and rounding then
+ * gives; NaN, which it would keep, is made 0 first. lo in the low half. */
+__device__ __forceinline__ uint32_t from_float_sat2(bf16, float lo, float hi)
+{
+	uint32_t r;
+	asm("cvt.rn.satfinite.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi == hi ? hi : 0.0f), "f"(lo == lo ? lo : 0.0f));
+	return r;
+}
+
+__device__ __forceinline__ uint32_t from_float_sat2(f16, float lo, float hi)
+{
+	uint32_t r;
+	asm("cvt.rn.satfinite.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi == hi ? hi : 0.0f), "f"(lo == lo ? lo : 0.0f));
+	return r;
+}
+
+/* W values stored as D at dst, each clamped first (from_float_sat): 16-bit
+ * types a pair a conversion. */
+template <typename D, int W> __device__ __forceinline__ void store_sat(typename D::bits *dst, const float *o)
+{
+	if constexpr (W % 2 == 0 && !std::is_same<D, f32>::value) {
+		vec<D, W> out;
+		uint32_t *pairs = reinterpret_cast<uint32_t *>(out.v);
+#pragma unroll
+		for (int e = 0; e < W / 2; e++)
+			pairs[e] = from_float_sat2(D{}, o[2 * e], o[2 * e + 1]);
+		*(vec<D, W> *)dst = out;
+	} else if (W > 1) {
+		vec<D, W> out;
+#pragma unroll
+		for (int e = 0; e < W; e++)
+			out.v[e] = from_float_sat(D{}, o[e]);
+		*(vec<D, W> *)dst = out;
+	} else {
+		*dst = from_float_sat(D{}, o[0]);
+	}
+}
+
 /* One vector of W elements at dim d of a K (rot) or V row: x itself, y its
  * partner (NeoX, or the neighbour for scalar GPT-J), converted, rotated
  * with the CPU's exact arithmetic, stored. */
@@ -119,29 +159,29 @@ __device__ __forceinline__ void finish(typename D::bits *dst, const vec<S, W> &x
                                        bool partner, bool neox, uint32_t d, uint32_t n_pairs, const float *cs,
                                        const float *sn)
 {
-	vec<D, W> o;
 	if (std::is_same<S, D>::value && !rot) {
-		o = *(const vec<D, W> *)&x;
-	} else {
-		const uint32_t pair0 = neox ? (d < n_pairs ? d : d - n_pairs) : d / 2;
-#pragma unroll
-		for (int e = 0; e < W; e++) {
-			float v = to_float(S{}, x.v[e]);
-			if (rot) {
-				/* the pair's first member: a = x0 c - x1 s, else b = x1 c + x0 s */
-				bool first = neox ? d + e < n_pairs : !((d + e) & 1);
-				uint32_t i = pair0 + (neox ? e : e / 2);
-				float w = to_float(S{}, partner ? y.v[e] : x.v[e ^ 1]);
-				float c = cs[i], sv = sn[i];
-				v = first ? __fsub_rn(__fmul_rn(v, c), __fmul_rn(w, sv)) : __fadd_rn(__fmul_rn(v, c), __fmul_rn(w, sv));
-			}
-			o.v[e] = from_float_sat(D{}, v);
-		}
+		if (W > 1)
+			*(vec<D, W> *)dst = *(const vec<D, W> *)&x;
+		else
+			*dst = *(const typename D::bits *)&x.v[0];
+		return;
 	}
-	if (W > 1)
-		*(vec<D, W> *)dst = o;
-	else
-		*dst = o.v[0];
+	const uint32_t pair0 = neox ? (d < n_pairs ? d : d - n_pairs) : d / 2;
+	float o[W];
+#pragma unroll
+	for (int e = 0; e < W; e++) {
+		float v = to_float(S{}, x.v[e]);
+		if (rot) {
+			/* the pair's first member: a = x0 c - x1 s, else b = x1 c + x0 s */
+			bool first = neox ? d + e < n_pairs : !((d + e) & 1);
+			uint32_t i = pair0 + (neox ? e : e / 2);
+			float w = to_float(S{}, partner ? y.v[e] : x.v[e ^ 1]);
+			float c = cs[i], sv = sn[i];
+			v = first ? __fsub_rn(__fmul_rn(v, c), __fmul_rn(w, sv)) : __fadd_rn(__fmul_rn(v, c), __fmul_rn(w, sv));
+		}
+		o[e] = v;
+	}
+	store_sat<D, W>(dst, o);
 }
 
 /* Thread (rx, ly) of the block handles vectors rx, rx + nx, ... of a
@@ -260,20 +300,6 @@ template <int W> __device__ __forceinline__ void load_e4m3(float *v, const uint8
 		v[e] = __fmul_rn(f.x, scale);
 		if (e + 1 < W)
 			v[e + 1] = __fmul_rn(f.y, scale);
-	}
-}
-
-/* W values stored as D at dst, each clamped first (from_float_sat). */
-template <typename D, int W> __device__ __forceinline__ void store_sat(typename D::bits *dst, const float *o)
-{
-	if (W > 1) {
-		vec<D, W> out;
-#pragma unroll
-		for (int e = 0; e < W; e++)
-			out.v[e] = from_float_sat(D{}, o[e]);
-		*(vec<D, W> *)dst = out;
-	} else {
-		*dst = from_float_sat(D{}, o[0]);
 	}
 }
 
