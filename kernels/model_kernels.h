@@ -130,11 +130,10 @@ cudaError_t infs_k_rope_table(float *cs, const infs_k_seqs *seqs, const float *i
  * out is bf16 [n][n_heads][head_dim]. Each block takes up to 64 query rows
  * (the heads sharing a KV head, token by token) of one sequence and one KV
  * head (16 for calls of few rows, block_rows below, its warps then
- * splitting the keys); with 1 < n_splits <=
- * INFS_K_ATTN_MAX_SPLITS the keys are divided among n_splits blocks whose
- * partial results
- * (part_o f32 [n_splits][n][n_heads][head_dim], part_ml
- * [n_splits][n][n_heads][2]) a second kernel merges. A token whose own
+ * splitting the keys); with 1 < n_splits <= INFS_K_ATTN_MAX_SPLITS the
+ * keys are divided among n_splits blocks whose partial results (part_o f32
+ * [n_splits][n][n_heads][head_dim], part_ml [n_splits][n][n_heads][2]) a
+ * second kernel merges. A token whose own
  * position (when write_cache) or a visible cache position has no valid
  * block gets NaN. With in_place (accuracy recovery) the new tokens' own
  * positions lie below n_past and already hold their K and V (written by

@@ -453,8 +453,9 @@ int infs__device_model_forward(const infs_model *m, const infs__device_forward *
 	cudaError_t err = cudaSuccess;
 	if (!rc && (err = infs_k_embed(d->x, d->emb, a->tokens, n, D, g->n_vocab, s)) != cudaSuccess)
 		rc = infs__cuda_error(err, fwd_fn, "queueing the forward pass");
-	/* A step of few tokens rotates its q and k inside the q|k|v product,
-	 * with the cos and sin of its positions computed once. */
+	/* A step of few tokens rotates its q and k inside the q|k|v product
+	 * (when the model needs nothing else there: INFS_K_GEMV_QKV_OK), with
+	 * the cos and sin of its positions computed once for every layer. */
 	if (!rc && d->few_tokens && n <= INFS_K_GEMV_MAX_TOKENS) {
 		if ((err = infs_k_rope_table(d->rope, seqs, d->inv_freq, m->rope.n_pairs, m->rope.attn_scale, s)) !=
 		    cudaSuccess)
