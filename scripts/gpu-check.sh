@@ -1,29 +1,53 @@
 #!/usr/bin/env bash
 # On a machine with a CUDA GPU: configure with CUDA, build, run the test
 # suites (the gpu suite included), compute-sanitizer memcheck and racecheck
-# over the gpu suite, and the benchmarks. Logs and JSON go to $OUT (default
-# ./gpu-out): gpu-check.log, testlog.txt, sanitizer.log, inject.json,
-# retrieve.json, serving-api.json, tiers.json, benchmarks.json, benchmarks.md,
-# tiers-h200.json (tiers.json with the engine's pinned-tier TTFT), and those of
-# scripts/gpu-bench-model.sh (gpu-runtime-h200.json, ...) and
-# scripts/gpu-bench-engine.sh (gpu-engine-h200.json, ...), and demo.log: the
-# demo's questions answered on the GPU (SmolLM2 and the embedder from
-# $INFS_CACHE), then eval --reference-device-weights bf16 and fp8 on the
-# tiny LoCoMo fixture. Exits non-zero when a build, test, sanitizer check or
-# the demo fails.
+# over the gpu suite, the demo, and the benchmarks. Logs and JSON go to $OUT
+# (default ./gpu-out): gpu-check.log, testlog.txt, sanitizer.log,
+# inject.json, retrieve.json, serving-api.json, tiers.json, benchmarks.json,
+# benchmarks.md, tiers-h200.json (tiers.json with the engine's pinned-tier
+# TTFT), and those of scripts/gpu-bench-model.sh (gpu-runtime-h200.json,
+# ...) and scripts/gpu-bench-engine.sh (gpu-engine-h200.json, ...), and
+# demo.log: the demo's questions answered on the GPU (SmolLM2 and the
+# embedder from $INFS_CACHE), then eval --reference-device-weights bf16 and
+# fp8 on the tiny LoCoMo fixture. Exits non-zero when a build, test,
+# sanitizer check, the demo or a benchmark fails.
 #   GPU_CHECK_SKIP=bench   skips the benchmarks; =sanitizer skips the sanitizer;
 #   =tests skips the test suites; =demo the demo (words combine:
 #   GPU_CHECK_SKIP=tests,bench)
 #   GPU_CHECK_SANITIZE="fused inject"   runs the sanitizer on those tests only
 #   (the runs take minutes each; each line of the log says how long)
+#   GPU_CHECK_JOBS=8   sanitizer runs at once (default 1; each is one process
+#   that mostly keeps a CPU core busy)
+#   GPU_CHECK_COMMIT   the commit checked, where the tree has no .git
+# The final lines are the summary: the date, the commit, the device, and each
+# phase's outcome. Phases run by earlier calls over the same $BUILD and commit
+# count too ($BUILD/gpu-check.phases keeps them), so that a machine whose
+# commands are limited in time runs the check as several calls that skip
+# each other's phases; "passed end to end" needs all five phases passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 BUILD=${BUILD:-build-gpu}
 skip=${GPU_CHECK_SKIP:-}
+jobs=${GPU_CHECK_JOBS:-1}
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo "${GPU_CHECK_COMMIT:-unknown}")
 exec > >(tee "$OUT/gpu-check.log") 2>&1
 fail=0
+
+# A phase's outcome for the summary: name, passed|FAILED, what it counted.
+# Kept in $BUILD/gpu-check.phases, one line a phase and commit (the
+# newest), under a lock: checks of other phases may run beside this one.
+phase() {
+	local f="$BUILD/gpu-check.phases"
+	(
+		flock 9
+		touch "$f"
+		grep -v "^$commit $1 " "$f" >"$f.new"
+		echo "$commit $1 $2 $(date -u +%FT%TZ) $3" >>"$f.new"
+		mv "$f.new" "$f"
+	) 9>"$f.lock"
+}
 
 echo "== device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,temperature.gpu --format=csv
@@ -33,31 +57,78 @@ echo "== build"
 if [ ! -d "$BUILD/meson-private" ]; then
 	meson setup "$BUILD" -Dcuda=enabled -Dfaiss=disabled -Dblas=disabled -Dwerror=true >/dev/null || exit 1
 fi
-ninja -C "$BUILD" -j"$(nproc)" >"$OUT/build.log" 2>&1 || { cat "$OUT/build.log"; exit 1; }
-rm -f "$OUT/build.log"
+start=$SECONDS
+if ninja -C "$BUILD" -j"$(nproc)" >"$OUT/build.log" 2>&1; then
+	phase build passed "-Dcuda=enabled -Dwerror=true, $((SECONDS - start)) s"
+	rm -f "$OUT/build.log"
+else
+	cat "$OUT/build.log"
+	phase build FAILED "see build.log"
+	exit 1
+fi
 
 if [[ $skip != *tests* ]]; then
 	echo "== tests"
 	# every suite but 'model', whose real models (scripts/fetch-models.sh)
 	# the GPU machine does not have
-	meson test -C "$BUILD" --print-errorlogs --num-processes 4 --no-suite model || fail=1
+	meson test -C "$BUILD" --print-errorlogs --num-processes 4 --no-suite model | tee "$OUT/tests.txt"
+	rc=${PIPESTATUS[0]}
 	cp "$BUILD/meson-logs/testlog.txt" "$OUT/testlog.txt"
+	counts=$(grep -E "^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout): " "$OUT/tests.txt" | tr -s ' ' | paste -sd, -)
+	skipped=$(awk '$0 ~ / SKIP / { for (i = 1; i <= NF; i++) if ($i ~ /:/) { sub(/.*:/, "", $i); print $i } }' \
+		"$OUT/tests.txt" | paste -sd' ' -)
+	rm -f "$OUT/tests.txt"
+	[ "$rc" = 0 ] || fail=1
+	phase tests "$([ "$rc" = 0 ] && echo passed || echo FAILED)" "$counts${skipped:+ (skipped: $skipped)}"
 fi
 
-if [[ $skip != *sanitizer* ]]; then
-	echo "== compute-sanitizer"
-	: >"$OUT/sanitizer.log"
-	# Through meson's test wrapper, so that each test gets its arguments.
+# Runs tool $1 over gpu test $2 (its command line from meson's
+# introspection, so that it gets its arguments and environment) and writes
+# its log to $3; the last line of the log is its outcome.
+sanitize() {
+	local tool=$1 t=$2 log=$3 start=$SECONDS exitcode=
+	# racecheck reports hazards in cuBLAS's Hopper GEMMs (nvjet_*), which
+	# order shared memory through mbarriers and the async proxy that it
+	# does not follow; excluding them by name makes the sanitizer itself
+	# fault. So racecheck runs on everything and fails on a hazard in any
+	# other kernel (ours).
+	[ "$tool" = memcheck ] && exitcode="--error-exitcode 99"
+	(
+		CMD=()
+		eval "$(python3 - "$BUILD" "$t" <<'PY'
+import json, shlex, subprocess, sys
+tests = json.loads(subprocess.run(["meson", "introspect", "--tests", sys.argv[1]], capture_output=True,
+                                  text=True, check=True).stdout)
+t = next(t for t in tests if t["name"] == sys.argv[2].split(":")[-1])
+print(f"cd {shlex.quote(t['workdir'] or sys.argv[1])}")
+for k, v in (t.get("env") or {}).items():
+    print(f"export {k}={shlex.quote(v)}")
+print("CMD=(" + " ".join(shlex.quote(c) for c in t["cmd"]) + ")")
+PY
+)"
+		[ ${#CMD[@]} -gt 0 ] || { echo "no command line for $t in meson's introspection"; exit 1; }
+		INFS_TEST_SMALL=1 timeout "${GPU_CHECK_SANITIZE_TIMEOUT:-1800}" compute-sanitizer --tool "$tool" $exitcode \
+			"${CMD[@]}"
+	) >"$log" 2>&1
+	local rc=$?
+	local ours theirs
+	ours=$(grep -E "access at " "$log" | grep -vc "access at nvjet_")
+	theirs=$(grep -E "access at nvjet_" "$log" | wc -l)
+	if [ $rc = 0 ] && [ "$ours" = 0 ]; then
+		echo "-- $tool $t: clean$([ "$theirs" != 0 ] && echo " (hazard reports in cuBLAS's nvjet kernels only: $theirs lines)"), $((SECONDS - start)) s" >>"$log"
+	else
+		echo "-- $tool $t: FAILED (exit $rc, $ours hazard lines in our kernels), $((SECONDS - start)) s" >>"$log"
+	fi
+}
+
+# The sanitizer's runs, "tool test" a line: memcheck and racecheck over
+# the gpu suite.
+sanitizer_runs() {
+	local t tool
 	for t in $(meson test -C "$BUILD" --list --suite gpu 2>/dev/null | sed 's/.* \([^ ]*\)$/\1/'); do
-		if [ -n "${GPU_CHECK_SANITIZE:-}" ]; then
-			want=0
-			for w in $GPU_CHECK_SANITIZE; do [[ $t == *"$w"* ]] && want=1; done
-			[ $want = 1 ] || continue
-		fi
-		# racecheck looks at shared memory, which only the kernels of the
-		# inject, top-k, fused and model tests use differently; the store
-		# and retrieve tests run the same kernels (and cuBLAS) and take many
-		# minutes under it.
+		# racecheck looks at shared memory; the store, retrieve and tiers
+		# tests run the kernels that gpu-fused, gpu-topk and gpu-inject
+		# racecheck (and cuBLAS) and take many minutes under it.
 		tools="memcheck racecheck"
 		[[ $t == *store* || $t == *retrieve* || $t == *tiers* ]] && tools=memcheck
 		# gpu-engine runs the model, injection and sampling kernels that
@@ -66,36 +137,45 @@ if [[ $skip != *sanitizer* ]]; then
 		# printed nothing, with hazards reported in cuBLAS's nvjet kernels
 		# only (2026-12-03), so it runs under memcheck alone.
 		[[ $t == *gpu-engine* ]] && tools=memcheck
-		for tool in $tools; do
-			echo "-- $tool $t" | tee -a "$OUT/sanitizer.log"
-			start=$SECONDS
-			# racecheck reports hazards in cuBLAS's Hopper GEMMs (nvjet_*),
-			# which order shared memory through mbarriers and the async
-			# proxy that it does not follow; excluding them by name makes
-			# the sanitizer itself fault. So racecheck runs on everything
-			# and fails on a hazard in any other kernel (ours).
-			log=$(mktemp)
-			exitcode="--error-exitcode 99"
-			[ $tool = racecheck ] && exitcode=
-			INFS_TEST_SMALL=1 meson test -C "$BUILD" --no-rebuild --print-errorlogs --timeout-multiplier 10 \
-				--wrapper "compute-sanitizer --tool $tool $exitcode" "$t" >"$log" 2>&1
-			rc=$?
-			cat "$log" >>"$OUT/sanitizer.log"
-			ours=$(grep -E "access at " "$log" | grep -vc "access at nvjet_")
-			theirs=$(grep -E "access at nvjet_" "$log" | wc -l)
-			rm -f "$log"
-			if [ $rc = 0 ] && [ "$ours" = 0 ]; then
-				echo "   clean$([ "$theirs" != 0 ] && echo " (hazard reports in cuBLAS's nvjet kernels only: $theirs lines)")"
-			else
-				echo "FAILED: $tool $t (exit $rc, $ours hazard lines in our kernels)"
-				fail=1
-			fi
-			echo "   $((SECONDS - start)) s" | tee -a "$OUT/sanitizer.log"
-		done
+		for tool in $tools; do echo "$tool $t"; done
 	done
+}
+
+if [[ $skip != *sanitizer* ]]; then
+	echo "== compute-sanitizer ($jobs at once)"
+	: >"$OUT/sanitizer.log"
+	runs=$(mktemp -d)
+	n=0 pids=""
+	while read -r tool t; do
+		if [ -n "${GPU_CHECK_SANITIZE:-}" ]; then
+			want=0
+			for w in $GPU_CHECK_SANITIZE; do [[ $t == *"$w"* ]] && want=1; done
+			[ $want = 1 ] || continue
+		fi
+		while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+		n=$((n + 1))
+		sanitize "$tool" "$t" "$runs/$(printf %03d $n) $tool $t.log" </dev/null &
+		pids="$pids $!"
+	done < <(sanitizer_runs)
+	wait $pids
+	for log in "$runs"/*.log; do
+		[ -f "$log" ] || continue
+		cat "$log" >>"$OUT/sanitizer.log"
+		last=$(tail -1 "$log")
+		echo "$last"
+		set -- $(basename "$log" .log)
+		if [[ $last == *": clean"* ]]; then
+			phase "sanitize:$2:$3" passed "${last#*: }"
+		else
+			phase "sanitize:$2:$3" FAILED "${last#*: FAILED }"
+			fail=1
+		fi
+	done
+	rm -rf "$runs"
 fi
 
 if [[ $skip != *demo* ]]; then
+	dfail=0
 	echo "== demo on the GPU (SmolLM2, the example memory)"
 	demo=$(mktemp -d)
 	if "$BUILD/tools/inferscale" encode --device 0 --store "$demo/maya.infs" examples/memory/facts.jsonl --quiet &&
@@ -104,7 +184,7 @@ if [[ $skip != *demo* ]]; then
 		:
 	else
 		echo "FAILED: the demo on the GPU"
-		fail=1
+		dfail=1
 	fi
 	rm -rf "$demo"
 	echo "== eval --reference-device-weights on the GPU (tests/fixtures/locomo/tiny.json)"
@@ -113,9 +193,9 @@ if [[ $skip != *demo* ]]; then
 	ev=$(mktemp -d)
 	for w in bf16 fp8; do
 		"$BUILD/tools/inferscale" eval tests/fixtures/locomo/tiny.json --device 0 --k 50 --quiet \
-			--reference-device-weights $w --json "$ev/$w.json" 2>&1 | tee -a "$OUT/demo.log" || fail=1
+			--reference-device-weights $w --json "$ev/$w.json" 2>&1 | tee -a "$OUT/demo.log" || dfail=1
 	done
-	python3 - "$ev" <<'PY' || { echo "FAILED: eval --reference-device-weights"; fail=1; }
+	python3 - "$ev" <<'PY' || { echo "FAILED: eval --reference-device-weights"; dfail=1; }
 import json, sys
 b, f = (json.load(open(f"{sys.argv[1]}/{w}.json")) for w in ("bf16", "fp8"))
 for r, w in ((b, "bf16"), (f, "fp8")):
@@ -128,22 +208,26 @@ assert b["kl_first_token_full_vs_reference_weights_mean"] < 1e-6, b
 assert all(q["kl_first_token_full_vs_reference_weights"] > 0 for q in f["questions"]), f
 PY
 	rm -rf "$ev"
+	[ $dfail = 0 ] || fail=1
+	phase demo "$([ $dfail = 0 ] && echo passed || echo FAILED)" \
+		"$(grep -c . "$OUT/demo.log") lines of answers and eval (demo.log)"
 fi
 
 if [[ $skip != *bench* ]]; then
+	bfail=0
 	echo "== benchmarks"
-	"$BUILD/benchmarks/bench_inject" "$OUT/inject.json" || fail=1
-	"$BUILD/benchmarks/bench_retrieve" "$OUT/retrieve.json" || fail=1
-	"$BUILD/benchmarks/bench_serving" "$OUT/serving-api.json" || fail=1
-	"$BUILD/benchmarks/bench_tiers" "$OUT/tiers.json" || fail=1
+	"$BUILD/benchmarks/bench_inject" "$OUT/inject.json" || bfail=1
+	"$BUILD/benchmarks/bench_retrieve" "$OUT/retrieve.json" || bfail=1
+	"$BUILD/benchmarks/bench_serving" "$OUT/serving-api.json" || bfail=1
+	"$BUILD/benchmarks/bench_tiers" "$OUT/tiers.json" || bfail=1
 	PYTHONUNBUFFERED=1 python3 benchmarks/torch_compare.py "$OUT/inject.json" "$OUT/retrieve.json" \
-		"$OUT/benchmarks.json" "$OUT/benchmarks.md" || fail=1
+		"$OUT/benchmarks.json" "$OUT/benchmarks.md" || bfail=1
 	# the model runtime at 8B geometry beside the torch engine and transformers
-	OUT=$OUT BUILD=$BUILD scripts/gpu-bench-model.sh || fail=1
+	OUT=$OUT BUILD=$BUILD scripts/gpu-bench-model.sh || bfail=1
 	# the engine end to end at 8B geometry, beside the same peers
-	OUT=$OUT BUILD=$BUILD scripts/gpu-bench-engine.sh || fail=1
+	OUT=$OUT BUILD=$BUILD scripts/gpu-bench-engine.sh || bfail=1
 	# the tiers' rows with TTFT from the pinned tier vs full recompute
-	python3 - "$OUT/tiers.json" "$OUT/engine_gpu.json" "$OUT/tiers-h200.json" <<'PY' || fail=1
+	python3 - "$OUT/tiers.json" "$OUT/engine_gpu.json" "$OUT/tiers-h200.json" <<'PY' || bfail=1
 import json, sys
 tiers = json.load(open(sys.argv[1]))
 try:
@@ -153,7 +237,44 @@ except (OSError, KeyError, ValueError) as e:
     print(f"no pinned-tier TTFT from the engine benchmark: {e}")
 json.dump(tiers, open(sys.argv[3], "w"), indent=1)
 PY
+	[ $bfail = 0 ] || fail=1
+	head=$(python3 - "$OUT/gpu-engine-h200.json" <<'PY' 2>/dev/null
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {r["k"]: r for r in d["rows"]}
+r = rows[50]
+print(f"TTFT at k = 50 {r['ttft_inject_ms']:.2f} ms by injection, {r['ttft_full_ms']:.2f} ms by full recompute")
+PY
+)
+	phase bench "$([ $bfail = 0 ] && echo passed || echo FAILED)" "${head:-no engine numbers}"
 fi
 
-echo "== gpu-check: $([ $fail = 0 ] && echo passed || echo FAILED)"
+# The summary: every phase of this commit, this call's and earlier ones'.
+echo "== gpu-check summary"
+echo "date: $(date -u +%F) ($(date -u +%T) UTC)"
+echo "commit: $commit"
+echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1), $(nvcc --version | tail -1)"
+ledger="$BUILD/gpu-check.phases"
+end_to_end=1
+for p in build tests demo bench; do
+	line=$(grep "^$commit $p " "$ledger" 2>/dev/null | tail -1)
+	if [ -n "$line" ]; then
+		set -- $line
+		echo "$p: $3 ($4): ${line#* * * * }"
+		[ "$3" = passed ] || end_to_end=0
+	else
+		echo "$p: not run"
+		end_to_end=0
+	fi
+done
+total=0 clean=0 failed=""
+while read -r tool t; do
+	total=$((total + 1))
+	line=$(grep "^$commit sanitize:$tool:$t " "$ledger" 2>/dev/null | tail -1)
+	set -- $line
+	if [ "${3:-}" = passed ]; then clean=$((clean + 1)); else failed="$failed $tool:$t${3:+ (FAILED)}"; fi
+done < <(sanitizer_runs)
+echo "sanitizer: $clean of $total runs clean (memcheck and racecheck over the gpu suite)${failed:+; not clean or not run:$failed}"
+[ "$clean" = "$total" ] || end_to_end=0
+echo "== gpu-check: $([ $fail = 0 ] && echo passed || echo FAILED) this call; $([ $end_to_end = 1 ] && echo "passed end to end (build, tests, sanitizer, demo, bench)" || echo "not yet passed end to end")"
 exit $fail
