@@ -18,7 +18,7 @@
 #   (the runs take minutes each; each line of the log says how long)
 #   GPU_CHECK_JOBS=8   sanitizer runs at once (default 1; each is one process
 #   that mostly keeps a CPU core busy)
-#   GPU_CHECK_COMMIT   the commit checked, where the tree has no .git
+#   GPU_CHECK_COMMIT   the commit checked (default: git's HEAD), for a copy of a tree
 # The final lines are the summary: the date, the commit, the device, and each
 # phase's outcome. Phases run by earlier calls over the same $BUILD and commit
 # count too ($BUILD/gpu-check.phases keeps them), so that a machine whose
@@ -31,7 +31,7 @@ mkdir -p "$OUT"
 BUILD=${BUILD:-build-gpu}
 skip=${GPU_CHECK_SKIP:-}
 jobs=${GPU_CHECK_JOBS:-1}
-commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo "${GPU_CHECK_COMMIT:-unknown}")
+commit=${GPU_CHECK_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
 exec > >(tee "$OUT/gpu-check.log") 2>&1
 fail=0
 
