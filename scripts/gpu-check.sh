@@ -73,7 +73,7 @@ if [[ $skip != *tests* ]]; then
 	echo "== tests"
 	# every suite but 'model', whose real models (scripts/fetch-models.sh)
 	# the GPU machine does not have
-	meson test -C "$BUILD" --print-errorlogs --num-processes 4 --no-suite model | tee "$OUT/tests.txt"
+	meson test -C "$BUILD" --print-errorlogs --num-processes "$(( $(nproc) > 16 ? 8 : ($(nproc) + 1) / 2 ))" --no-suite model | tee "$OUT/tests.txt"
 	rc=${PIPESTATUS[0]}
 	cp "$BUILD/meson-logs/testlog.txt" "$OUT/testlog.txt"
 	counts=$(grep -E "^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout): " "$OUT/tests.txt" | tr -s ' ' | paste -sd, -)
