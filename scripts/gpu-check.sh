@@ -2,15 +2,15 @@
 # On a machine with a CUDA GPU: configure with CUDA, build, run the test
 # suites (the gpu suite included), compute-sanitizer memcheck and racecheck
 # over the gpu suite, the demo, and the benchmarks. Logs and JSON go to $OUT
-# (default ./gpu-out): gpu-check.log, testlog.txt, sanitizer.log,
-# inject.json, retrieve.json, serving-api.json, tiers.json, benchmarks.json,
-# benchmarks.md, tiers-h200.json (tiers.json with the engine's pinned-tier
-# TTFT), and those of scripts/gpu-bench-model.sh (gpu-runtime-h200.json,
-# ...) and scripts/gpu-bench-engine.sh (gpu-engine-h200.json, ...), and
-# demo.log: the demo's questions answered on the GPU (SmolLM2 and the
-# embedder from $INFS_CACHE), then eval --reference-device-weights bf16 and
-# fp8 on the tiny LoCoMo fixture. Exits non-zero when a build, test,
-# sanitizer check, the demo or a benchmark fails.
+# (default ./gpu-out): gpu-check.log, gpu-check-summary.txt, testlog.txt,
+# sanitizer.log, inject.json, retrieve.json, serving-api.json, tiers.json,
+# benchmarks.json, benchmarks.md, tiers-h200.json (tiers.json with the
+# engine's pinned-tier TTFT), and those of scripts/gpu-bench-model.sh (gpu-
+# runtime-h200.json, ...) and scripts/gpu-bench-engine.sh (gpu-
+# engine-h200.json, ...), and demo.log: the demo's questions answered on the
+# GPU (SmolLM2 and the embedder from $INFS_CACHE), then eval --reference-
+# device-weights bf16 and fp8 on the tiny LoCoMo fixture. Exits non-zero when
+# a build, test, sanitizer check, the demo or a benchmark fails.
 #   GPU_CHECK_SKIP=bench   skips the benchmarks; =sanitizer skips the sanitizer;
 #   =tests skips the test suites; =demo the demo (words combine:
 #   GPU_CHECK_SKIP=tests,bench)
@@ -76,10 +76,14 @@ if [[ $skip != *tests* ]]; then
 	meson test -C "$BUILD" --print-errorlogs --num-processes "$(( $(nproc) > 16 ? 8 : ($(nproc) + 1) / 2 ))" --no-suite model | tee "$OUT/tests.txt"
 	rc=${PIPESTATUS[0]}
 	cp "$BUILD/meson-logs/testlog.txt" "$OUT/testlog.txt"
-	counts=$(grep -E "^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout): " "$OUT/tests.txt" | tr -s ' ' | paste -sd, -)
+	counts=$(grep -E "^(Ok|Expected Fail|Fail|Unexpected Pass|Skipped|Timeout): " "$OUT/tests.txt" | tr -s ' ' |
+		sed 's/ *$//' | paste -sd, - | sed 's/,/, /g')
 	skipped=$(awk '$0 ~ / SKIP / { for (i = 1; i <= NF; i++) if ($i ~ /:/) { sub(/.*:/, "", $i); print $i } }' \
 		"$OUT/tests.txt" | paste -sd' ' -)
 	rm -f "$OUT/tests.txt"
+	# On a machine with a GPU a gpu test that skips lacks something the
+	# check needs (the models in $INFS_CACHE, say): the phase fails.
+	[[ " $skipped" == *" gpu-"* ]] && rc=77
 	[ "$rc" = 0 ] || fail=1
 	phase tests "$([ "$rc" = 0 ] && echo passed || echo FAILED)" "$counts${skipped:+ (skipped: $skipped)}"
 fi
@@ -259,7 +263,10 @@ PY
 	phase bench "$([ $bfail = 0 ] && echo passed || echo FAILED)" "${head:-no engine numbers}"
 fi
 
-# The summary: every phase of this commit, this call's and earlier ones'.
+# The summary: every phase of this commit, this call's and earlier ones',
+# also in $OUT/gpu-check-summary.txt (benchmarks/results/gpu-check-h200.txt
+# is that file from the H200).
+exec > >(tee "$OUT/gpu-check-summary.txt")
 echo "== gpu-check summary"
 echo "date: $(date -u +%F) ($(date -u +%T) UTC)"
 echo "commit: $commit"
