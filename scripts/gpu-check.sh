@@ -5,12 +5,12 @@
 # (default ./gpu-out): gpu-check.log, gpu-check-summary.txt, testlog.txt,
 # sanitizer.log, inject.json, retrieve.json, serving-api.json, tiers.json,
 # benchmarks.json, benchmarks.md, tiers-h200.json (tiers.json with the
-# engine's pinned-tier TTFT), and those of scripts/gpu-bench-model.sh (gpu-
-# runtime-h200.json, ...) and scripts/gpu-bench-engine.sh (gpu-
-# engine-h200.json, ...), and demo.log: the demo's questions answered on the
-# GPU (SmolLM2 and the embedder from $INFS_CACHE), then eval --reference-
-# device-weights bf16 and fp8 on the tiny LoCoMo fixture. Exits non-zero when
-# a build, test, sanitizer check, the demo or a benchmark fails.
+# engine's pinned-tier TTFT), and those of scripts/gpu-bench-model.sh
+# (gpu-runtime-h200.json, ...) and scripts/gpu-bench-engine.sh
+# (gpu-engine-h200.json, ...), and demo.log: the demo's questions answered on
+# the GPU (SmolLM2 and the embedder from $INFS_CACHE), then eval
+# --reference-device-weights bf16 and fp8 on the tiny LoCoMo fixture. Exits
+# non-zero when a build, test, sanitizer check, the demo or a benchmark fails.
 #   GPU_CHECK_SKIP=bench   skips the benchmarks; =sanitizer skips the sanitizer;
 #   =tests skips the test suites; =demo the demo (words combine:
 #   GPU_CHECK_SKIP=tests,bench)
