@@ -1,11 +1,11 @@
 /* The device side of a device engine: a pool of KV blocks in vLLM's layout,
  * a stream, pinned staging for each step's small inputs and outputs, and
  * the step itself: copies in, the model's forward over a batch of
- * sequences, greedy tokens on the device, copies out. A step of a shape
- * seen before is captured as a CUDA graph the second time (a shape seen
- * once, a question's length say, is not worth a capture) and replayed from
- * then on: the graph reads the same pinned buffers, so new values only
- * need writing there. */
+ * sequences, greedy tokens on the device, copies out. A step is captured as
+ * a CUDA graph the first or the second time its shape is seen, as the
+ * caller asks (infs__dstep.graph), and replayed from then on: the graph
+ * reads the same pinned buffers, so new values only need writing there.
+ * MAX_GRAPHS shapes are kept; a new one replaces the oldest. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +18,9 @@
 #include "util/dtype.h"
 #include "util/error.h"
 
-#define MAX_GRAPHS 64
+/* 64 question lengths under both bounds of step_context, and the decoding
+ * steps of up to 32 sequences */
+#define MAX_GRAPHS 160
 
 static const char fn[] = "device engine";
 
@@ -44,7 +46,8 @@ struct infs__dengine {
 	int32_t *d_table;           /* a sequence's blocks, for recovery */
 	size_t in_elems;
 	shape graphs[MAX_GRAPHS];
-	uint32_t n_graphs;
+	uint32_t n_graphs, next_out; /* next_out: the slot a new shape replaces when all are taken */
+	uint64_t graph_runs;         /* steps launched as a graph */
 };
 
 static void dclose(infs__dengine *d)
@@ -198,9 +201,11 @@ static int queue_step(infs__dengine *d, const shape *sh)
 	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "queueing a step's outputs");
 }
 
-/* The graph of this shape: captured now when the shape was seen before
- * and there is room; NULL: run the step eagerly. */
-static int graph_of(cudaGraphExec_t *out, infs__dengine *d, const shape *want)
+/* The graph of this shape: found, or captured now when the shape was seen
+ * before or the caller asks for a capture at first sight
+ * (INFS__GRAPH_FIRST); NULL: run the step eagerly. Every step waits for its
+ * stream, so no launch of a replaced graph is pending. */
+static int graph_of(cudaGraphExec_t *out, infs__dengine *d, const shape *want, int when)
 {
 	*out = NULL;
 	shape *s = NULL;
@@ -214,13 +219,14 @@ static int graph_of(cudaGraphExec_t *out, infs__dengine *d, const shape *want)
 		*out = s->exec;
 		return INFS_OK;
 	}
-	if (!s) {
-		if (d->n_graphs < MAX_GRAPHS) {
-			s = &d->graphs[d->n_graphs++];
-			*s = *want;
-			s->exec = NULL;
-		}
-		return INFS_OK;
+	if (!s) { /* seen first: noted, in a free slot or the oldest one's */
+		s = &d->graphs[d->n_graphs < MAX_GRAPHS ? d->n_graphs++ : d->next_out++ % MAX_GRAPHS];
+		if (s->exec)
+			cudaGraphExecDestroy(s->exec);
+		*s = *want;
+		s->exec = NULL;
+		if (when != INFS__GRAPH_FIRST)
+			return INFS_OK;
 	}
 	cudaGraph_t graph = NULL;
 	cudaError_t err = cudaStreamBeginCapture(d->stream, cudaStreamCaptureModeThreadLocal);
@@ -278,13 +284,15 @@ static int dstep(infs__dengine *d, const infs__dstep *st)
 	if (rc)
 		return rc;
 	cudaGraphExec_t exec = NULL;
-	if (st->graph)
-		rc = graph_of(&exec, d, &want);
+	if (st->graph != INFS__GRAPH_NONE)
+		rc = graph_of(&exec, d, &want, st->graph);
 	cudaError_t err = cudaSuccess;
-	if (!rc && exec)
-		err = cudaGraphLaunch(exec, d->stream);
-	else if (!rc)
+	if (!rc && exec) {
+		if ((err = cudaGraphLaunch(exec, d->stream)) == cudaSuccess)
+			d->graph_runs++;
+	} else if (!rc) {
 		rc = queue_step(d, &want);
+	}
 	if (!rc && err == cudaSuccess)
 		err = cudaStreamSynchronize(d->stream);
 	infs__device_restore(prev);
@@ -341,5 +349,10 @@ static int drecompute(infs__dengine *d, const infs__recompute_args *a, const int
 	return INFS_OK;
 }
 
+static uint64_t dgraph_runs(const infs__dengine *d)
+{
+	return d->graph_runs;
+}
+
 const infs__dengine_ops infs__dengine_cuda = { dopen, dclose, dcache, dstream, dmax_tokens, dstep, dsync,
-	                                       drecompute };
+	                                       drecompute, dgraph_runs };

@@ -17,6 +17,11 @@
 
 static const char fn[] = "infs_engine_ask";
 
+/* A question's prefill of at most this many tokens (its chat template's
+ * footer and suffix included) is captured as a graph the first time its
+ * length is seen (device_engine.c keeps the graphs of 64 lengths). */
+enum { QUESTION_GRAPH_TOKENS = 64 };
+
 typedef struct request {
 	size_t q;                 /* the question's index */
 	infs_answer *a;
@@ -286,9 +291,13 @@ static int prefill(batch *b, request **group, uint32_t m)
 			put_table(b, i, r);
 		}
 		b->starts[m] = (int32_t)at;
-		/* Question-only prefills repeat their shapes, full prompts rarely. */
-		infs__dstep st = { m, at, b->tokens, b->starts, b->n_past, b->tables, b->logits, NULL,
-			           !b->o->full_recompute, put_calib(b, group, m) };
+		/* Question-only prefills repeat their shapes, full prompts rarely;
+		 * one question's (its length) comes again with later requests, so
+		 * it is captured at once rather than run eagerly the first time. */
+		const int graph = b->o->full_recompute ? INFS__GRAPH_NONE
+		                  : m == 1 && at <= QUESTION_GRAPH_TOKENS ? INFS__GRAPH_FIRST : INFS__GRAPH_SECOND;
+		infs__dstep st = { m, at, b->tokens, b->starts, b->n_past, b->tables, b->logits, NULL, graph,
+			           put_calib(b, group, m) };
 		int rc = e->batch_ops->step(e->batch, &st);
 		for (uint32_t i = 0; !rc && i < m; i++) {
 			group[i]->n_past += group[i]->n_prefill;
@@ -305,8 +314,8 @@ static int prefill(batch *b, request **group, uint32_t m)
 			b->starts[1] = (int32_t)c;
 			b->n_past[0] = (int32_t)r->n_past;
 			put_table(b, 0, r);
-			infs__dstep st = { 1, c, r->prefill + done, b->starts, b->n_past, b->tables, b->logits, NULL, 0,
-				           put_calib(b, &r, 1) };
+			infs__dstep st = { 1, c, r->prefill + done, b->starts, b->n_past, b->tables, b->logits, NULL,
+				           INFS__GRAPH_NONE, put_calib(b, &r, 1) };
 			int rc = e->batch_ops->step(e->batch, &st);
 			if (rc)
 				return rc;
@@ -431,7 +440,7 @@ static int decode(batch *b)
 	b->starts[m] = (int32_t)m;
 	const int greedy = b->o->generate.temperature <= 0;
 	infs__dstep st = { m, m, b->tokens, b->starts, b->n_past, b->tables, greedy ? NULL : b->logits,
-		           greedy ? b->argmax : NULL, 1, put_calib(b, run, m) };
+		           greedy ? b->argmax : NULL, INFS__GRAPH_SECOND, put_calib(b, run, m) };
 	int rc = e->batch_ops->step(e->batch, &st);
 	for (uint32_t i = 0; !rc && i < m; i++) {
 		run[i]->n_past++;

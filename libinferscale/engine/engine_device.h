@@ -29,14 +29,21 @@ typedef struct infs__dengine_config {
  * n_past[s] + 1, ..., its blocks tables[s * seq_blocks ...]. Brings back
  * each sequence's last-token logits (logits: n_seqs * n_vocab) and/or its
  * argmax (argmax: n_seqs), either NULL. With graph set, the step is a
- * CUDA graph captured once per shape (tokens, sequences, outputs) and
- * replayed with the new values. Returns when the outputs are in place. */
+ * CUDA graph captured once per shape (tokens, sequences, outputs), the
+ * first or the second time the shape is seen, and replayed with the new
+ * values. Returns when the outputs are in place. */
+enum {
+	INFS__GRAPH_NONE,   /* eager */
+	INFS__GRAPH_SECOND, /* captured when the shape comes again: a shape seen once is not worth a capture */
+	INFS__GRAPH_FIRST   /* captured at once: the shape will come again */
+};
+
 typedef struct infs__dstep {
 	uint32_t n_seqs, n_tokens;
 	const int32_t *tokens, *starts, *n_past, *tables;
 	float *logits;
 	int32_t *argmax;
-	int graph;
+	int graph;                       /* INFS__GRAPH_* */
 	const struct infs__calib *calib; /* NULL, or per sequence its attention's calibration
 	                                    (model/forward.h; lo == hi: none) */
 } infs__dstep;
@@ -63,6 +70,9 @@ typedef struct infs__dengine_ops {
 	 * logits land there. Returns when it is done. */
 	int (*recompute)(infs__dengine *d, const struct infs__recompute_args *a, const int32_t *table, uint32_t n_past,
 	                 float *logits);
+	/* How many steps ran as a CUDA graph (captured then or before); NULL
+	 * where steps never do (a host engine's pool). */
+	uint64_t (*graph_runs)(const infs__dengine *d);
 } infs__dengine_ops;
 
 #endif

@@ -6,8 +6,8 @@
  * and off at 1:1 bit for bit, alone and with prefix recovery), retrieval, injection and question-only prefill answering the
  * demo's question, batches with continuous batching equal to requests one
  * at a time, a pool too small to run everything at once, a prompt longer
- * than a sequence refused, sampling and stop strings, the refusals of a
- * device engine. argv[1]: examples/memory/facts.jsonl. Exits 77 without a
+ * than a sequence refused, a question's prefill as a graph from its first
+ * time, sampling and stop strings, the refusals of a device engine. argv[1]: examples/memory/facts.jsonl. Exits 77 without a
  * device, or without the models in $INFS_CACHE (scripts/gpu-check.sh
  * carries them). */
 #include <math.h>
@@ -275,6 +275,22 @@ int main(int argc, char **argv)
 
 	e = device_engine(m, 1024, 4, 0);
 	CHECK_OK(infs_engine_prepare(e, st));
+	/* A question's prefill runs as a graph captured the first time its
+	 * length is seen, replayed the next; full recompute's runs eagerly.
+	 * One token an answer: no decoding step. */
+	if (e) {
+		infs_ask_options go = INFS_ASK_OPTIONS_INIT;
+		go.k = 4;
+		go.generate.max_tokens = 1;
+		const uint64_t g0 = e->ops->graph_runs(e->dev);
+		for (int i = 0; i < 3; i++) {
+			go.full_recompute = i == 2;
+			CHECK_OK(infs_engine_ask(&ans, e, st, emb, "maya", questions[1], &go));
+			infs_answer_free(ans);
+			ans = NULL;
+			CHECK(e->ops->graph_runs(e->dev) == g0 + (i ? 2 : 1));
+		}
+	}
 	/* Sampling: one seed, one answer; a stop string cuts it. */
 	ao.generate.temperature = 1.0f;
 	ao.generate.top_p = 0.9f;
