@@ -93,10 +93,10 @@ if [[ $skip != *tests* ]]; then
 fi
 
 # Runs tool $1 over gpu test $2 (its command line from meson's
-# introspection, so that it gets its arguments and environment) and writes
-# its log to $3; the last line of the log is its outcome.
+# introspection in $4, so that it gets its arguments and environment) and
+# writes its log to $3; the last line of the log is its outcome.
 sanitize() {
-	local tool=$1 t=$2 log=$3 start=$SECONDS exitcode=
+	local tool=$1 t=$2 log=$3 tests=$4 start=$SECONDS exitcode=
 	# racecheck reports hazards in cuBLAS's Hopper GEMMs (nvjet_*), which
 	# order shared memory through mbarriers and the async proxy that it
 	# does not follow; excluding them by name makes the sanitizer itself
@@ -105,10 +105,9 @@ sanitize() {
 	[ "$tool" = memcheck ] && exitcode="--error-exitcode 99"
 	(
 		CMD=()
-		eval "$(python3 - "$BUILD" "$t" <<'PY'
-import json, shlex, subprocess, sys
-tests = json.loads(subprocess.run(["meson", "introspect", "--tests", sys.argv[1]], capture_output=True,
-                                  text=True, check=True).stdout)
+		eval "$(python3 - "$BUILD" "$t" "$tests" <<'PY'
+import json, shlex, sys
+tests = json.load(open(sys.argv[3]))
 t = next(t for t in tests if t["name"] == sys.argv[2].split(":")[-1])
 print(f"cd {shlex.quote(t['workdir'] or sys.argv[1])}")
 for k, v in (t.get("env") or {}).items():
@@ -163,6 +162,7 @@ if [[ $skip != *sanitizer* ]]; then
 	echo "== compute-sanitizer ($jobs at once)"
 	: >"$OUT/sanitizer.log"
 	runs=$(mktemp -d)
+	meson introspect --tests "$BUILD" >"$runs/tests.json"
 	n=0 pids=""
 	while read -r tool t; do
 		if [ -n "${GPU_CHECK_SANITIZE:-}" ]; then
@@ -172,7 +172,7 @@ if [[ $skip != *sanitizer* ]]; then
 		fi
 		while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
 		n=$((n + 1))
-		sanitize "$tool" "$t" "$runs/$(printf %03d $n) $tool $t.log" </dev/null &
+		sanitize "$tool" "$t" "$runs/$(printf %03d $n) $tool $t.log" "$runs/tests.json" </dev/null &
 		pids="$pids $!"
 	done < <(sanitizer_runs)
 	wait $pids
@@ -267,35 +267,36 @@ PY
 	phase bench "$([ $bfail = 0 ] && echo passed || echo FAILED)" "${head:-no engine numbers}"
 fi
 
-# The summary: every phase of this commit, this call's and earlier ones',
-# also in $OUT/gpu-check-summary.txt (benchmarks/results/gpu-check-h200.txt
-# is that file from the H200).
-exec > >(tee "$OUT/gpu-check-summary.txt")
-echo "== gpu-check summary"
-echo "date: $(date -u +%F) ($(date -u +%T) UTC)"
-echo "commit: $commit"
-echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1), $(nvcc --version | tail -1)"
-ledger="$BUILD/gpu-check.phases"
-end_to_end=1
-for p in build tests demo bench; do
-	line=$(grep "^$commit $p " "$ledger" 2>/dev/null | tail -1)
-	if [ -n "$line" ]; then
+# The summary: every phase of this commit, this call's and earlier ones'.
+summary() {
+	echo "== gpu-check summary"
+	echo "date: $(date -u +%F) ($(date -u +%T) UTC)"
+	echo "commit: $commit"
+	echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1), $(nvcc --version | tail -1)"
+	local ledger="$BUILD/gpu-check.phases" end_to_end=1 p line tool t total=0 clean=0 failed=""
+	for p in build tests demo bench; do
+		line=$(grep "^$commit $p " "$ledger" 2>/dev/null | tail -1)
+		if [ -n "$line" ]; then
+			set -- $line
+			echo "$p: $3 ($4): ${line#* * * * }"
+			[ "$3" = passed ] || end_to_end=0
+		else
+			echo "$p: not run"
+			end_to_end=0
+		fi
+	done
+	while read -r tool t; do
+		total=$((total + 1))
+		line=$(grep "^$commit sanitize:$tool:$t " "$ledger" 2>/dev/null | tail -1)
 		set -- $line
-		echo "$p: $3 ($4): ${line#* * * * }"
-		[ "$3" = passed ] || end_to_end=0
-	else
-		echo "$p: not run"
-		end_to_end=0
-	fi
-done
-total=0 clean=0 failed=""
-while read -r tool t; do
-	total=$((total + 1))
-	line=$(grep "^$commit sanitize:$tool:$t " "$ledger" 2>/dev/null | tail -1)
-	set -- $line
-	if [ "${3:-}" = passed ]; then clean=$((clean + 1)); else failed="$failed $tool:$t${3:+ (FAILED)}"; fi
-done < <(sanitizer_runs)
-echo "sanitizer: $clean of $total runs clean (memcheck and racecheck over the gpu suite)${failed:+; not clean or not run:$failed}"
-[ "$clean" = "$total" ] || end_to_end=0
-echo "== gpu-check: $([ $fail = 0 ] && echo passed || echo FAILED) this call; $([ $end_to_end = 1 ] && echo "passed end to end (build, tests, sanitizer, demo, bench)" || echo "not yet passed end to end")"
+		if [ "${3:-}" = passed ]; then clean=$((clean + 1)); else failed="$failed $tool:$t${3:+ (FAILED)}"; fi
+	done < <(sanitizer_runs)
+	echo "sanitizer: $clean of $total runs clean (memcheck and racecheck over the gpu suite)${failed:+; not clean or not run:$failed}"
+	[ "$clean" = "$total" ] || end_to_end=0
+	echo "== gpu-check: $([ $fail = 0 ] && echo passed || echo FAILED) this call; $([ $end_to_end = 1 ] &&
+		echo "passed end to end (build, tests, sanitizer, demo, bench)" || echo "not yet passed end to end")"
+}
+# also in $OUT/gpu-check-summary.txt (benchmarks/results/gpu-check-h200.txt
+# is that file from the H200)
+summary | tee "$OUT/gpu-check-summary.txt"
 exit $fail
