@@ -10,7 +10,10 @@
  * TTFT, for k = 0, 10, 20, 50, 100, 200 (median of RUNS questions of about
  * 32 tokens after WARMUP): infs_engine_ask with a budget of one token,
  * question text in, first token's logits out, in its parts (embed,
- * retrieve, inject, prefill of the question); then full recompute of the
+ * retrieve, inject, prefill of the question): by the device path where it
+ * takes the question (k <= 100: one wait, the parts timed on the device;
+ * "device_path"), beside the same question by the host path (a wait after
+ * each part, "ttft_host_path_ms"); then full recompute of the
  * same prompt in the same engine (the same facts in the same order), its
  * TTFT counted as the injection run's embed + retrieve plus its own
  * reading of the facts' tokens and prefill, as the CPU benchmark does.
@@ -48,6 +51,7 @@
 #include "bench_common.h"
 #include "bench_gpu.h"
 #include "bench_llama3.h"
+#include "engine/engine_impl.h"
 #include "model/model.h"
 #include "util/splitmix.h"
 
@@ -183,8 +187,9 @@ int main(int argc, char **argv)
 	char q[256];
 	int qi = 0;
 	for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++) {
-		double inj[5][RUNS], full[RUNS];
+		double inj[5][RUNS], full[RUNS], host[RUNS];
 		uint32_t n_prompt = 0, n_question = 0;
+		const uint64_t dev0 = e->device_asks;
 		for (int r = -WARMUP; r < RUNS; r++) {
 			question(q, sizeof q, qi++);
 			infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
@@ -198,6 +203,11 @@ int main(int argc, char **argv)
 			}
 			infs_answer *a = NULL, *f = NULL;
 			bench_ok(infs_engine_ask(&a, e, st, emb, "user", q, &ao), "injection");
+			/* the same question by the host path: a wait after each part */
+			infs_answer *h = NULL;
+			e->no_device_path = 1;
+			bench_ok(infs_engine_ask(&h, e, st, emb, "user", q, &ao), "injection by the host path");
+			e->no_device_path = 0;
 			ao.full_recompute = 1;
 			ao.fact_ids = a->fact_ids, ao.n_fact_ids = a->n_facts;
 			/* The injection order is best last: the ids are best first. */
@@ -210,20 +220,26 @@ int main(int argc, char **argv)
 				inj[0][r] = a->ttft_ms, inj[1][r] = a->embed_ms, inj[2][r] = a->retrieve_ms;
 				inj[3][r] = a->inject_ms, inj[4][r] = a->prefill_ms;
 				full[r] = a->embed_ms + a->retrieve_ms + f->inject_ms + f->prefill_ms;
+				host[r] = h->ttft_ms;
 				n_prompt = a->n_prompt, n_question = a->n_prefilled;
 			}
+			infs_answer_free(h);
 			infs_answer_free(a);
 			infs_answer_free(f);
 		}
 		parts p = { median_d(inj[0], RUNS), median_d(inj[1], RUNS), median_d(inj[2], RUNS), median_d(inj[3], RUNS),
 			    median_d(inj[4], RUNS) };
-		const double tf = median_d(full, RUNS);
+		const double tf = median_d(full, RUNS), th = median_d(host, RUNS);
+		/* every question of the row by the device path, or none */
+		const int by_device = e->device_asks - dev0 == RUNS + WARMUP;
 		fprintf(out, "   {\"k\": %u, \"prompt_tokens\": %u, \"question_tokens\": %u, \"ttft_inject_ms\": %.3f, "
 		             "\"embed_ms\": %.3f, \"retrieve_ms\": %.3f, \"inject_ms\": %.3f, \"prefill_ms\": %.3f, "
-		             "\"ttft_full_ms\": %.3f}%s\n", ks[ki], n_prompt, n_question, p.ttft, p.embed, p.retrieve,
-		        p.inject, p.prefill, tf, ki + 1 < sizeof ks / sizeof *ks ? "," : "");
-		fprintf(stderr, "k %3u: TTFT %.2f ms (embed %.2f, retrieve %.3f, inject %.3f, prefill %.2f), full %.2f ms: %.1fx\n",
-		        ks[ki], p.ttft, p.embed, p.retrieve, p.inject, p.prefill, tf, tf / p.ttft);
+		             "\"ttft_full_ms\": %.3f, \"device_path\": %s, \"ttft_host_path_ms\": %.3f}%s\n", ks[ki],
+		        n_prompt, n_question, p.ttft, p.embed, p.retrieve, p.inject, p.prefill, tf,
+		        by_device ? "true" : "false", th, ki + 1 < sizeof ks / sizeof *ks ? "," : "");
+		fprintf(stderr, "k %3u: TTFT %.2f ms (embed %.2f, retrieve %.3f, inject %.3f, prefill %.2f; %s path; host "
+		        "path %.2f ms), full %.2f ms: %.1fx\n", ks[ki], p.ttft, p.embed, p.retrieve, p.inject, p.prefill,
+		        by_device ? "device" : "host", th, tf, tf / p.ttft);
 	}
 	fprintf(out, "  ],\n");
 

@@ -10,7 +10,8 @@ OURS.json is bench_engine_gpu's output: {"gpu", "embedder", "rows": [{"k", "ttft
 missing or unreadable one leaves its fields null. Writes OUT.json (default
 benchmarks/results/gpu-engine-h200.json): {"gpu", "embedder", "rows": [{"k",
 "ttft_inject_ms", "embed_ms", "retrieve_ms", "inject_ms", "prefill_ms", "ttft_full_ms",
-"ref_full_ms", "ref_question_graph_ms", "hf_full_ms"}], "throughput": {"concurrency",
+"device_path" (the question's device path answered), "ttft_host_path_ms" (the same questions by
+the host path), "ref_full_ms", "ref_question_graph_ms", "hf_full_ms"}], "throughput": {"concurrency",
 "req_per_s_inject", "req_per_s_full", "prefill_tok_per_s_inject", "prefill_tok_per_s_full",
 "gpu", ...}, "recovery": [...] (bench_engine_gpu's rows of accuracy recovery: "mode", "k",
 "ttft_ms", "ttft_full_ms", ...)}; prints a markdown table and the issue's targets, met or not.
@@ -57,7 +58,7 @@ def main():
     ref, _ = rows_by_k(a.ref, "reference")
     hf, hf_sum = rows_by_k(a.hf, "transformers run")
     keep = ("k", "prompt_tokens", "question_tokens", "ttft_inject_ms", "embed_ms", "retrieve_ms", "inject_ms",
-            "prefill_ms", "ttft_full_ms")
+            "prefill_ms", "ttft_full_ms", "device_path", "ttft_host_path_ms")
     rows = []
     for o in ours["rows"]:
         r = {key: o.get(key) for key in keep}
@@ -76,11 +77,13 @@ def main():
 
     print(f"The engine on a GPU, Llama-3-8B geometry, random bf16 weights, {ours.get('facts')} facts of "
           f"{ours.get('fact_tokens')} tokens, embedder on the {ours.get('embedder')} ({ours.get('gpu')})\n")
-    print("| k | prompt | TTFT inject ms | embed | retrieve | inject | prefill | TTFT full ms | full / inject "
-          "| ref full ms | ref question (graph) ms | inject / ref question | hf full ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| k | prompt | path | TTFT inject ms | host path ms | embed | retrieve | inject | prefill | TTFT full ms "
+          "| full / inject | ref full ms | ref question (graph) ms | inject / ref question | hf full ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['k']} | {r['prompt_tokens']} | {ms(r['ttft_inject_ms'])} | {ms(r['embed_ms'])} "
+        path = "device" if r.get("device_path") else "host"
+        print(f"| {r['k']} | {r['prompt_tokens']} | {path} | {ms(r['ttft_inject_ms'])} "
+              f"| {ms(r.get('ttft_host_path_ms'))} | {ms(r['embed_ms'])} "
               f"| {r['retrieve_ms']:.3f} | {r['inject_ms']:.3f} | {ms(r['prefill_ms'])} | {ms(r['ttft_full_ms'])} "
               f"| {ratio(r['ttft_full_ms'], r['ttft_inject_ms'])} | {ms(r['ref_full_ms'])} "
               f"| {ms(r['ref_question_graph_ms'])} | {ratio(r['ttft_inject_ms'], r['ref_question_graph_ms'])} "

@@ -1,7 +1,8 @@
 /* What the CUDA launchers of every op family share, as C sees them: the
  * element types. The launchers are declared by family: inject_kernels.h
  * (Chunked RoPE into paged caches), retrieve_kernels.h (scores and top-k),
- * rows_kernels.h (rows of device tables rewritten), model_kernels.h (the
+ * rows_kernels.h (rows of device tables rewritten), ask_kernels.h (a
+ * question's device path through an engine), model_kernels.h (the
  * model's forward pass), embed_kernels.h (the embedder). Every launcher
  * queues its work on the given stream and returns the launch's
  * cudaError_t; arguments have been validated by the caller

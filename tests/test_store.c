@@ -181,12 +181,32 @@ static void list_and_drop(void)
 	CHECK_ERR(infs__store_find(&rec, s, "zed", ids[11]), INFS_ENOTFOUND);
 	CHECK_OK(infs__store_ns_matrix(&emb, &mids, &n, &gen2, s, "nobody"));
 	CHECK(n == 0);
+	/* The bound on a fact's tokens: the longest fact's (segments aside). */
+	uint32_t longest = 0, bound = 0, seg_tokens = 0;
+	for (uint64_t i = 2; i < 12; i += 3) {
+		gen_fact f;
+		gen_fact_make(&f, &g, i, flags_of(i));
+		if (i == 11)
+			seg_tokens = f.fact.n_tokens;
+		else if (f.fact.n_tokens > longest)
+			longest = f.fact.n_tokens;
+		gen_fact_free(&f);
+	}
+	CHECK_OK(infs__store_ns_bound(&n, &bound, s, "a"));
+	CHECK(n == 3 && bound == longest && longest > 0);
+	printf("bound of \"a\": %u tokens (its segment %u)\n", bound, seg_tokens);
+	CHECK_OK(infs__store_ns_bound(&n, &bound, s, "nobody"));
+	CHECK(n == 0 && bound == 0);
+	CHECK_ERR(infs__store_ns_bound(&n, &bound, s, ""), INFS_EINVAL);
 	infs__store_read_unlock(s);
 
 	CHECK_OK(infs_fact_delete(s, "a", ids[8]));
 	infs__store_read_lock(s);
 	CHECK_OK(infs__store_ns_matrix(&emb, &mids, &n, &gen2, s, "a"));
 	CHECK(n == 2 && mids[0] == ids[2] && mids[1] == ids[5] && gen2 != gen);
+	/* a deleted fact may still count: a bound, never below a live fact */
+	CHECK_OK(infs__store_ns_bound(&n, &bound, s, "a"));
+	CHECK(n == 2 && bound == longest);
 	infs__store_read_unlock(s);
 
 	CHECK_OK(infs_namespace_drop(s, "zed"));

@@ -5,7 +5,9 @@
  * a CUDA graph the first or the second time its shape is seen, as the
  * caller asks (infs__dstep.graph), and replayed from then on: the graph
  * reads the same pinned buffers, so new values only need writing there.
- * MAX_GRAPHS shapes are kept; a new one replaces the oldest. */
+ * MAX_GRAPHS shapes are kept; a new one replaces the oldest. A question's
+ * device path (engine/ask_device.c) has buffers here too, fixed for the
+ * engine's life: its step takes its position from them on the device. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +16,7 @@
 #include "engine/engine_device.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "ask_kernels.h"
 #include "model_kernels.h"
 #include "util/dtype.h"
 #include "util/error.h"
@@ -28,8 +31,28 @@ typedef struct shape {
 	uint32_t n_seqs, n_tokens;
 	int logits, argmax, calib;
 	uint32_t max_context;   /* the bound on the keys a row sees that the step is planned for */
+	uint32_t ask;           /* 0, or a device path's k + 1 */
 	cudaGraphExec_t exec;   /* NULL: seen once, not captured */
 } shape;
+
+/* The device path's buffers, device and pinned alike: hits, ids, the
+ * scalars (count, next_pos, status), the blocks, the calibrations by
+ * count; byte offsets into one allocation. */
+typedef struct ask_layout {
+	size_t hits, ids, scalars, table, by_count, bytes;
+} ask_layout;
+
+static ask_layout ask_layout_of(uint32_t seq_blocks)
+{
+	ask_layout l;
+	l.hits = 0;
+	l.ids = l.hits + INFS__ASK_K_MAX * sizeof(infs_hit);
+	l.scalars = l.ids + INFS__ASK_K_MAX * sizeof(uint64_t);
+	l.table = l.scalars + 4 * sizeof(uint32_t);
+	l.by_count = l.table + ((size_t)seq_blocks + 3) / 4 * 4 * sizeof(int32_t);
+	l.bytes = l.by_count + 4 * (INFS__ASK_K_MAX + 1) * sizeof(int32_t);
+	return l;
+}
 
 struct infs__dengine {
 	infs__dengine_config cfg;
@@ -48,6 +71,12 @@ struct infs__dengine {
 	shape graphs[MAX_GRAPHS];
 	uint32_t n_graphs, next_out; /* next_out: the slot a new shape replaces when all are taken */
 	uint64_t graph_runs;         /* steps launched as a graph */
+	/* a question's device path */
+	ask_layout al;
+	char *d_ask, *h_ask;
+	float *d_query, *h_query;
+	uint32_t query_cap;
+	cudaEvent_t marks[4];
 };
 
 static void dclose(infs__dengine *d)
@@ -66,6 +95,13 @@ static void dclose(infs__dengine *d)
 		cudaFree(d->d_logits);
 		cudaFree(d->d_argmax);
 		cudaFree(d->d_table);
+		cudaFree(d->d_ask);
+		cudaFree(d->d_query);
+		for (int i = 0; i < 4; i++)
+			if (d->marks[i])
+				cudaEventDestroy(d->marks[i]);
+		cudaFreeHost(d->h_ask);
+		cudaFreeHost(d->h_query);
 		cudaFreeHost(d->h_in);
 		cudaFreeHost(d->h_logits);
 		cudaFreeHost(d->h_argmax);
@@ -123,6 +159,13 @@ static int dopen(infs__dengine **out, const infs__dengine_config *cfg)
 		err = cudaHostAlloc((void **)&d->h_logits, logit_bytes, cudaHostAllocDefault);
 	if (err == cudaSuccess)
 		err = cudaHostAlloc((void **)&d->h_argmax, cfg->max_seqs * sizeof(int32_t), cudaHostAllocDefault);
+	d->al = ask_layout_of(cfg->seq_blocks);
+	if (err == cudaSuccess)
+		err = cudaMalloc((void **)&d->d_ask, d->al.bytes);
+	if (err == cudaSuccess)
+		err = cudaHostAlloc((void **)&d->h_ask, d->al.bytes, cudaHostAllocDefault);
+	for (int i = 0; i < 4 && err == cudaSuccess; i++)
+		err = cudaEventCreate(&d->marks[i]);
 	infs__device_restore(prev);
 	if (err != cudaSuccess) {
 		rc = infs__cuda_error(err, fn, what);
@@ -180,7 +223,17 @@ static int queue_step(infs__dengine *d, const shape *sh)
 	int32_t *tokens = d->d_in, *starts = tokens + d->max_tokens, *n_past = starts + c->max_seqs + 1,
 	        *tables = n_past + c->max_seqs;
 	const size_t in_bytes = d->in_elems * sizeof(int32_t);
+	int32_t *calib = sh->calib ? tables + (size_t)c->max_seqs * c->seq_blocks : NULL;
 	cudaError_t err = cudaMemcpyAsync(d->d_in, d->h_in, in_bytes, cudaMemcpyHostToDevice, d->stream);
+	if (err == cudaSuccess && sh->ask && sh->calib)
+		err = cudaMemcpyAsync(d->d_ask + d->al.by_count, d->h_ask + d->al.by_count,
+		                      (size_t)sh->ask * 4 * sizeof(int32_t), cudaMemcpyHostToDevice, d->stream);
+	/* a device path's position and calibration: where its injection ended */
+	if (err == cudaSuccess && sh->ask) {
+		const uint32_t *sc = (const uint32_t *)(d->d_ask + d->al.scalars);
+		err = infs_k_ask_past(n_past, calib, sc + 1, sc, (const int32_t *)(d->d_ask + d->al.by_count),
+		                      sh->ask - 1, d->stream);
+	}
 	if (err != cudaSuccess)
 		return infs__cuda_error(err, fn, "copying a step's inputs");
 	infs__device_forward a = {
@@ -188,7 +241,7 @@ static int queue_step(infs__dengine *d, const shape *sh)
 		.block_table_len = c->seq_blocks, .stream = d->stream, .n_seqs = ns, .seq_starts = starts,
 		.seq_n_past = n_past, .table_stride = c->seq_blocks,
 		.max_context = sh->max_context,
-		.calib = sh->calib ? tables + (size_t)c->max_seqs * c->seq_blocks : NULL,
+		.calib = calib,
 	};
 	int rc = infs__cuda->model_forward(c->model, &a);
 	if (rc)
@@ -197,6 +250,13 @@ static int queue_step(infs__dengine *d, const shape *sh)
 		err = cudaMemcpyAsync(d->h_argmax, d->d_argmax, ns * sizeof(int32_t), cudaMemcpyDeviceToHost, d->stream);
 	if (err == cudaSuccess && sh->logits)
 		err = cudaMemcpyAsync(d->h_logits, d->d_logits, (size_t)ns * c->n_vocab * sizeof(float),
+		                      cudaMemcpyDeviceToHost, d->stream);
+	/* a device path's hits, and what its retrieval and injection left */
+	if (err == cudaSuccess && sh->ask)
+		err = cudaMemcpyAsync(d->h_ask + d->al.hits, d->d_ask + d->al.hits, (size_t)(sh->ask - 1) * sizeof(infs_hit),
+		                      cudaMemcpyDeviceToHost, d->stream);
+	if (err == cudaSuccess && sh->ask)
+		err = cudaMemcpyAsync(d->h_ask + d->al.scalars, d->d_ask + d->al.scalars, 3 * sizeof(uint32_t),
 		                      cudaMemcpyDeviceToHost, d->stream);
 	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "queueing a step's outputs");
 }
@@ -212,7 +272,8 @@ static int graph_of(cudaGraphExec_t *out, infs__dengine *d, const shape *want, i
 	for (uint32_t i = 0; i < d->n_graphs && !s; i++) {
 		shape *g = &d->graphs[i];
 		if (g->n_seqs == want->n_seqs && g->n_tokens == want->n_tokens && g->logits == want->logits &&
-		    g->argmax == want->argmax && g->calib == want->calib && g->max_context == want->max_context)
+		    g->argmax == want->argmax && g->calib == want->calib && g->max_context == want->max_context &&
+		    g->ask == want->ask)
 			s = g;
 	}
 	if (s && s->exec) {
@@ -268,6 +329,10 @@ static int dstep(infs__dengine *d, const infs__dstep *st)
 	if (!st->n_seqs || st->n_seqs > c->max_seqs || !st->n_tokens || st->n_tokens > d->max_tokens)
 		return infs__error(INFS_ERANGE, "%s: a step of %u sequences and %u tokens (at most %u and %u)", fn,
 		                   st->n_seqs, st->n_tokens, c->max_seqs, d->max_tokens);
+	const infs__dstep_ask *ask = st->ask;
+	if (ask && (st->n_seqs != 1 || st->calib || !ask->k || ask->k > INFS__ASK_K_MAX))
+		return infs__error(INFS_EINVAL, "%s: a device path's step of %u sequences, k %u (one sequence, k 1..%u, "
+		                   "its calibration by count)", fn, st->n_seqs, ask->k, INFS__ASK_K_MAX);
 	const uint32_t ns = st->n_seqs;
 	int32_t *tokens = d->h_in, *starts = tokens + d->max_tokens, *n_past = starts + c->max_seqs + 1,
 	        *tables = n_past + c->max_seqs;
@@ -278,8 +343,11 @@ static int dstep(infs__dengine *d, const infs__dstep *st)
 	int32_t *calib = tables + (size_t)c->max_seqs * c->seq_blocks;
 	for (uint32_t i = 0; st->calib && i < ns; i++)
 		infs__calib_pack(calib + 4 * i, &st->calib[i]);
-	const shape want = { ns, st->n_tokens, st->logits != NULL, st->argmax != NULL, st->calib != NULL,
-		             step_context(c, st), NULL };
+	if (ask && ask->calib_by_count)
+		memcpy(d->h_ask + d->al.by_count, ask->calib_by_count, (size_t)(ask->k + 1) * 4 * sizeof(int32_t));
+	const shape want = { ns, st->n_tokens, st->logits != NULL, st->argmax != NULL,
+		             st->calib != NULL || (ask && ask->calib_by_count), step_context(c, st), ask ? ask->k + 1 : 0,
+		             NULL };
 	int prev, rc = infs__device_enter(&prev, d->device, fn);
 	if (rc)
 		return rc;
@@ -304,6 +372,13 @@ static int dstep(infs__dengine *d, const infs__dstep *st)
 		memcpy(st->logits, d->h_logits, (size_t)ns * c->n_vocab * sizeof(float));
 	if (st->argmax)
 		memcpy(st->argmax, d->h_argmax, ns * sizeof(int32_t));
+	if (ask) {
+		const uint32_t *sc = (const uint32_t *)(d->h_ask + d->al.scalars);
+		memcpy(ask->hits, d->h_ask + d->al.hits, ask->k * sizeof(infs_hit));
+		*ask->count = sc[0];
+		*ask->next_pos = sc[1];
+		*ask->status = (int32_t)sc[2];
+	}
 	return INFS_OK;
 }
 
@@ -354,5 +429,96 @@ static uint64_t dgraph_runs(const infs__dengine *d)
 	return d->graph_runs;
 }
 
+/* The query buffers grown to dim floats: only between questions, when no
+ * queued work reads them. */
+static cudaError_t grow_query(infs__dengine *d, uint32_t dim)
+{
+	if (dim <= d->query_cap)
+		return cudaSuccess;
+	cudaFree(d->d_query);
+	cudaFreeHost(d->h_query);
+	d->d_query = d->h_query = NULL;
+	d->query_cap = 0;
+	cudaError_t err = cudaMalloc((void **)&d->d_query, dim * sizeof(float));
+	if (err == cudaSuccess)
+		err = cudaHostAlloc((void **)&d->h_query, dim * sizeof(float), cudaHostAllocDefault);
+	if (err == cudaSuccess)
+		d->query_cap = dim;
+	return err;
+}
+
+static int dask_begin(infs__dengine *d, uint32_t dim, const float *host_query, const int32_t *table, infs__dask *out)
+{
+	const infs__dengine_config *c = &d->cfg;
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc)
+		return rc;
+	/* the last question's work is done: every ask ends with a wait */
+	cudaError_t err = grow_query(d, dim);
+	const char *what = "allocating a query";
+	if (err == cudaSuccess && host_query) {
+		what = "copying a query";
+		memcpy(d->h_query, host_query, dim * sizeof(float));
+		err = cudaMemcpyAsync(d->d_query, d->h_query, dim * sizeof(float), cudaMemcpyHostToDevice, d->stream);
+	}
+	if (err == cudaSuccess) {
+		what = "copying a block table";
+		memcpy(d->h_ask + d->al.table, table, c->seq_blocks * sizeof(int32_t));
+		err = cudaMemcpyAsync(d->d_ask + d->al.table, d->h_ask + d->al.table, c->seq_blocks * sizeof(int32_t),
+		                      cudaMemcpyHostToDevice, d->stream);
+	}
+	if (err == cudaSuccess)
+		err = cudaEventRecord(d->marks[0], d->stream);
+	infs__device_restore(prev);
+	if (err != cudaSuccess)
+		return infs__cuda_error(err, fn, what);
+	out->query = d->d_query;
+	out->hits = (infs_hit *)(d->d_ask + d->al.hits);
+	out->ids = (uint64_t *)(d->d_ask + d->al.ids);
+	out->count = (uint32_t *)(d->d_ask + d->al.scalars);
+	out->next_pos = out->count + 1;
+	out->status = (int32_t *)(out->count + 2);
+	out->table = (int32_t *)(d->d_ask + d->al.table);
+	return INFS_OK;
+}
+
+static int dask_mark(infs__dengine *d, int i)
+{
+	if (i < 1 || i > 3)
+		return infs__error(INFS_EINVAL, "%s: mark %d is not 1..3", fn, i);
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc)
+		return rc;
+	cudaError_t err = cudaEventRecord(d->marks[i], d->stream);
+	infs__device_restore(prev);
+	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "marking a question's progress");
+}
+
+static int dask_order(infs__dengine *d, uint32_t k)
+{
+	if (!k || k > INFS__ASK_K_MAX)
+		return infs__error(INFS_EINVAL, "%s: k %u is not 1..%u", fn, k, INFS__ASK_K_MAX);
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc)
+		return rc;
+	cudaError_t err = infs_k_ask_order((uint64_t *)(d->d_ask + d->al.ids), d->d_ask + d->al.hits, sizeof(infs_hit),
+	                                   (const uint32_t *)(d->d_ask + d->al.scalars), k, d->stream);
+	infs__device_restore(prev);
+	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "ordering a question's hits");
+}
+
+static int dask_times(infs__dengine *d, float ms[3])
+{
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc)
+		return rc;
+	cudaError_t err = cudaSuccess;
+	for (int i = 1; i <= 3 && err == cudaSuccess; i++)
+		err = cudaEventElapsedTime(&ms[i - 1], d->marks[0], d->marks[i]);
+	infs__device_restore(prev);
+	return err == cudaSuccess ? INFS_OK : infs__cuda_error(err, fn, "timing a question's device path");
+}
+
 const infs__dengine_ops infs__dengine_cuda = { dopen, dclose, dcache, dstream, dmax_tokens, dstep, dsync,
-	                                       drecompute, dgraph_runs };
+	                                       drecompute, dgraph_runs, dask_begin, dask_mark, dask_order,
+	                                       dask_times };

@@ -134,6 +134,7 @@ void infs_engine_free(infs_engine *e)
 {
 	if (!e)
 		return;
+	infs__ask_device_release(e);
 	if (e->batch)
 		e->batch_ops->close(e->batch);
 	infs__kvcache_free(&e->cache);
@@ -219,6 +220,7 @@ int infs_engine_prepare(infs_engine *e, infs_store *store)
 	}
 	if (rc)
 		return infs__error_wrap(rc, "infs_engine_prepare");
+	infs__ask_device_release(e);
 	e->prepared = store;
 	e->header_id = hid;
 	e->footer_id = fid;

@@ -17,11 +17,6 @@
 
 static const char fn[] = "infs_engine_ask";
 
-/* A question's prefill of at most this many tokens (its chat template's
- * footer and suffix included) is captured as a graph the first time its
- * length is seen (device_engine.c keeps the graphs of 64 lengths). */
-enum { QUESTION_GRAPH_TOKENS = 64 };
-
 typedef struct request {
 	size_t q;                 /* the question's index */
 	infs_answer *a;
@@ -295,9 +290,9 @@ static int prefill(batch *b, request **group, uint32_t m)
 		 * one question's (its length) comes again with later requests, so
 		 * it is captured at once rather than run eagerly the first time. */
 		const int graph = b->o->full_recompute ? INFS__GRAPH_NONE
-		                  : m == 1 && at <= QUESTION_GRAPH_TOKENS ? INFS__GRAPH_FIRST : INFS__GRAPH_SECOND;
+		                  : m == 1 && at <= INFS__QUESTION_GRAPH_TOKENS ? INFS__GRAPH_FIRST : INFS__GRAPH_SECOND;
 		infs__dstep st = { m, at, b->tokens, b->starts, b->n_past, b->tables, b->logits, NULL, graph,
-			           put_calib(b, group, m) };
+			           put_calib(b, group, m), NULL };
 		int rc = e->batch_ops->step(e->batch, &st);
 		for (uint32_t i = 0; !rc && i < m; i++) {
 			group[i]->n_past += group[i]->n_prefill;
@@ -315,7 +310,7 @@ static int prefill(batch *b, request **group, uint32_t m)
 			b->n_past[0] = (int32_t)r->n_past;
 			put_table(b, 0, r);
 			infs__dstep st = { 1, c, r->prefill + done, b->starts, b->n_past, b->tables, b->logits, NULL,
-				           INFS__GRAPH_NONE, put_calib(b, &r, 1) };
+				           INFS__GRAPH_NONE, put_calib(b, &r, 1), NULL };
 			int rc = e->batch_ops->step(e->batch, &st);
 			if (rc)
 				return rc;
@@ -326,6 +321,68 @@ static int prefill(batch *b, request **group, uint32_t m)
 		}
 	}
 	return INFS_OK;
+}
+
+/* r's first token, from its first logits (in at t, host ms). */
+static int first_token(batch *b, request *r, double t)
+{
+	const infs_engine *e = b->e;
+	r->a->n_prefilled = r->n_prefill;
+	r->a->n_vocab = e->n_vocab;
+	r->t_first = t;
+	int rc = infs__sampler_init(&r->sampler, e->n_vocab, b->o->generate.temperature, b->o->generate.top_p,
+	                            b->o->generate.seed);
+	if (rc)
+		return rc;
+	r->have_sampler = 1;
+	return take_token(b, r, infs__sample(&r->sampler, r->a->first_logits));
+}
+
+/* The question of a call of one, by the device path (ask_device.c) where
+ * it takes it: its blocks taken for the plan's bound, then embedded,
+ * retrieved, injected and prefilled with one wait. *done 0: the host path
+ * answers it (nothing taken). */
+static int ask_device(batch *b, request *r, int *done)
+{
+	infs_engine *e = b->e;
+	const infs_ask_options *o = b->o;
+	uint32_t bound = 0;
+	*done = 0;
+	if (!infs__ask_device_plan(&bound, e, b->store, b->embedder, b->ns, o, r->n_question))
+		return INFS_OK;
+	const uint32_t seq_cap = e->seq_blocks * e->block_size;
+	const uint64_t want = (uint64_t)bound + r->n_question + o->generate.max_tokens;
+	const uint32_t need = (uint32_t)(((want < seq_cap ? want : seq_cap) + e->block_size - 1) / e->block_size);
+	for (uint32_t i = 0; i < need; i++) /* the pool is whole: the call's only request */
+		r->table[i] = b->free_blocks[--b->n_free];
+	memset(r->table + need, 0, (e->seq_blocks - need) * sizeof *r->table);
+	r->n_own = need;
+	infs__ask_device_out d;
+	int rc = infs__ask_device(&d, e, b->store, b->embedder, b->ns, b->questions[r->q], o, r->question,
+	                          r->n_question, r->table, need, bound, r->hits, r->a->first_logits);
+	if (rc || !d.done) {
+		release_blocks(b, r);
+		return rc;
+	}
+	*done = 1;
+	r->n_hits = d.n_hits;
+	r->capacity = need * e->block_size;
+	r->running = 1;
+	b->n_running++;
+	b->next_q = r->q + 1;
+	r->a->n_prompt = d.next_pos + r->n_question;
+	r->a->n_facts = d.n_hits;
+	r->n_past = d.next_pos + r->n_question;
+	r->prefill = r->question;
+	r->n_prefill = r->n_question;
+	r->question = NULL;
+	infs_answer *a = r->a;
+	a->embed_ms = d.embed_ms;
+	a->retrieve_ms = d.retrieve_ms;
+	a->inject_ms = d.inject_ms;
+	a->ttft_ms = d.ttft_ms;
+	a->prefill_ms = d.ttft_ms - d.embed_ms - d.retrieve_ms - d.inject_ms;
+	return first_token(b, r, infs__now_ms());
 }
 
 /* Admits what fits: the next waiting requests, up to the free slots and
@@ -357,8 +414,12 @@ static int admit(batch *b)
 			if (rc)
 				return rc;
 		}
+		int done = 0;
+		int rc = b->n == 1 ? ask_device(b, &b->req[first], &done) : INFS_OK;
+		if (rc || done)
+			return rc;
 		double em, rm;
-		int rc = retrieve_group(b, first, m, &em, &rm);
+		rc = retrieve_group(b, first, m, &em, &rm);
 		if (rc)
 			return rc;
 		for (size_t i = first; i < first + m; i++) {
@@ -404,18 +465,10 @@ static int admit(batch *b)
 	double t2 = infs__now_ms();
 	for (uint32_t i = 0; !rc && i < placed; i++) {
 		request *r = group[i];
-		infs_answer *a = r->a;
-		a->n_prefilled = r->n_prefill;
-		a->n_vocab = e->n_vocab;
-		a->inject_ms = t1 - t0;
-		a->prefill_ms = t2 - t1;
-		a->ttft_ms = a->embed_ms + a->retrieve_ms + a->inject_ms + a->prefill_ms;
-		r->t_first = t2;
-		if (!(rc = infs__sampler_init(&r->sampler, e->n_vocab, b->o->generate.temperature, b->o->generate.top_p,
-		                              b->o->generate.seed)))
-			r->have_sampler = 1;
-		if (!rc)
-			rc = take_token(b, r, infs__sample(&r->sampler, a->first_logits));
+		r->a->inject_ms = t1 - t0;
+		r->a->prefill_ms = t2 - t1;
+		r->a->ttft_ms = r->a->embed_ms + r->a->retrieve_ms + r->a->inject_ms + r->a->prefill_ms;
+		rc = first_token(b, r, t2);
 	}
 	return rc;
 }
@@ -440,7 +493,7 @@ static int decode(batch *b)
 	b->starts[m] = (int32_t)m;
 	const int greedy = b->o->generate.temperature <= 0;
 	infs__dstep st = { m, m, b->tokens, b->starts, b->n_past, b->tables, greedy ? NULL : b->logits,
-		           greedy ? b->argmax : NULL, INFS__GRAPH_SECOND, put_calib(b, run, m) };
+		           greedy ? b->argmax : NULL, INFS__GRAPH_SECOND, put_calib(b, run, m), NULL };
 	int rc = e->batch_ops->step(e->batch, &st);
 	for (uint32_t i = 0; !rc && i < m; i++) {
 		run[i]->n_past++;

@@ -9,6 +9,7 @@
 
 #include "inferscale/inject.h"
 #include "inferscale/model.h"
+#include "inferscale/retrieve.h"
 
 typedef struct infs__dengine infs__dengine;
 struct infs__recompute_args;
@@ -38,6 +39,36 @@ enum {
 	INFS__GRAPH_FIRST   /* captured at once: the shape will come again */
 };
 
+/* The device buffers of one question's device path (engine/ask_device.c):
+ * its query, retrieval's hits and count, the injection order, and what
+ * the injection leaves (its end and status), on the engine's device. They
+ * stay where they are for the engine's life, so graphs may read them; the
+ * query grows to the embedder's width. */
+typedef struct infs__dask {
+	float *query;
+	infs_hit *hits;            /* INFS__ASK_K_MAX */
+	uint64_t *ids;             /* INFS__ASK_K_MAX: the injection order */
+	uint32_t *count, *next_pos;
+	int32_t *status;
+	int32_t *table;            /* seq_blocks: the sequence's blocks */
+} infs__dask;
+
+#define INFS__ASK_K_MAX INFS_SEARCHER_K_MAX
+
+/* A step that follows a question's device path (one sequence): n_past[0]
+ * (host) is only the bound its plan is made for; on the device n_past is
+ * the injection's end (infs__dask.next_pos), the calibration the entry of
+ * calib_by_count for the hits found. The hits, their count, and the
+ * injection's end and status come back with the step's outputs. */
+typedef struct infs__dstep_ask {
+	uint32_t k;                    /* hits brought back: 1 .. INFS__ASK_K_MAX */
+	const int32_t *calib_by_count; /* NULL, or (k + 1) * 4 words (host): for each count of facts,
+	                                  lo, on, inv_temp and the log2 scale (infs__calib_pack's) */
+	infs_hit *hits;                /* host: k */
+	uint32_t *count, *next_pos;
+	int32_t *status;
+} infs__dstep_ask;
+
 typedef struct infs__dstep {
 	uint32_t n_seqs, n_tokens;
 	const int32_t *tokens, *starts, *n_past, *tables;
@@ -46,6 +77,7 @@ typedef struct infs__dstep {
 	int graph;                       /* INFS__GRAPH_* */
 	const struct infs__calib *calib; /* NULL, or per sequence its attention's calibration
 	                                    (model/forward.h; lo == hi: none) */
+	const infs__dstep_ask *ask;      /* NULL, or the device path's (calib then NULL) */
 } infs__dstep;
 
 /* The CUDA backend's implementation (infs__cuda->engine). */
@@ -73,6 +105,18 @@ typedef struct infs__dengine_ops {
 	/* How many steps ran as a CUDA graph (captured then or before); NULL
 	 * where steps never do (a host engine's pool). */
 	uint64_t (*graph_runs)(const infs__dengine *d);
+	/* A question's device path (NULL for a host engine's pool). ask_begin:
+	 * its buffers in *out, the query grown to dim floats (with host_query
+	 * set, those values queued into it), the sequence's blocks
+	 * (seq_blocks, host) queued into out->table, and mark 0 recorded on
+	 * the stream. ask_mark: mark i (1..3) recorded. ask_order: the
+	 * injection order of out->hits queued into out->ids. ask_times, once
+	 * the step is back: ms[i - 1] = the device's time from mark 0 to mark
+	 * i. */
+	int (*ask_begin)(infs__dengine *d, uint32_t dim, const float *host_query, const int32_t *table, infs__dask *out);
+	int (*ask_mark)(infs__dengine *d, int i);
+	int (*ask_order)(infs__dengine *d, uint32_t k);
+	int (*ask_times)(infs__dengine *d, float ms[3]);
 } infs__dengine_ops;
 
 #endif

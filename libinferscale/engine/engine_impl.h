@@ -1,7 +1,8 @@
 /* The engine's state and the helpers its files share. engine.c: creation,
  * the host engine's sequence operations and infs_engine_ask; engine_batch.c:
  * requests batched over a block pool, a device engine's or a host
- * engine's. Both call, and neither is called by, ask_options.c (options
+ * engine's, and through ask_device.c one question's device path. Both
+ * call, and neither is called by, ask_options.c (options
  * checked), prompt_tokens.c (the prompt read from the store), recover.c
  * (accuracy recovery) and answer.c (the answer's text). */
 #ifndef INFS_ENGINE_IMPL_H
@@ -43,7 +44,20 @@ struct infs_engine {
 	 * engine's (dev), or a host engine's with max_seqs > 1; else NULL. */
 	infs__dengine *batch;
 	const infs__dengine_ops *batch_ops;
+	/* One question's device path (ask_device.c): its searcher and injector
+	 * over the prepared store, made at its first question. */
+	infs_searcher *searcher;
+	infs_metric searcher_metric;
+	infs_injector *injector;
+	int no_device_path;         /* every question takes the host path (tests, benchmarks) */
+	int device_path_strikes;    /* questions in a row it could not queue; 2: off until the next prepare */
+	uint64_t device_asks;       /* questions it answered */
 };
+
+/* A question's prefill of at most this many tokens (its chat template's
+ * footer and suffix included) is captured as a graph the first time its
+ * length is seen (device_engine.c keeps the graphs of 64 lengths). */
+#define INFS__QUESTION_GRAPH_TOKENS 64u
 
 static inline double infs__now_ms(void)
 {
@@ -86,6 +100,37 @@ int infs__full_prompt(int32_t **out, uint32_t *n_out, uint32_t *n_fact_tokens, c
 int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char *ns, const uint64_t *order,
                   size_t nh, const int32_t *qt, uint32_t nq, const infs_ask_options *o, uint32_t n_past,
                   const int32_t *table, float *logits, int *prefilled);
+/* One question's device path (ask_device.c): from its text to its first
+ * logits with no wait between embedding, retrieval, injection and
+ * prefill. infs__ask_device_plan: whether it takes the question (a device
+ * engine, retrieval rather than fact_ids, no accuracy recovery, a store
+ * with a device copy on the engine's device, k <= INFS__ASK_K_MAX, and
+ * every k facts of ns fitting beside the question's nq tokens, by the
+ * store's bound on a fact's tokens); if so, *bound: the positions the
+ * header and the facts take at most, which the sequence's blocks and the
+ * step are planned for. Never fails: what it cannot take goes the host
+ * path. */
+int infs__ask_device_plan(uint32_t *bound, infs_engine *e, infs_store *store, const infs_embedder *emb,
+                          const char *ns, const infs_ask_options *o, uint32_t nq);
+
+typedef struct infs__ask_device_out {
+	int done;                 /* 0: its injection refused (a fact only in the store file, whose
+	                             move up it queued): nothing to use, the host path answers */
+	size_t n_hits;            /* hits (best first) */
+	uint32_t next_pos;        /* where the facts end, the question begins */
+	double embed_ms, retrieve_ms, inject_ms, ttft_ms;
+} infs__ask_device_out;
+
+/* Runs it for question (qt[0..nq): its footer, text and suffix) into the
+ * sequence's blocks table[0..seq_blocks) (host; n_own of them its own):
+ * hits receives o->k hits, logits the question's last token's (n_vocab). */
+int infs__ask_device(infs__ask_device_out *out, infs_engine *e, infs_store *store, const infs_embedder *emb,
+                     const char *ns, const char *question, const infs_ask_options *o, const int32_t *qt, uint32_t nq,
+                     const int32_t *table, uint32_t n_own, uint32_t bound, infs_hit *hits, float *logits);
+
+/* Frees the device path's searcher and injector (a new store, the end). */
+void infs__ask_device_release(infs_engine *e);
+
 /* infs_engine_ask_batch over the engine's block pool (engine_batch.c); o
  * is taken. */
 int infs__ask_batched(infs_answer **out, infs_engine *e, infs_store *store, const infs_embedder *embedder,

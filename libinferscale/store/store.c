@@ -89,6 +89,17 @@ int infs__store_ns_matrix(const float **emb, const uint64_t **ids, size_t *n, ui
 	return INFS_OK;
 }
 
+int infs__store_ns_bound(size_t *n_facts, uint32_t *max_tokens, infs_store *s, const char *ns)
+{
+	int rc = infs__check_namespace(ns);
+	if (rc)
+		return rc;
+	const infs__ns *p = infs__index_ns(&s->ix, ns);
+	*n_facts = p ? p->n_facts : 0;
+	*max_tokens = p ? p->max_tokens : 0;
+	return INFS_OK;
+}
+
 #define CHECK_STORE(fn, s)                                                  \
 	do {                                                                \
 		if (!(s))                                                   \
@@ -235,7 +246,7 @@ int infs__fact_put(uint64_t *out_id, infs_store *s, const char *ns, const infs_f
 		infs__index_prune(&s->ix, nsp);
 		goto out;
 	}
-	float *row = infs__index_add(&s->ix, nsp, p.id, off, s->end - off, f->flags);
+	float *row = infs__index_add(&s->ix, nsp, p.id, off, s->end - off, f->flags, f->n_tokens);
 	if (row)
 		memcpy(row, f->embedding, (size_t)p.embed_n * sizeof *row);
 	s->next_id = p.id + 1;

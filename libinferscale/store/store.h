@@ -54,6 +54,12 @@ int infs__store_find(infs__record *out, infs_store *s, const char *ns, uint64_t 
 int infs__store_ns_matrix(const float **emb, const uint64_t **ids, size_t *n, uint64_t *generation,
                           infs_store *s, const char *ns);
 
+/* The facts of namespace ns (0 for an empty or unknown one) and a bound on
+ * the tokens of each: no live fact is longer (a deleted one may have been,
+ * until compaction), so callers can plan room for any k of them without
+ * reading them. Requires the read lock. */
+int infs__store_ns_bound(size_t *n_facts, uint32_t *max_tokens, infs_store *s, const char *ns);
+
 /* State that other modules attach to a store (a FAISS index cache, the
  * device copy), and the hooks through which the store keeps it in step
  * without knowing what it is. A hook left NULL is not called; none is

@@ -328,7 +328,7 @@ static int apply_put(infs_store *s, window *w, uint64_t off, uint64_t body_len, 
 	infs__ns *nsp;
 	if ((rc = infs__index_reserve(&nsp, &s->ix, ns)))
 		return rc;
-	float *row = infs__index_add(&s->ix, nsp, p.id, off, INFS__REC_HEAD + body_len, p.flags);
+	float *row = infs__index_add(&s->ix, nsp, p.id, off, INFS__REC_HEAD + body_len, p.flags, p.n_tokens);
 	if (row && (rc = fetch(row, w, body + l.emb, (size_t)p.embed_n * 4)))
 		return rc;
 	if (p.id > *last_put)

@@ -28,6 +28,8 @@ typedef struct infs__ns {
 	uint64_t *fact_ids;
 	float *emb;
 	size_t n_facts, cap_facts;
+	uint32_t max_tokens; /* the longest fact's tokens since the index was built
+	                        (deleted facts count: a bound, not the maximum) */
 	uint64_t generation;
 } infs__ns;
 
@@ -59,7 +61,8 @@ infs__entry *infs__index_get(const infs__index *ix, uint64_t id);
  * needed) so that infs__index_add cannot fail. */
 int infs__index_reserve(infs__ns **out, infs__index *ix, const char *name);
 /* Adds a record; returns the matrix row to fill for a fact, else NULL. */
-float *infs__index_add(infs__index *ix, infs__ns *ns, uint64_t id, uint64_t off, uint64_t len, unsigned flags);
+float *infs__index_add(infs__index *ix, infs__ns *ns, uint64_t id, uint64_t off, uint64_t len, unsigned flags,
+                       uint32_t n_tokens);
 void infs__index_remove(infs__index *ix, uint64_t id);
 void infs__index_drop(infs__index *ix, infs__ns *ns);
 /* Frees ns when it holds no records (after a failed write or a removal). */

@@ -185,7 +185,8 @@ static size_t id_place(const uint64_t *ids, size_t n, uint64_t id)
 	return n == 0 || ids[n - 1] < id ? n : id_search(ids, n, id);
 }
 
-float *infs__index_add(infs__index *ix, infs__ns *ns, uint64_t id, uint64_t off, uint64_t len, unsigned flags)
+float *infs__index_add(infs__index *ix, infs__ns *ns, uint64_t id, uint64_t off, uint64_t len, unsigned flags,
+                       uint32_t n_tokens)
 {
 	infs__entry e = { id, off, len, ns, flags };
 	hash_insert(ix->slots, ix->cap, &e);
@@ -202,6 +203,8 @@ float *infs__index_add(infs__index *ix, infs__ns *ns, uint64_t id, uint64_t off,
 		return NULL;
 	}
 	ix->n_facts++;
+	if (n_tokens > ns->max_tokens)
+		ns->max_tokens = n_tokens;
 	size_t dim = ix->embed_dim;
 	at = id_place(ns->fact_ids, ns->n_facts, id);
 	memmove(ns->fact_ids + at + 1, ns->fact_ids + at, (ns->n_facts - at) * sizeof *ns->fact_ids);

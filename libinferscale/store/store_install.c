@@ -124,7 +124,7 @@ static int book_one(infs_store *s, const char *ns, const unsigned char *v, size_
 		infs__index_prune(&s->ix, nsp);
 		return rc;
 	}
-	float *row = infs__index_add(&s->ix, nsp, r.id, s->end, len, r.flags);
+	float *row = infs__index_add(&s->ix, nsp, r.id, s->end, len, r.flags, r.n_tokens);
 	if (row)
 		memcpy(row, r.embedding, (size_t)s->geom.embed_dim * sizeof *row);
 	s->end += len;

@@ -7,7 +7,10 @@
  * demo's question, batches with continuous batching equal to requests one
  * at a time, a pool too small to run everything at once, a prompt longer
  * than a sequence refused, a question's prefill as a graph from its first
- * time, sampling and stop strings, the refusals of a device engine. argv[1]: examples/memory/facts.jsonl. Exits 77 without a
+ * time, one question's device path (the host path's answer bit for bit,
+ * with either embedder and calibrated, and the host path where the facts'
+ * KV is only in the store file), sampling and stop strings, the refusals
+ * of a device engine. argv[1]: examples/memory/facts.jsonl. Exits 77 without a
  * device, or without the models in $INFS_CACHE (scripts/gpu-check.sh
  * carries them). */
 #include <math.h>
@@ -138,6 +141,66 @@ static void calibration(infs_engine *e, infs_store *st, const infs_model *m, con
 			infs_answer_free(all[i]);
 	}
 	infs_engine_free(host);
+}
+
+/* One ask by the device path (it answered: device_asks moved, or not when
+ * want_device is 0) and the same by the host path: the same hits, scores,
+ * prompt, first logits bit for bit and answer. */
+static void same_as_host(infs_engine *e, infs_store *st, const infs_embedder *emb, const infs_ask_options *ao,
+                         int q, int want_device, const char *what)
+{
+	infs_answer *dev = NULL, *host = NULL;
+	const uint64_t n0 = e->device_asks;
+	CHECK_OK(infs_engine_ask(&dev, e, st, emb, "maya", questions[q], ao));
+	CHECK(e->device_asks == n0 + (want_device ? 1 : 0));
+	e->no_device_path = 1;
+	CHECK_OK(infs_engine_ask(&host, e, st, emb, "maya", questions[q], ao));
+	e->no_device_path = 0;
+	CHECK(e->device_asks == n0 + (want_device ? 1 : 0));
+	if (dev && host) {
+		const size_t n = dev->n_facts;
+		printf("device path (%s): \"%s\" / host path \"%s\"; TTFT %.2f ms (embed %.3f, retrieve %.3f, "
+		       "inject %.3f, prefill %.3f) / %.2f ms\n", what, dev->text, host->text, dev->ttft_ms, dev->embed_ms,
+		       dev->retrieve_ms, dev->inject_ms, dev->prefill_ms, host->ttft_ms);
+		CHECK(n == host->n_facts && n == ao->k && dev->n_left_out == 0);
+		CHECK(!memcmp(dev->fact_ids, host->fact_ids, n * sizeof *dev->fact_ids));
+		CHECK(!memcmp(dev->scores, host->scores, n * sizeof *dev->scores));
+		CHECK(dev->n_prompt == host->n_prompt && dev->n_prefilled == host->n_prefilled);
+		CHECK(!memcmp(dev->first_logits, host->first_logits, dev->n_vocab * sizeof(float)));
+		CHECK(!strcmp(dev->text, host->text) && dev->n_tokens == host->n_tokens);
+		CHECK(dev->prefill_ms > 0 && dev->inject_ms >= 0 && dev->retrieve_ms >= 0 && dev->embed_ms >= 0);
+		CHECK(dev->ttft_ms >= dev->embed_ms + dev->retrieve_ms + dev->inject_ms);
+	}
+	infs_answer_free(dev);
+	infs_answer_free(host);
+}
+
+/* The device path against the host path: a host embedder (its vector
+ * copied to the device) and one on the device, plain and calibrated
+ * (1 / sqrt(facts), and a fixed temperature and scale), and a question
+ * longer than a graph's. */
+static void device_path(infs_engine *e, infs_store *st, const infs_embedder *emb, const char *epath)
+{
+	infs_embedder *gemb = NULL;
+	infs_embedder_options go = INFS_EMBEDDER_OPTIONS_INIT;
+	go.device = 0;
+	CHECK_OK(infs_embedder_load(&gemb, epath, &go));
+	infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
+	ao.fact_scale = 1.0f; /* uncalibrated */
+	ao.k = 4;
+	ao.generate.max_tokens = 12;
+	same_as_host(e, st, emb, &ao, 0, 1, "host embedder");
+	if (gemb) {
+		for (int q = 0; q < 3; q++)
+			same_as_host(e, st, gemb, &ao, q, 1, "device embedder");
+		ao.fact_scale = 0.0f; /* 1 / sqrt(facts) */
+		same_as_host(e, st, gemb, &ao, 2, 1, "1 / sqrt(facts)");
+		ao.fact_temperature = 0.5f;
+		ao.fact_scale = 0.25f;
+		ao.k = 7;
+		same_as_host(e, st, gemb, &ao, 3, 1, "0.5:0.25, k 7");
+	}
+	infs_embedder_free(gemb);
 }
 
 int main(int argc, char **argv)
@@ -291,6 +354,8 @@ int main(int argc, char **argv)
 			CHECK(e->ops->graph_runs(e->dev) == g0 + (i ? 2 : 1));
 		}
 	}
+	if (e)
+		device_path(e, st, emb, epath);
 	/* Sampling: one seed, one answer; a stop string cuts it. */
 	ao.generate.temperature = 1.0f;
 	ao.generate.top_p = 0.9f;
@@ -327,6 +392,21 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++) {
 		free(texts[i]);
 		infs_free(rendered[i]);
+	}
+	/* The facts' KV only in the store file (a device budget for the
+	 * retrieval rows alone): the device path's injection refuses, the host
+	 * path answers. */
+	infs_store_close(st);
+	st = NULL;
+	so.device_budget_bytes = 128u << 10;
+	CHECK_OK(infs_store_open(&st, spath, &so));
+	if (e && st) {
+		CHECK_OK(infs_engine_prepare(e, st));
+		infs_tier tier = INFS_TIER_DEVICE;
+		CHECK_OK(infs_namespace_tier(&tier, st, "maya"));
+		CHECK(tier == INFS_TIER_FILE);
+		ao.k = 4;
+		same_as_host(e, st, emb, &ao, 0, 0, "KV in the file");
 	}
 	infs_engine_free(e);
 	infs_store_close(st);
