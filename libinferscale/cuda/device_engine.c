@@ -345,7 +345,7 @@ static int dstep(infs__dengine *d, const infs__dstep *st)
 		infs__calib_pack(calib + 4 * i, &st->calib[i]);
 	if (ask && ask->calib_by_count)
 		memcpy(d->h_ask + d->al.by_count, ask->calib_by_count, (size_t)(ask->k + 1) * 4 * sizeof(int32_t));
-	const shape want = { ns, st->n_tokens, st->logits != NULL, st->argmax != NULL,
+	const shape want = { ns, st->n_tokens, st->logits || st->logit_rows, st->argmax != NULL,
 		             st->calib != NULL || (ask && ask->calib_by_count), step_context(c, st), ask ? ask->k + 1 : 0,
 		             NULL };
 	int prev, rc = infs__device_enter(&prev, d->device, fn);
@@ -370,6 +370,8 @@ static int dstep(infs__dengine *d, const infs__dstep *st)
 		return rc;
 	if (st->logits)
 		memcpy(st->logits, d->h_logits, (size_t)ns * c->n_vocab * sizeof(float));
+	for (uint32_t i = 0; st->logit_rows && i < ns; i++)
+		memcpy(st->logit_rows[i], d->h_logits + (size_t)i * c->n_vocab, c->n_vocab * sizeof(float));
 	if (st->argmax)
 		memcpy(st->argmax, d->h_argmax, ns * sizeof(int32_t));
 	if (ask) {

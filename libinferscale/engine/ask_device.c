@@ -32,27 +32,39 @@ void infs__ask_device_release(infs_engine *e)
 	e->device_path_strikes = 0;
 }
 
-/* The searcher and injector over store, made once (metric: the searcher's). */
-static int make_tools(infs_engine *e, infs_store *store, infs_metric metric)
+/* The searcher (for metric) and an injector for at least facts tokens
+ * over store, made anew only when those change. The injection's grid is
+ * sized for the injector's bound, so it is kept near what questions take:
+ * a power of two, at least 256, at most a sequence. */
+static int make_tools(infs_engine *e, infs_store *store, infs_metric metric, uint32_t facts)
 {
-	if (e->searcher && e->searcher_metric == metric)
+	if (!e->searcher || e->searcher_metric != metric) {
+		infs_searcher_free(e->searcher);
+		e->searcher = NULL;
+		infs_searcher_options so = INFS_SEARCHER_OPTIONS_INIT;
+		so.metric = metric;
+		so.max_queries = 1;
+		so.max_k = INFS__ASK_K_MAX;
+		int rc = infs_searcher_create(&e->searcher, store, &so);
+		if (rc)
+			return rc;
+		e->searcher_metric = metric;
+	}
+	if (e->injector && e->injector_tokens >= facts)
 		return INFS_OK;
-	infs_searcher_free(e->searcher);
-	e->searcher = NULL;
-	infs_searcher_options so = INFS_SEARCHER_OPTIONS_INIT;
-	so.metric = metric;
-	so.max_queries = 1;
-	so.max_k = INFS__ASK_K_MAX;
-	int rc = infs_searcher_create(&e->searcher, store, &so);
-	if (rc)
-		return rc;
-	e->searcher_metric = metric;
-	if (e->injector)
-		return INFS_OK;
+	infs_injector_free(e->injector);
+	e->injector = NULL;
+	const uint32_t seq_cap = e->seq_blocks * e->block_size;
+	uint32_t tokens = 256;
+	while (tokens < facts && tokens < seq_cap)
+		tokens *= 2;
 	infs_injector_options io = INFS_INJECTOR_OPTIONS_INIT;
 	io.max_ids = INFS__ASK_K_MAX;
-	io.max_tokens = e->seq_blocks * e->block_size;
-	return infs_injector_create(&e->injector, store, e->ops->cache(e->dev), &io);
+	io.max_tokens = tokens < seq_cap ? tokens : seq_cap;
+	int rc = infs_injector_create(&e->injector, store, e->ops->cache(e->dev), &io);
+	if (!rc)
+		e->injector_tokens = io.max_tokens;
+	return rc;
 }
 
 int infs__ask_device_plan(uint32_t *bound, infs_engine *e, infs_store *store, const infs_embedder *emb,
@@ -62,8 +74,10 @@ int infs__ask_device_plan(uint32_t *bound, infs_engine *e, infs_store *store, co
 	if (!e->dev || e->no_device_path || e->device_path_strikes >= 2 || !e->ops->ask_begin || o->fact_ids ||
 	    o->full_recompute || o->recompute_ratio > 0.0f || o->prefix_tokens || o->k > INFS__ASK_K_MAX || !emb)
 		return 0;
+	/* the embedder's vectors searched in place, the question in one step */
 	const int emb_dev = infs__embedder_device(emb);
-	if ((emb_dev >= 0 && emb_dev != e->model->device) || infs__store_opts(store)->device != e->model->device)
+	if ((emb_dev >= 0 && emb_dev != e->model->device) || infs__store_opts(store)->device != e->model->device ||
+	    infs_embedder_dim(emb) != infs__store_geom(store)->embed_dim || nq > e->ops->max_tokens(e->dev))
 		return 0;
 	size_t n = 0;
 	uint32_t longest = 0;
@@ -77,7 +91,7 @@ int infs__ask_device_plan(uint32_t *bound, infs_engine *e, infs_store *store, co
 	/* infs__fit_facts's room: the facts beside the header, the question and one answer token */
 	if (head + facts + nq + 1 > (uint64_t)e->seq_blocks * e->block_size)
 		return 0;
-	if (make_tools(e, store, o->metric)) {
+	if (make_tools(e, store, o->metric, (uint32_t)facts)) {
 		/* this store's device copy cannot serve it (its embeddings' width,
 		 * its device): not tried again until the next prepare */
 		infs__ask_device_release(e);
@@ -163,11 +177,12 @@ int infs__ask_device(infs__ask_device_out *out, infs_engine *e, infs_store *stor
 	int32_t by_count[4 * (INFS__ASK_K_MAX + 1)];
 	const int32_t starts[2] = { 0, (int32_t)nq }, past[1] = { (int32_t)bound };
 	uint32_t count = 0, next_pos = 0;
-	int32_t status = INFS_OK;
+	int32_t status = INFS_OK, pick = -1;
+	const int greedy = o->generate.temperature <= 0;
 	const int32_t *calib = calib_table(by_count, o, k, e->prompt.n_header) ? by_count : NULL;
 	const infs__dstep_ask ask = { k, calib, hits, &count, &next_pos, &status };
-	infs__dstep st = { 1, nq, qt, starts, past, table, logits, NULL,
-		           nq <= INFS__QUESTION_GRAPH_TOKENS ? INFS__GRAPH_FIRST : INFS__GRAPH_SECOND, NULL, &ask };
+	infs__dstep st = { 1, nq, qt, starts, past, table, logits, greedy ? &pick : NULL,
+		           nq <= INFS__QUESTION_GRAPH_TOKENS ? INFS__GRAPH_FIRST : INFS__GRAPH_SECOND, NULL, &ask, NULL };
 	if ((rc = e->ops->step(e->dev, &st)))
 		return rc;
 	const double t2 = infs__now_ms();
@@ -179,6 +194,7 @@ int infs__ask_device(infs__ask_device_out *out, infs_engine *e, infs_store *stor
 	out->done = 1;
 	out->n_hits = count;
 	out->next_pos = next_pos;
+	out->pick = greedy ? pick : -1;
 	out->ttft_ms = t2 - t0;
 	out->embed_ms = t1 - t0 + ms[0];
 	out->retrieve_ms = ms[1] - ms[0];

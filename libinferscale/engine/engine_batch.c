@@ -32,6 +32,7 @@ typedef struct request {
 	uint32_t n_own;
 	int32_t *ids;             /* answer tokens */
 	int32_t next;             /* the token its next decode step runs */
+	int32_t pick;             /* its first token, picked on the device (greedy), or -1 */
 	infs__sampler sampler;
 	int have_sampler;
 	infs__calib calib;        /* its attention's calibration (lo == hi: none) */
@@ -52,6 +53,7 @@ typedef struct batch {
 	uint32_t n_free;
 	uint32_t n_running;
 	float *qv, *logits;       /* max_seqs queries and logit rows */
+	float **rows;             /* max_seqs: a step's requests' first logits */
 	infs__calib *calib;       /* max_seqs: a step's calibrations */
 	int32_t *argmax, *tokens, *starts, *n_past, *tables;
 	uint64_t *order;
@@ -276,6 +278,9 @@ static int prefill(batch *b, request **group, uint32_t m)
 	for (uint32_t i = 0; i < m; i++)
 		total += group[i]->n_prefill;
 	if (total <= max_t) {
+		/* Their first logits straight into their answers; a greedy
+		 * answer's first token picked on the device, as decoding does. */
+		const int greedy = b->o->generate.temperature <= 0;
 		uint32_t at = 0;
 		for (uint32_t i = 0; i < m; i++) {
 			request *r = group[i];
@@ -284,6 +289,7 @@ static int prefill(batch *b, request **group, uint32_t m)
 			memcpy(b->tokens + at, r->prefill, r->n_prefill * sizeof *b->tokens);
 			at += r->n_prefill;
 			put_table(b, i, r);
+			b->rows[i] = r->a->first_logits;
 		}
 		b->starts[m] = (int32_t)at;
 		/* Question-only prefills repeat their shapes, full prompts rarely;
@@ -291,12 +297,12 @@ static int prefill(batch *b, request **group, uint32_t m)
 		 * it is captured at once rather than run eagerly the first time. */
 		const int graph = b->o->full_recompute ? INFS__GRAPH_NONE
 		                  : m == 1 && at <= INFS__QUESTION_GRAPH_TOKENS ? INFS__GRAPH_FIRST : INFS__GRAPH_SECOND;
-		infs__dstep st = { m, at, b->tokens, b->starts, b->n_past, b->tables, b->logits, NULL, graph,
-			           put_calib(b, group, m), NULL };
+		infs__dstep st = { m, at, b->tokens, b->starts, b->n_past, b->tables, NULL, greedy ? b->argmax : NULL,
+			           graph, put_calib(b, group, m), NULL, b->rows };
 		int rc = e->batch_ops->step(e->batch, &st);
 		for (uint32_t i = 0; !rc && i < m; i++) {
 			group[i]->n_past += group[i]->n_prefill;
-			memcpy(group[i]->a->first_logits, b->logits + (size_t)i * e->n_vocab, e->n_vocab * sizeof(float));
+			group[i]->pick = greedy ? b->argmax[i] : -1;
 		}
 		return rc;
 	}
@@ -310,7 +316,7 @@ static int prefill(batch *b, request **group, uint32_t m)
 			b->n_past[0] = (int32_t)r->n_past;
 			put_table(b, 0, r);
 			infs__dstep st = { 1, c, r->prefill + done, b->starts, b->n_past, b->tables, b->logits, NULL,
-				           INFS__GRAPH_NONE, put_calib(b, &r, 1), NULL };
+				           INFS__GRAPH_NONE, put_calib(b, &r, 1), NULL, NULL };
 			int rc = e->batch_ops->step(e->batch, &st);
 			if (rc)
 				return rc;
@@ -335,7 +341,7 @@ static int first_token(batch *b, request *r, double t)
 	if (rc)
 		return rc;
 	r->have_sampler = 1;
-	return take_token(b, r, infs__sample(&r->sampler, r->a->first_logits));
+	return take_token(b, r, r->pick >= 0 ? r->pick : infs__sample(&r->sampler, r->a->first_logits));
 }
 
 /* The question of a call of one, by the device path (ask_device.c) where
@@ -365,6 +371,7 @@ static int ask_device(batch *b, request *r, int *done)
 		return rc;
 	}
 	*done = 1;
+	r->pick = d.pick;
 	r->n_hits = d.n_hits;
 	r->capacity = need * e->block_size;
 	r->running = 1;
@@ -401,6 +408,7 @@ static int admit(batch *b)
 		for (; first + m < b->n && m < slots; m++) {
 			request *r = &b->req[first + m];
 			r->q = first + m;
+			r->pick = -1;
 			r->a = calloc(1, sizeof *r->a);
 			r->hits = calloc(b->o->fact_ids ? b->o->n_fact_ids + 1 : b->o->k, sizeof *r->hits);
 			r->table = malloc(e->seq_blocks * sizeof *r->table);
@@ -493,7 +501,7 @@ static int decode(batch *b)
 	b->starts[m] = (int32_t)m;
 	const int greedy = b->o->generate.temperature <= 0;
 	infs__dstep st = { m, m, b->tokens, b->starts, b->n_past, b->tables, greedy ? NULL : b->logits,
-		           greedy ? b->argmax : NULL, INFS__GRAPH_SECOND, put_calib(b, run, m), NULL };
+		           greedy ? b->argmax : NULL, INFS__GRAPH_SECOND, put_calib(b, run, m), NULL, NULL };
 	int rc = e->batch_ops->step(e->batch, &st);
 	for (uint32_t i = 0; !rc && i < m; i++) {
 		run[i]->n_past++;
@@ -522,10 +530,11 @@ int infs__ask_batched(infs_answer **out, infs_engine *e, infs_store *store, cons
 	b.order = malloc((n_order ? n_order : 1) * sizeof *b.order);
 	b.group = malloc(S * sizeof *b.group);
 	b.calib = malloc(S * sizeof *b.calib);
+	b.rows = malloc(S * sizeof *b.rows);
 	b.texts = malloc(S * sizeof *b.texts);
 	int rc = INFS_OK;
 	if (!b.req || !b.free_blocks || !b.qv || !b.logits || !b.argmax || !b.tokens || !b.starts || !b.n_past ||
-	    !b.tables || !b.order || !b.group || !b.texts || !b.calib)
+	    !b.tables || !b.order || !b.group || !b.texts || !b.calib || !b.rows)
 		rc = infs__error(INFS_ENOMEM, "%s: out of memory", fn);
 	/* Blocks are handed out lowest first. */
 	for (uint32_t i = 0; !rc && i < e->n_blocks; i++)
@@ -573,6 +582,7 @@ int infs__ask_batched(infs_answer **out, infs_engine *e, infs_store *store, cons
 	free(b.order);
 	free(b.group);
 	free(b.calib);
+	free(b.rows);
 	free(b.texts);
 	return rc;
 }

@@ -28,8 +28,9 @@ typedef struct infs__dengine_config {
 /* One forward step over n_seqs sequences, every array in host memory:
  * sequence s is tokens[starts[s] .. starts[s + 1]) at positions n_past[s],
  * n_past[s] + 1, ..., its blocks tables[s * seq_blocks ...]. Brings back
- * each sequence's last-token logits (logits: n_seqs * n_vocab) and/or its
- * argmax (argmax: n_seqs), either NULL. With graph set, the step is a
+ * each sequence's last-token logits (logits: n_seqs * n_vocab, or with
+ * logit_rows set, sequence s's to logit_rows[s]) and/or its argmax
+ * (argmax: n_seqs), either NULL. With graph set, the step is a
  * CUDA graph captured once per shape (tokens, sequences, outputs), the
  * first or the second time the shape is seen, and replayed with the new
  * values. Returns when the outputs are in place. */
@@ -78,6 +79,7 @@ typedef struct infs__dstep {
 	const struct infs__calib *calib; /* NULL, or per sequence its attention's calibration
 	                                    (model/forward.h; lo == hi: none) */
 	const infs__dstep_ask *ask;      /* NULL, or the device path's (calib then NULL) */
+	float *const *logit_rows;        /* NULL, or per sequence where its logits go (logits NULL) */
 } infs__dstep;
 
 /* The CUDA backend's implementation (infs__cuda->engine). */

@@ -49,6 +49,7 @@ struct infs_engine {
 	infs_searcher *searcher;
 	infs_metric searcher_metric;
 	infs_injector *injector;
+	uint32_t injector_tokens;   /* its max_tokens */
 	int no_device_path;         /* every question takes the host path (tests, benchmarks) */
 	int device_path_strikes;    /* questions in a row it could not queue; 2: off until the next prepare */
 	uint64_t device_asks;       /* questions it answered */
@@ -104,7 +105,8 @@ int infs__recover(infs_answer *a, infs_engine *e, infs_store *store, const char 
  * logits with no wait between embedding, retrieval, injection and
  * prefill. infs__ask_device_plan: whether it takes the question (a device
  * engine, retrieval rather than fact_ids, no accuracy recovery, a store
- * with a device copy on the engine's device, k <= INFS__ASK_K_MAX, and
+ * with a device copy on the engine's device and the embedder's width,
+ * k <= INFS__ASK_K_MAX, a question of one step, and
  * every k facts of ns fitting beside the question's nq tokens, by the
  * store's bound on a fact's tokens); if so, *bound: the positions the
  * header and the facts take at most, which the sequence's blocks and the
@@ -118,6 +120,7 @@ typedef struct infs__ask_device_out {
 	                             move up it queued): nothing to use, the host path answers */
 	size_t n_hits;            /* hits (best first) */
 	uint32_t next_pos;        /* where the facts end, the question begins */
+	int32_t pick;             /* greedy: the first token, picked on the device; else -1 */
 	double embed_ms, retrieve_ms, inject_ms, ttft_ms;
 } infs__ask_device_out;
 

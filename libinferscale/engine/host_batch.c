@@ -4,6 +4,7 @@
  * (infs__forward with seqs), so a decode step of many sequences reads the
  * weights once instead of once per sequence. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "engine/engine_device.h"
 #include "engine/host_batch.h"
@@ -103,6 +104,8 @@ static int host_step(infs__dengine *d, const infs__dstep *st)
 	int rc = run(h, st->n_seqs, st->n_tokens, st->tokens, st->starts, st->n_past, st->tables, st->calib, logits);
 	for (uint32_t s = 0; !rc && st->argmax && s < st->n_seqs; s++)
 		st->argmax[s] = infs__argmax(logits + (size_t)s * h->n_vocab, h->n_vocab);
+	for (uint32_t s = 0; !rc && st->logit_rows && s < st->n_seqs; s++)
+		memcpy(st->logit_rows[s], logits + (size_t)s * h->n_vocab, h->n_vocab * sizeof *logits);
 	return rc;
 }
 
