@@ -149,7 +149,7 @@ sanitizer_runs() {
 		tools="memcheck racecheck"
 		[[ $t == *store* || $t == *retrieve* || $t == *tiers* ]] && tools=memcheck
 		# gpu-engine runs the model, injection and sampling kernels that
-		# gpu-model, gpu-graph, gpu-inject and gpu-sample racecheck; under
+		# gpu-model, gpu-graph, gpu-inject, gpu-sample and gpu-ask racecheck; under
 		# racecheck its process ends with status 9 after some 80 s, having
 		# printed nothing, with hazards reported in cuBLAS's nvjet kernels
 		# only (2026-12-03), so it runs under memcheck alone.

@@ -102,10 +102,7 @@ int infs__ask_device_plan(uint32_t *bound, infs_engine *e, infs_store *store, co
 	return 1;
 }
 
-/* For each count of facts 0..k, the calibration o asks for (lo, on,
- * inv_temp, log2 scale; its hi is where the facts end, known on the
- * device); 0 when none is on for any count. */
-static int calib_table(int32_t *by_count, const infs_ask_options *o, uint32_t k, uint32_t n_header)
+int infs__calib_by_count(int32_t *by_count, const infs_ask_options *o, uint32_t k, uint32_t n_header)
 {
 	int any = 0;
 	for (uint32_t c = 0; c <= k; c++) {
@@ -179,7 +176,7 @@ int infs__ask_device(infs__ask_device_out *out, infs_engine *e, infs_store *stor
 	uint32_t count = 0, next_pos = 0;
 	int32_t status = INFS_OK, pick = -1;
 	const int greedy = o->generate.temperature <= 0;
-	const int32_t *calib = calib_table(by_count, o, k, e->prompt.n_header) ? by_count : NULL;
+	const int32_t *calib = infs__calib_by_count(by_count, o, k, e->prompt.n_header) ? by_count : NULL;
 	const infs__dstep_ask ask = { k, calib, hits, &count, &next_pos, &status };
 	infs__dstep st = { 1, nq, qt, starts, past, table, logits, greedy ? &pick : NULL,
 		           nq <= INFS__QUESTION_GRAPH_TOKENS ? INFS__GRAPH_FIRST : INFS__GRAPH_SECOND, NULL, &ask, NULL };

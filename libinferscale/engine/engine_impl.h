@@ -131,6 +131,13 @@ int infs__ask_device(infs__ask_device_out *out, infs_engine *e, infs_store *stor
                      const char *ns, const char *question, const infs_ask_options *o, const int32_t *qt, uint32_t nq,
                      const int32_t *table, uint32_t n_own, uint32_t bound, infs_hit *hits, float *logits);
 
+/* The device path's calibrations (by_count: (k + 1) * 4 words): for each
+ * count c of facts 0..k, what infs__calib_of gives for c facts after
+ * n_header positions, packed (infs__calib_pack) with its hi word 1 when on
+ * (the device writes where the facts end there, kernels/ask.cu), all 0
+ * when off. Returns whether any count is on. */
+int infs__calib_by_count(int32_t *by_count, const infs_ask_options *o, uint32_t k, uint32_t n_header);
+
 /* Frees the device path's searcher and injector (a new store, the end). */
 void infs__ask_device_release(infs_engine *e);
 
