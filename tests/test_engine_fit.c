@@ -138,6 +138,20 @@ int main(void)
 	CHECK_ERR(infs_engine_ask(&a, e, st, NULL, "maya", "Who?", &ao), INFS_ENOTFOUND);
 	CHECK(a == NULL);
 
+	/* The store closed and opened again (at the same address or not): what
+	 * prepare kept for the old open is not taken for the new one. */
+	infs_store_close(st);
+	st = NULL;
+	CHECK_OK(infs_store_open(&st, spath, NULL));
+	ao.fact_ids = given;
+	ao.n_fact_ids = 2;
+	a = NULL;
+	CHECK_ERR(infs_engine_ask(&a, e, st, NULL, "maya", "Who?", &ao), INFS_EINVAL);
+	CHECK(strstr(infs_error_last(), "infs_engine_prepare") != NULL);
+	CHECK_OK(infs_engine_prepare(e, st));
+	CHECK_OK(infs_engine_ask(&a, e, st, NULL, "maya", "Who?", &ao));
+	infs_answer_free(a);
+
 	free(half);
 	free(tea);
 	infs_engine_free(e);

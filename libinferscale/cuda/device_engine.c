@@ -162,8 +162,12 @@ static int dopen(infs__dengine **out, const infs__dengine_config *cfg)
 	d->al = ask_layout_of(cfg->seq_blocks);
 	if (err == cudaSuccess)
 		err = cudaMalloc((void **)&d->d_ask, d->al.bytes);
+	if (err == cudaSuccess) /* hits past a count are copied back too */
+		err = cudaMemset(d->d_ask, 0, d->al.bytes);
 	if (err == cudaSuccess)
 		err = cudaHostAlloc((void **)&d->h_ask, d->al.bytes, cudaHostAllocDefault);
+	if (err == cudaSuccess)
+		what = "creating its events";
 	for (int i = 0; i < 4 && err == cudaSuccess; i++)
 		err = cudaEventCreate(&d->marks[i]);
 	infs__device_restore(prev);
@@ -314,13 +318,68 @@ static int graph_of(cudaGraphExec_t *out, infs__dengine *d, const shape *want, i
  * keys (a question over few facts), that, so that its attention takes
  * blocks of few rows (infs_k_attn_block_rows). Two bounds, not the exact
  * one: each is a shape of its own, captured as a graph of its own. */
-static uint32_t step_context(const infs__dengine_config *c, const infs__dstep *st)
+static uint32_t step_context(const infs__dengine_config *c, uint32_t n_seqs, uint32_t n_tokens, uint32_t n_past0)
 {
 	const uint32_t reach = c->seq_blocks * c->block_size;
-	if (st->n_seqs != 1 || st->n_tokens == 1)
+	if (n_seqs != 1 || n_tokens == 1)
 		return reach;
-	const uint64_t keys = (uint64_t)(uint32_t)st->n_past[0] + st->n_tokens;
+	const uint64_t keys = (uint64_t)n_past0 + n_tokens;
 	return keys <= INFS_K_ATTN_FEW_KEYS && INFS_K_ATTN_FEW_KEYS < reach ? INFS_K_ATTN_FEW_KEYS : reach;
+}
+
+/* Runs a step of shape want, its inputs in h_in: as a graph when the
+ * caller asks for one (graph_of), else eagerly; returns when it is done. */
+static int run_shape(infs__dengine *d, const shape *want, int graph)
+{
+	int prev, rc = infs__device_enter(&prev, d->device, fn);
+	if (rc)
+		return rc;
+	cudaGraphExec_t exec = NULL;
+	if (graph != INFS__GRAPH_NONE)
+		rc = graph_of(&exec, d, want, graph);
+	cudaError_t err = cudaSuccess;
+	if (!rc && exec) {
+		if ((err = cudaGraphLaunch(exec, d->stream)) == cudaSuccess)
+			d->graph_runs++;
+	} else if (!rc) {
+		rc = queue_step(d, want);
+	}
+	if (!rc && err == cudaSuccess)
+		err = cudaStreamSynchronize(d->stream);
+	infs__device_restore(prev);
+	if (!rc && err != cudaSuccess)
+		rc = infs__cuda_error(err, fn, "running a step");
+	return rc;
+}
+
+/* A device path's step planned for a bound on the facts' positions whose
+ * injection ended on the other side of the attention's few-keys bound
+ * (step_context): run again from where it ended, planned as the host path
+ * plans it, so that its K/V and logits are the host path's. */
+static int replan(infs__dengine *d, const infs__dstep *st, const shape *want, int *rerun)
+{
+	const infs__dstep_ask *ask = st->ask;
+	const uint32_t *sc = (const uint32_t *)(d->h_ask + d->al.scalars);
+	const uint32_t count = sc[0], end = sc[1];
+	*rerun = 0;
+	if ((int32_t)sc[2] != INFS_OK || !count || step_context(&d->cfg, 1, st->n_tokens, end) == want->max_context)
+		return INFS_OK;
+	const infs__dengine_config *c = &d->cfg;
+	int32_t *n_past = d->h_in + d->max_tokens + c->max_seqs + 1, *tables = n_past + c->max_seqs;
+	n_past[0] = (int32_t)end;
+	if (ask->calib_by_count) {
+		const int32_t *e = ask->calib_by_count + 4 * (size_t)(count < ask->k ? count : ask->k);
+		int32_t *calib = tables + (size_t)c->max_seqs * c->seq_blocks;
+		calib[0] = e[1] ? e[0] : 0;
+		calib[1] = e[1] ? (int32_t)end : 0;
+		calib[2] = e[2];
+		calib[3] = e[3];
+	}
+	shape again = *want;
+	again.ask = 0;
+	again.max_context = step_context(c, 1, st->n_tokens, end);
+	*rerun = 1;
+	return run_shape(d, &again, st->graph);
 }
 
 static int dstep(infs__dengine *d, const infs__dstep *st)
@@ -346,26 +405,11 @@ static int dstep(infs__dengine *d, const infs__dstep *st)
 	if (ask && ask->calib_by_count)
 		memcpy(d->h_ask + d->al.by_count, ask->calib_by_count, (size_t)(ask->k + 1) * 4 * sizeof(int32_t));
 	const shape want = { ns, st->n_tokens, st->logits || st->logit_rows, st->argmax != NULL,
-		             st->calib != NULL || (ask && ask->calib_by_count), step_context(c, st), ask ? ask->k + 1 : 0,
-		             NULL };
-	int prev, rc = infs__device_enter(&prev, d->device, fn);
-	if (rc)
-		return rc;
-	cudaGraphExec_t exec = NULL;
-	if (st->graph != INFS__GRAPH_NONE)
-		rc = graph_of(&exec, d, &want, st->graph);
-	cudaError_t err = cudaSuccess;
-	if (!rc && exec) {
-		if ((err = cudaGraphLaunch(exec, d->stream)) == cudaSuccess)
-			d->graph_runs++;
-	} else if (!rc) {
-		rc = queue_step(d, &want);
-	}
-	if (!rc && err == cudaSuccess)
-		err = cudaStreamSynchronize(d->stream);
-	infs__device_restore(prev);
-	if (!rc && err != cudaSuccess)
-		rc = infs__cuda_error(err, fn, "running a step");
+		             st->calib != NULL || (ask && ask->calib_by_count),
+		             step_context(c, ns, st->n_tokens, (uint32_t)st->n_past[0]), ask ? ask->k + 1 : 0, NULL };
+	int rerun = 0, rc = run_shape(d, &want, st->graph);
+	if (!rc && ask)
+		rc = replan(d, st, &want, &rerun);
 	if (rc)
 		return rc;
 	if (st->logits)
@@ -380,6 +424,7 @@ static int dstep(infs__dengine *d, const infs__dstep *st)
 		*ask->count = sc[0];
 		*ask->next_pos = sc[1];
 		*ask->status = (int32_t)sc[2];
+		*ask->replanned = rerun;
 	}
 	return INFS_OK;
 }

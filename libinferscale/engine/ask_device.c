@@ -86,6 +86,10 @@ int infs__ask_device_plan(uint32_t *bound, infs_engine *e, infs_store *store, co
 	infs__store_read_unlock(store);
 	if (rc || !n)
 		return 0; /* the host path says what is wrong with ns, or answers without facts */
+	/* KV only in the store file: the injection would refuse (the host path reads the file) */
+	infs_tier tier = INFS_TIER_FILE;
+	if (infs_namespace_tier(&tier, store, ns) || tier == INFS_TIER_FILE)
+		return 0;
 	const uint64_t k = n < o->k ? n : o->k;
 	const uint64_t facts = k * longest, head = e->prompt.n_header;
 	/* infs__fit_facts's room: the facts beside the header, the question and one answer token */
@@ -134,15 +138,19 @@ int infs__ask_device(infs__ask_device_out *out, infs_engine *e, infs_store *stor
 	if (on_host) {
 		if (!(hq = malloc(dim * sizeof *hq)))
 			return infs__error(INFS_ENOMEM, "%s: out of memory", fn);
-		rc = infs_embed(hq, emb, &question, 1, NULL);
+		if ((rc = infs_embed(hq, emb, &question, 1, NULL))) {
+			free(hq);
+			return rc; /* the question's own error, as the host path says it */
+		}
 	}
 	const double t1 = infs__now_ms();
 	infs__dask d;
-	if (!rc)
-		rc = e->ops->ask_begin(e->dev, dim, hq, table, &d);
+	rc = e->ops->ask_begin(e->dev, dim, hq, table, &d);
 	free(hq);
-	if (!rc && !on_host)
-		rc = infs__embed_device(d.query, emb, &question, 1, NULL, stream);
+	if (!rc && !on_host && (rc = infs__embed_device(d.query, emb, &question, 1, NULL, stream))) {
+		e->ops->sync(e->dev); /* what was queued ends first */
+		return rc;
+	}
 	if (!rc)
 		rc = e->ops->ask_mark(e->dev, 1);
 	if (!rc)
@@ -175,19 +183,25 @@ int infs__ask_device(infs__ask_device_out *out, infs_engine *e, infs_store *stor
 	const int32_t starts[2] = { 0, (int32_t)nq }, past[1] = { (int32_t)bound };
 	uint32_t count = 0, next_pos = 0;
 	int32_t status = INFS_OK, pick = -1;
+	int replanned = 0;
 	const int greedy = o->generate.temperature <= 0;
 	const int32_t *calib = infs__calib_by_count(by_count, o, k, e->prompt.n_header) ? by_count : NULL;
-	const infs__dstep_ask ask = { k, calib, hits, &count, &next_pos, &status };
+	const infs__dstep_ask ask = { k, calib, hits, &count, &next_pos, &status, &replanned };
 	infs__dstep st = { 1, nq, qt, starts, past, table, logits, greedy ? &pick : NULL,
 		           nq <= INFS__QUESTION_GRAPH_TOKENS ? INFS__GRAPH_FIRST : INFS__GRAPH_SECOND, NULL, &ask, NULL };
 	if ((rc = e->ops->step(e->dev, &st)))
 		return rc;
 	const double t2 = infs__now_ms();
-	if (status != INFS_OK || !count)
-		return INFS_OK; /* not done: the host path answers (and says what is wrong, if anything) */
+	/* Not done: the host path answers (and says what is wrong, if
+	 * anything). Facts past the bound: a longer fact put since the plan. */
+	if (status != INFS_OK || !count || next_pos > bound) {
+		e->device_fallbacks++;
+		return INFS_OK;
+	}
 	float ms[3];
-	if ((rc = e->ops->ask_times(e->dev, ms)))
-		return rc;
+	if (e->ops->ask_times(e->dev, ms))
+		ms[0] = ms[1] = ms[2] = 0; /* the answer stands; its parts are not known */
+	e->device_replans += replanned != 0;
 	out->done = 1;
 	out->n_hits = count;
 	out->next_pos = next_pos;

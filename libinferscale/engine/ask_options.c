@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "engine/engine_impl.h"
+#include "store/store.h"
 #include "util/error.h"
 #include "util/options.h"
 
@@ -36,7 +37,7 @@ int infs__ask_take(infs_ask_options *po, const infs_engine *e, const infs_store 
 	rc = infs__engine_need_prompt(e, fn);
 	if (rc)
 		return rc;
-	if (e->prepared != store)
+	if (e->prepared != store || e->prepared_serial != infs__store_serial(store))
 		return infs__error(INFS_EINVAL, "%s: run infs_engine_prepare on this store first", fn);
 	if (!o.k)
 		o.k = 10;

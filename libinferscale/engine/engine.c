@@ -220,10 +220,14 @@ int infs_engine_prepare(infs_engine *e, infs_store *store)
 	}
 	if (rc)
 		return infs__error_wrap(rc, "infs_engine_prepare");
+	/* an ask on another thread may be using the device path's tools */
+	pthread_mutex_lock(&e->ask_lock);
 	infs__ask_device_release(e);
 	e->prepared = store;
+	e->prepared_serial = infs__store_serial(store);
 	e->header_id = hid;
 	e->footer_id = fid;
+	pthread_mutex_unlock(&e->ask_lock);
 	return INFS_OK;
 }
 

@@ -371,6 +371,8 @@ static int ask_device(batch *b, request *r, int *done)
 		return rc;
 	}
 	*done = 1;
+	if (!infs__calib_of(&r->calib, o, d.n_hits, e->prompt.n_header, d.next_pos))
+		r->calib.lo = r->calib.hi = 0; /* the answer's decoding steps, as place() sets it */
 	r->pick = d.pick;
 	r->n_hits = d.n_hits;
 	r->capacity = need * e->block_size;

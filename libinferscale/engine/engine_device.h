@@ -60,7 +60,10 @@ typedef struct infs__dask {
  * (host) is only the bound its plan is made for; on the device n_past is
  * the injection's end (infs__dask.next_pos), the calibration the entry of
  * calib_by_count for the hits found. The hits, their count, and the
- * injection's end and status come back with the step's outputs. */
+ * injection's end and status come back with the step's outputs. Where the
+ * injection ended on the other side of the attention's few-keys bound
+ * (2,048 keys) from the plan's bound, the step runs again from where it
+ * ended, planned as a host step is (*replanned 1). */
 typedef struct infs__dstep_ask {
 	uint32_t k;                    /* hits brought back: 1 .. INFS__ASK_K_MAX */
 	const int32_t *calib_by_count; /* NULL, or (k + 1) * 4 words (host): for each count of facts,
@@ -68,6 +71,7 @@ typedef struct infs__dstep_ask {
 	infs_hit *hits;                /* host: k */
 	uint32_t *count, *next_pos;
 	int32_t *status;
+	int *replanned;
 } infs__dstep_ask;
 
 typedef struct infs__dstep {

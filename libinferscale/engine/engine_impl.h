@@ -33,6 +33,7 @@ struct infs_engine {
 	int have_prompt;
 	int prompt_rc;              /* why there is no prompt layout */
 	infs_store *prepared;       /* the store whose segment ids are below */
+	uint64_t prepared_serial;   /* and its open's (infs__store_serial) */
 	uint64_t header_id, footer_id;
 	infs__engine_view view;
 	pthread_mutex_t ask_lock;   /* infs_engine_ask and _ask_batch take turns */
@@ -53,6 +54,8 @@ struct infs_engine {
 	int no_device_path;         /* every question takes the host path (tests, benchmarks) */
 	int device_path_strikes;    /* questions in a row it could not queue; 2: off until the next prepare */
 	uint64_t device_asks;       /* questions it answered */
+	uint64_t device_fallbacks;  /* questions it ran whose injection refused: the host path answered */
+	uint64_t device_replans;    /* of those it answered, prefills run again from where the facts ended */
 };
 
 /* A question's prefill of at most this many tokens (its chat template's
@@ -117,7 +120,8 @@ int infs__ask_device_plan(uint32_t *bound, infs_engine *e, infs_store *store, co
 
 typedef struct infs__ask_device_out {
 	int done;                 /* 0: its injection refused (a fact only in the store file, whose
-	                             move up it queued): nothing to use, the host path answers */
+	                             move up it queued; facts past the bound, a longer fact put
+	                             since the plan): nothing to use, the host path answers */
 	size_t n_hits;            /* hits (best first) */
 	uint32_t next_pos;        /* where the facts end, the question begins */
 	int32_t pick;             /* greedy: the first token, picked on the device; else -1 */

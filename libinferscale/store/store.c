@@ -39,6 +39,11 @@ struct infs__store_ext *infs__store_ext(infs_store *s, infs__ext_slot slot)
 	return (unsigned)slot < INFS_EXT_COUNT ? &s->ext[slot] : NULL;
 }
 
+uint64_t infs__store_serial(const infs_store *s)
+{
+	return s->serial;
+}
+
 const char *infs__store_path(const infs_store *s)
 {
 	return s->path;

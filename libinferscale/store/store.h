@@ -163,6 +163,11 @@ typedef enum infs__ext_slot { INFS_EXT_FAISS = 0, INFS_EXT_DEVICE = 1, INFS_EXT_
 
 struct infs__store_ext *infs__store_ext(infs_store *s, infs__ext_slot slot);
 
+/* This open of the store: a number no other open in the process has had,
+ * so that what is kept for a store (an engine's segment ids, its device
+ * tools) is never taken for another opened later at the same address. */
+uint64_t infs__store_serial(const infs_store *s);
+
 /* The store's file, for messages. */
 const char *infs__store_path(const infs_store *s);
 

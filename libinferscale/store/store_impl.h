@@ -70,6 +70,7 @@ void infs__index_prune(infs__index *ix, infs__ns *ns);
 
 struct infs_store {
 	pthread_rwlock_t lock;
+	uint64_t serial;  /* this open's, never repeated in the process (infs__store_serial) */
 	char *path;
 	int fd;
 	bool readonly;

@@ -463,6 +463,8 @@ int infs__store_open(infs_store **out, const char *path, const infs_store_option
 		free(s);
 		return infs__error(INFS_ENOMEM, "infs_store_open: out of memory");
 	}
+	static uint64_t opened;
+	s->serial = __atomic_add_fetch(&opened, 1, __ATOMIC_RELAXED);
 	s->fd = -1;
 	s->readonly = o.flags & INFS_OPEN_READONLY;
 	pthread_rwlockattr_t attr;

@@ -7,8 +7,10 @@
  * demo's question, batches with continuous batching equal to requests one
  * at a time, a pool too small to run everything at once, a prompt longer
  * than a sequence refused, a question's prefill as a graph from its first
- * time, one question's device path (the host path's answer bit for bit,
- * with either embedder and calibrated, and the host path where the facts'
+ * time, one question's device path (the host path's answer bit for bit:
+ * with either embedder, calibrated, a question of over 64 tokens, a bound
+ * on the facts past 2,048 keys (its prefill run again), facts past the
+ * store's bound (the host path answers), and not tried where the facts'
  * KV is only in the store file), sampling and stop strings, the refusals
  * of a device engine. argv[1]: examples/memory/facts.jsonl. Exits 77 without a
  * device, or without the models in $INFS_CACHE (scripts/gpu-check.sh
@@ -19,6 +21,7 @@
 #include "gpu.h"
 #include "engine/encode.h"
 #include "engine/engine_impl.h"
+#include "store/store_impl.h"
 #include "../model_store_util.h"
 
 enum { N_FACTS = 12, CAT = 4 };
@@ -143,25 +146,29 @@ static void calibration(infs_engine *e, infs_store *st, const infs_model *m, con
 	infs_engine_free(host);
 }
 
-/* One ask by the device path (it answered: device_asks moved, or not when
- * want_device is 0) and the same by the host path: the same hits, scores,
- * prompt, first logits bit for bit and answer. */
-static void same_as_host(infs_engine *e, infs_store *st, const infs_embedder *emb, const infs_ask_options *ao,
-                         int q, int want_device, const char *what)
+/* How the device path is expected to take a question. */
+enum { BY_HOST, BY_DEVICE, BY_DEVICE_REPLANNED, FELL_BACK };
+
+/* One ask (the device path's where it takes the question: `how`, checked
+ * by the engine's counters) and the same by the host path: the same hits,
+ * scores, prompt, first logits bit for bit and answer. */
+static void same_as_host(infs_engine *e, infs_store *st, const infs_embedder *emb, const char *ns,
+                         const infs_ask_options *ao, const char *question, int how, const char *what)
 {
 	infs_answer *dev = NULL, *host = NULL;
-	const uint64_t n0 = e->device_asks;
-	CHECK_OK(infs_engine_ask(&dev, e, st, emb, "maya", questions[q], ao));
-	CHECK(e->device_asks == n0 + (want_device ? 1 : 0));
+	const uint64_t n0 = e->device_asks, r0 = e->device_replans, f0 = e->device_fallbacks;
+	CHECK_OK(infs_engine_ask(&dev, e, st, emb, ns, question, ao));
+	CHECK(e->device_asks == n0 + (how == BY_DEVICE || how == BY_DEVICE_REPLANNED));
+	CHECK(e->device_replans == r0 + (how == BY_DEVICE_REPLANNED));
+	CHECK(e->device_fallbacks == f0 + (how == FELL_BACK));
 	e->no_device_path = 1;
-	CHECK_OK(infs_engine_ask(&host, e, st, emb, "maya", questions[q], ao));
+	CHECK_OK(infs_engine_ask(&host, e, st, emb, ns, question, ao));
 	e->no_device_path = 0;
-	CHECK(e->device_asks == n0 + (want_device ? 1 : 0));
 	if (dev && host) {
 		const size_t n = dev->n_facts;
-		printf("device path (%s): \"%s\" / host path \"%s\"; TTFT %.2f ms (embed %.3f, retrieve %.3f, "
-		       "inject %.3f, prefill %.3f) / %.2f ms\n", what, dev->text, host->text, dev->ttft_ms, dev->embed_ms,
-		       dev->retrieve_ms, dev->inject_ms, dev->prefill_ms, host->ttft_ms);
+		printf("device path (%s): \"%s\" / host path \"%s\"; %u positions, TTFT %.2f ms (embed %.3f, retrieve "
+		       "%.3f, inject %.3f, prefill %.3f) / %.2f ms\n", what, dev->text, host->text, dev->n_prompt,
+		       dev->ttft_ms, dev->embed_ms, dev->retrieve_ms, dev->inject_ms, dev->prefill_ms, host->ttft_ms);
 		CHECK(n == host->n_facts && n == ao->k && dev->n_left_out == 0);
 		CHECK(!memcmp(dev->fact_ids, host->fact_ids, n * sizeof *dev->fact_ids));
 		CHECK(!memcmp(dev->scores, host->scores, n * sizeof *dev->scores));
@@ -177,30 +184,79 @@ static void same_as_host(infs_engine *e, infs_store *st, const infs_embedder *em
 
 /* The device path against the host path: a host embedder (its vector
  * copied to the device) and one on the device, plain and calibrated
- * (1 / sqrt(facts), and a fixed temperature and scale), and a question
- * longer than a graph's. */
-static void device_path(infs_engine *e, infs_store *st, const infs_embedder *emb, const char *epath)
+ * (1 / sqrt(facts), and a fixed temperature and scale: the first token
+ * and the decoding after it), a question longer than a graph's first
+ * capture, and facts past the store's bound (a bound made too small here:
+ * the injection refuses, the host path answers). */
+static void device_path(infs_engine *e, infs_store *st, const infs_embedder *emb, const infs_embedder *gemb)
 {
-	infs_embedder *gemb = NULL;
-	infs_embedder_options go = INFS_EMBEDDER_OPTIONS_INIT;
-	go.device = 0;
-	CHECK_OK(infs_embedder_load(&gemb, epath, &go));
 	infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
 	ao.fact_scale = 1.0f; /* uncalibrated */
 	ao.k = 4;
 	ao.generate.max_tokens = 12;
-	same_as_host(e, st, emb, &ao, 0, 1, "host embedder");
-	if (gemb) {
-		for (int q = 0; q < 3; q++)
-			same_as_host(e, st, gemb, &ao, q, 1, "device embedder");
-		ao.fact_scale = 0.0f; /* 1 / sqrt(facts) */
-		same_as_host(e, st, gemb, &ao, 2, 1, "1 / sqrt(facts)");
-		ao.fact_temperature = 0.5f;
-		ao.fact_scale = 0.25f;
-		ao.k = 7;
-		same_as_host(e, st, gemb, &ao, 3, 1, "0.5:0.25, k 7");
+	same_as_host(e, st, emb, "maya", &ao, questions[0], BY_DEVICE, "host embedder");
+	for (int q = 0; q < 3; q++)
+		same_as_host(e, st, gemb, "maya", &ao, questions[q], BY_DEVICE, "device embedder");
+	char long_q[600];
+	size_t at = 0;
+	for (int i = 0; i < 6; i++)
+		at += (size_t)snprintf(long_q + at, sizeof long_q - at, "Thinking of week %d, what did Maya say she would "
+		                       "do after running? ", i + 1);
+	same_as_host(e, st, gemb, "maya", &ao, long_q, BY_DEVICE, "a question of over 64 tokens");
+	ao.fact_scale = 0.0f; /* 1 / sqrt(facts) */
+	same_as_host(e, st, gemb, "maya", &ao, questions[2], BY_DEVICE, "1 / sqrt(facts)");
+	ao.fact_temperature = 0.5f;
+	ao.fact_scale = 0.25f;
+	ao.k = 7;
+	same_as_host(e, st, gemb, "maya", &ao, questions[3], BY_DEVICE, "0.5:0.25, k 7");
+	ao.fact_temperature = ao.fact_scale = 1.0f;
+	ao.k = 4;
+	infs__store_read_lock(st);
+	infs__ns *p = infs__index_ns(&st->ix, "maya");
+	const uint32_t real = p->max_tokens;
+	p->max_tokens = 1;
+	infs__store_read_unlock(st);
+	same_as_host(e, st, gemb, "maya", &ao, questions[0], FELL_BACK, "facts past the bound");
+	p->max_tokens = real;
+}
+
+/* A namespace whose bound on the facts' positions lies past the
+ * attention's few-keys bound (2,048 keys) while the facts retrieved fall
+ * short of it: the device path's prefill runs again from where they ended,
+ * as the host path plans it. The twelve facts and one of some 300 tokens
+ * in namespace "long", asked with k 8 on an engine of 4,096 positions. */
+static void replanned(const infs_model *m, infs_store *st, const infs_embedder *gemb, char *const *rendered,
+                      char *const *texts)
+{
+	infs_engine *e = device_engine(m, 4096, 4, 0);
+	if (!e)
+		return;
+	char *facts[N_FACTS + 1], *bare[N_FACTS + 1], diary[2400];
+	size_t at = 0;
+	for (int i = 0; i < 14; i++)
+		at += (size_t)snprintf(diary + at, sizeof diary - at, "On hike %d Maya wrote down the birds she saw, the "
+		                       "weather and how her knees felt. ", i + 1);
+	for (int i = 0; i < N_FACTS; i++) {
+		facts[i] = rendered[i];
+		bare[i] = texts[i];
 	}
-	infs_embedder_free(gemb);
+	facts[N_FACTS] = bare[N_FACTS] = diary;
+	uint64_t ids[N_FACTS + 1];
+	encode_after_header(ids, st, "long", e, m, gemb, (const char *const *)facts, (const char *const *)bare,
+	                    N_FACTS + 1);
+	CHECK_OK(infs_engine_prepare(e, st));
+	size_t n = 0;
+	uint32_t longest = 0;
+	infs__store_read_lock(st);
+	CHECK_OK(infs__store_ns_bound(&n, &longest, st, "long"));
+	infs__store_read_unlock(st);
+	printf("namespace long: %zu facts, the longest %u tokens\n", n, longest);
+	CHECK(n == N_FACTS + 1 && 8 * longest > 2048);
+	infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
+	ao.k = 8;
+	ao.generate.max_tokens = 12;
+	same_as_host(e, st, gemb, "long", &ao, questions[4], BY_DEVICE_REPLANNED, "bound past 2,048 keys");
+	infs_engine_free(e);
 }
 
 int main(int argc, char **argv)
@@ -354,8 +410,12 @@ int main(int argc, char **argv)
 			CHECK(e->ops->graph_runs(e->dev) == g0 + (i ? 2 : 1));
 		}
 	}
-	if (e)
-		device_path(e, st, emb, epath);
+	infs_embedder *gemb = NULL;
+	infs_embedder_options go = INFS_EMBEDDER_OPTIONS_INIT;
+	go.device = 0;
+	CHECK_OK(infs_embedder_load(&gemb, epath, &go));
+	if (e && gemb)
+		device_path(e, st, emb, gemb);
 	/* Sampling: one seed, one answer; a stop string cuts it. */
 	ao.generate.temperature = 1.0f;
 	ao.generate.top_p = 0.9f;
@@ -389,24 +449,29 @@ int main(int argc, char **argv)
 	eo.n_blocks = 10; /* below one sequence of 64 blocks */
 	CHECK_ERR(infs_engine_create(&bad, m, &eo), INFS_ERANGE);
 
+	infs_engine_free(e); /* one device engine per model at a time */
+	if (gemb)
+		replanned(m, st, gemb, rendered, texts);
+	infs_embedder_free(gemb);
 	for (int i = 0; i < n; i++) {
 		free(texts[i]);
 		infs_free(rendered[i]);
 	}
 	/* The facts' KV only in the store file (a device budget for the
-	 * retrieval rows alone): the device path's injection refuses, the host
-	 * path answers. */
+	 * retrieval rows alone): the host path answers, the device path not
+	 * even tried. */
 	infs_store_close(st);
 	st = NULL;
 	so.device_budget_bytes = 128u << 10;
 	CHECK_OK(infs_store_open(&st, spath, &so));
+	e = device_engine(m, 1024, 4, 0);
 	if (e && st) {
 		CHECK_OK(infs_engine_prepare(e, st));
 		infs_tier tier = INFS_TIER_DEVICE;
 		CHECK_OK(infs_namespace_tier(&tier, st, "maya"));
 		CHECK(tier == INFS_TIER_FILE);
 		ao.k = 4;
-		same_as_host(e, st, emb, &ao, 0, 0, "KV in the file");
+		same_as_host(e, st, emb, "maya", &ao, questions[0], BY_HOST, "KV in the file");
 	}
 	infs_engine_free(e);
 	infs_store_close(st);
