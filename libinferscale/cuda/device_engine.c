@@ -21,9 +21,10 @@
 #include "util/dtype.h"
 #include "util/error.h"
 
-/* 64 question lengths under both bounds of step_context, and the decoding
+/* 64 question lengths under both bounds of step_context, by the host path
+ * and the device path (whose shapes are keyed by k too), and the decoding
  * steps of up to 32 sequences */
-#define MAX_GRAPHS 160
+#define MAX_GRAPHS 256
 
 static const char fn[] = "device engine";
 
@@ -362,7 +363,9 @@ static int replan(infs__dengine *d, const infs__dstep *st, const shape *want, in
 	const uint32_t *sc = (const uint32_t *)(d->h_ask + d->al.scalars);
 	const uint32_t count = sc[0], end = sc[1];
 	*rerun = 0;
-	if ((int32_t)sc[2] != INFS_OK || !count || step_context(&d->cfg, 1, st->n_tokens, end) == want->max_context)
+	/* (past the plan's bound the caller falls back: nothing to run again) */
+	if ((int32_t)sc[2] != INFS_OK || !count || end > (uint32_t)st->n_past[0] ||
+	    step_context(&d->cfg, 1, st->n_tokens, end) == want->max_context)
 		return INFS_OK;
 	const infs__dengine_config *c = &d->cfg;
 	int32_t *n_past = d->h_in + d->max_tokens + c->max_seqs + 1, *tables = n_past + c->max_seqs;

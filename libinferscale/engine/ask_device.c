@@ -38,6 +38,9 @@ void infs__ask_device_release(infs_engine *e)
  * a power of two, at least 256, at most a sequence. */
 static int make_tools(infs_engine *e, infs_store *store, infs_metric metric, uint32_t facts)
 {
+	if (e->tools_serial != infs__store_serial(store))
+		infs__ask_device_release(e); /* another open's (prepare releases them too) */
+	e->tools_serial = infs__store_serial(store);
 	if (!e->searcher || e->searcher_metric != metric) {
 		infs_searcher_free(e->searcher);
 		e->searcher = NULL;
@@ -97,9 +100,11 @@ int infs__ask_device_plan(uint32_t *bound, infs_engine *e, infs_store *store, co
 		return 0;
 	if (make_tools(e, store, o->metric, (uint32_t)facts)) {
 		/* this store's device copy cannot serve it (its embeddings' width,
-		 * its device): not tried again until the next prepare */
+		 * its device, memory): tried once more, then not until the next
+		 * prepare */
+		const int strikes = e->device_path_strikes + 1;
 		infs__ask_device_release(e);
-		e->device_path_strikes = 2;
+		e->device_path_strikes = strikes;
 		return 0;
 	}
 	*bound = (uint32_t)(head + facts);

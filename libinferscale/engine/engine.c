@@ -521,10 +521,13 @@ int infs_engine_ask_batch(infs_answer **out, infs_engine *e, infs_store *store, 
 			return infs__error(INFS_EINVAL, "infs_engine_ask_batch: question %zu is NULL", i);
 	}
 	infs_ask_options o;
-	int rc = infs__ask_take(&o, e, store, embedder, opts, "infs_engine_ask_batch");
-	if (rc || !n)
-		return rc;
+	/* checked under the lock: a prepare on another thread changes what it checks */
 	pthread_mutex_lock(&e->ask_lock);
+	int rc = infs__ask_take(&o, e, store, embedder, opts, "infs_engine_ask_batch");
+	if (rc || !n) {
+		pthread_mutex_unlock(&e->ask_lock);
+		return rc;
+	}
 	if (e->batch)
 		rc = infs__ask_batched(out, e, store, embedder, ns, questions, n, &o);
 	for (size_t i = 0; !e->batch && i < n && !rc; i++)

@@ -37,6 +37,7 @@ typedef struct request {
 	int have_sampler;
 	infs__calib calib;        /* its attention's calibration (lo == hi: none) */
 	double t_first;           /* when its first token's logits were back */
+	double lost_ms;           /* a device path that fell back: its time, counted in embed_ms */
 	int running;              /* has a slot */
 } request;
 
@@ -364,9 +365,11 @@ static int ask_device(batch *b, request *r, int *done)
 	memset(r->table + need, 0, (e->seq_blocks - need) * sizeof *r->table);
 	r->n_own = need;
 	infs__ask_device_out d;
+	const double t0 = infs__now_ms();
 	int rc = infs__ask_device(&d, e, b->store, b->embedder, b->ns, b->questions[r->q], o, r->question,
 	                          r->n_question, r->table, need, bound, r->hits, r->a->first_logits);
 	if (rc || !d.done) {
+		r->lost_ms = infs__now_ms() - t0;
 		release_blocks(b, r);
 		return rc;
 	}
@@ -434,7 +437,7 @@ static int admit(batch *b)
 			return rc;
 		for (size_t i = first; i < first + m; i++) {
 			request *r = &b->req[i];
-			r->a->embed_ms = em;
+			r->a->embed_ms = em + r->lost_ms;
 			r->a->retrieve_ms = rm;
 			if ((rc = infs__fit_facts(r->hits, &r->n_hits, &r->a->n_left_out, e, b->store, b->ns,
 			                          r->n_question, b->o)))

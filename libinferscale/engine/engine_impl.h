@@ -49,6 +49,7 @@ struct infs_engine {
 	 * over the prepared store, made at its first question. */
 	infs_searcher *searcher;
 	infs_metric searcher_metric;
+	uint64_t tools_serial;      /* the store open they were made for (infs__store_serial) */
 	infs_injector *injector;
 	uint32_t injector_tokens;   /* its max_tokens */
 	int no_device_path;         /* every question takes the host path (tests, benchmarks) */
