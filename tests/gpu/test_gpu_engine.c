@@ -61,15 +61,15 @@ static uint32_t first_token(const infs_answer *a)
 /* ask_batch on e answers as single asks on e do: same facts, same prompt,
  * same first token, first logits within bf16 noise of batching. */
 static void batch_matches(infs_engine *e, infs_store *st, const infs_embedder *emb, const infs_answer *const *one,
-                          const char *what)
+                          int n_q, const char *what)
 {
 	infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
 	ao.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 	ao.k = 4;
 	ao.generate.max_tokens = 16;
 	infs_answer *many[N_Q] = { 0 };
-	CHECK_OK(infs_engine_ask_batch(many, e, st, emb, "maya", questions, N_Q, &ao));
-	for (int i = 0; i < N_Q; i++) {
+	CHECK_OK(infs_engine_ask_batch(many, e, st, emb, "maya", questions, (size_t)n_q, &ao));
+	for (int i = 0; i < n_q; i++) {
 		if (!many[i] || !one[i]) {
 			CHECK(0);
 			continue;
@@ -103,7 +103,7 @@ static float max_diff(const infs_answer *a, const infs_answer *b)
  * store: 1:1 is plain injection bit for bit; a strong calibration moves
  * the first logits far (so it is applied) and to where the host's
  * calibrated ones are, within bf16 noise of them. */
-static void calibration(infs_engine *e, infs_store *st, const infs_model *m, const uint64_t *ids)
+static void calibration(infs_engine *e, infs_store *st, const infs_model *m, const uint64_t *ids, int small)
 {
 	infs_engine *host = NULL;
 	CHECK_OK(infs_engine_create(&host, m, NULL));
@@ -111,7 +111,7 @@ static void calibration(infs_engine *e, infs_store *st, const infs_model *m, con
 		return;
 	CHECK_OK(infs_engine_prepare(host, st));
 	const uint64_t pick[4] = { ids[CAT], ids[1], ids[7], ids[2] };
-	for (int prefix = 0; prefix <= 2; prefix += 2) {
+	for (int prefix = 0; prefix <= (small ? 0 : 2); prefix += 2) {
 		infs_ask_options ao = INFS_ASK_OPTIONS_INIT;
 		ao.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 		ao.fact_ids = pick;
@@ -264,8 +264,10 @@ int main(int argc, char **argv)
 {
 	CHECK(argc == 2);
 	gpu_require();
-	/* under compute-sanitizer (scripts/gpu-check.sh): fewer tokens where
-	 * the device path is compared, no second pool; every kernel still runs */
+	/* under compute-sanitizer (scripts/gpu-check.sh, where it is the one
+	 * run on the real models and the longest): three questions instead of
+	 * six, fewer tokens, one calibration pass, no second pool; every
+	 * kernel and path still runs */
 	const int small = getenv("INFS_TEST_SMALL") != NULL;
 	char mpath[1024], epath[1024], spath[600];
 	cache_path(mpath, sizeof mpath, "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
@@ -340,15 +342,17 @@ int main(int argc, char **argv)
 	}
 	infs_answer_free(inj);
 	infs_answer_free(full);
-	calibration(e, st, m, ids);
+	calibration(e, st, m, ids, small);
 
 	/* Retrieval on the device copy, injection, question-only prefill. */
 	ao = (infs_ask_options)INFS_ASK_OPTIONS_INIT;
 	ao.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 	ao.k = 4;
 	ao.generate.max_tokens = 16;
+	/* under the sanitizer three questions, all at once in the batch below */
+	const int n_q = small ? 3 : N_Q;
 	infs_answer *one[N_Q] = { 0 };
-	for (int i = 0; i < N_Q; i++)
+	for (int i = 0; i < n_q; i++)
 		CHECK_OK(infs_engine_ask(&one[i], e, st, emb, "maya", questions[i], &ao));
 	if (one[0]) {
 		infs_answer *a = one[0];
@@ -360,7 +364,7 @@ int main(int argc, char **argv)
 	}
 
 	/* Six questions, four sequences at once: the last two wait for slots. */
-	batch_matches(e, st, emb, (const infs_answer *const *)one, "batch");
+	batch_matches(e, st, emb, (const infs_answer *const *)one, n_q, "batch");
 	infs_engine_free(e);
 	/* A pool for about two of these requests at a time (sequences of up to
 	 * 256 positions, 16 blocks): admission waits for blocks and never
@@ -368,7 +372,7 @@ int main(int argc, char **argv)
 	e = small ? NULL : device_engine(m, 256, 8, 17);
 	if (e) {
 		CHECK_OK(infs_engine_prepare(e, st));
-		batch_matches(e, st, emb, (const infs_answer *const *)one, "small pool");
+		batch_matches(e, st, emb, (const infs_answer *const *)one, n_q, "small pool");
 		infs_engine_free(e);
 	}
 	/* Facts that do not fit in a sequence beside the question are left out,
@@ -421,6 +425,7 @@ int main(int argc, char **argv)
 	if (e && gemb)
 		device_path(e, st, emb, gemb, small);
 	/* Sampling: one seed, one answer; a stop string cuts it. */
+	ao.generate.max_tokens = small ? 3 : 16;
 	ao.generate.temperature = 1.0f;
 	ao.generate.top_p = 0.9f;
 	ao.generate.seed = 5;
@@ -433,7 +438,7 @@ int main(int argc, char **argv)
 	ao = (infs_ask_options)INFS_ASK_OPTIONS_INIT;
 	ao.fact_scale = 1.0f; /* uncalibrated (tests/test_calibration.c) */
 	ao.k = 4;
-	ao.generate.max_tokens = 24;
+	ao.generate.max_tokens = small ? 8 : 24;
 	ao.generate.stop = "Biscuit";
 	CHECK_OK(infs_engine_ask(&ans, e, st, emb, "maya", questions[0], &ao));
 	CHECK(ans && !strstr(ans->text, "Biscuit"));
@@ -475,6 +480,7 @@ int main(int argc, char **argv)
 		CHECK_OK(infs_namespace_tier(&tier, st, "maya"));
 		CHECK(tier == INFS_TIER_FILE);
 		ao.k = 4;
+		ao.generate.max_tokens = small ? 2 : 12;
 		same_as_host(e, st, emb, "maya", &ao, questions[0], BY_HOST, "KV in the file");
 	}
 	infs_engine_free(e);
