@@ -355,11 +355,11 @@ static int run_shape(infs__dengine *d, const shape *want, int graph)
 
 /* A device path's step planned for a bound on the facts' positions whose
  * injection ended on the other side of the attention's few-keys bound
- * (step_context): run again from where it ended, planned as the host path
- * plans it, so that its K/V and logits are the host path's. */
+ * (step_context): run again planned for where it ended, as the host path
+ * plans it, so that its K/V and logits are the host path's (its position
+ * and calibration taken on the device again). */
 static int replan(infs__dengine *d, const infs__dstep *st, const shape *want, int *rerun)
 {
-	const infs__dstep_ask *ask = st->ask;
 	const uint32_t *sc = (const uint32_t *)(d->h_ask + d->al.scalars);
 	const uint32_t count = sc[0], end = sc[1];
 	*rerun = 0;
@@ -367,20 +367,8 @@ static int replan(infs__dengine *d, const infs__dstep *st, const shape *want, in
 	if ((int32_t)sc[2] != INFS_OK || !count || end > (uint32_t)st->n_past[0] ||
 	    step_context(&d->cfg, 1, st->n_tokens, end) == want->max_context)
 		return INFS_OK;
-	const infs__dengine_config *c = &d->cfg;
-	int32_t *n_past = d->h_in + d->max_tokens + c->max_seqs + 1, *tables = n_past + c->max_seqs;
-	n_past[0] = (int32_t)end;
-	if (ask->calib_by_count) {
-		const int32_t *e = ask->calib_by_count + 4 * (size_t)(count < ask->k ? count : ask->k);
-		int32_t *calib = tables + (size_t)c->max_seqs * c->seq_blocks;
-		calib[0] = e[1] ? e[0] : 0;
-		calib[1] = e[1] ? (int32_t)end : 0;
-		calib[2] = e[2];
-		calib[3] = e[3];
-	}
 	shape again = *want;
-	again.ask = 0;
-	again.max_context = step_context(c, 1, st->n_tokens, end);
+	again.max_context = step_context(&d->cfg, 1, st->n_tokens, end);
 	*rerun = 1;
 	return run_shape(d, &again, st->graph);
 }

@@ -166,6 +166,15 @@ static int retrieve_group(batch *b, size_t first, size_t m, double *embed_ms, do
 	return rc;
 }
 
+/* The blocks of a sequence of n_prompt positions and its answer's tokens
+ * (capped at a sequence's reach). */
+static uint32_t blocks_for(const infs_engine *e, const infs_ask_options *o, uint64_t n_prompt)
+{
+	const uint32_t seq_cap = e->seq_blocks * e->block_size;
+	const uint64_t want = n_prompt + o->generate.max_tokens;
+	return (uint32_t)(((want < seq_cap ? want : seq_cap) + e->block_size - 1) / e->block_size);
+}
+
 /* Lays out r's prompt and, when blocks allow, takes them and injects it.
  * *admitted 0: not now (the pool is short; it waits for a sequence to end). */
 static int place(batch *b, request *r, int *admitted)
@@ -188,8 +197,7 @@ static int place(batch *b, request *r, int *admitted)
 		return infs__error(INFS_ERANGE, "%s: question %zu: a prompt of %llu positions leaves no room in n_ctx %u",
 		                   fn, r->q, (unsigned long long)n_prompt, seq_cap);
 	}
-	uint64_t want = (uint64_t)n_prompt + o->generate.max_tokens;
-	uint32_t need = (uint32_t)(((want < seq_cap ? want : seq_cap) + e->block_size - 1) / e->block_size);
+	const uint32_t need = blocks_for(e, o, n_prompt);
 	/* need <= seq_blocks <= n_blocks: an empty pool takes any request. */
 	if (need > b->n_free) {
 		free(all);
@@ -357,9 +365,7 @@ static int ask_device(batch *b, request *r, int *done)
 	*done = 0;
 	if (!infs__ask_device_plan(&bound, e, b->store, b->embedder, b->ns, o, r->n_question))
 		return INFS_OK;
-	const uint32_t seq_cap = e->seq_blocks * e->block_size;
-	const uint64_t want = (uint64_t)bound + r->n_question + o->generate.max_tokens;
-	const uint32_t need = (uint32_t)(((want < seq_cap ? want : seq_cap) + e->block_size - 1) / e->block_size);
+	const uint32_t need = blocks_for(e, o, (uint64_t)bound + r->n_question);
 	for (uint32_t i = 0; i < need; i++) /* the pool is whole: the call's only request */
 		r->table[i] = b->free_blocks[--b->n_free];
 	memset(r->table + need, 0, (e->seq_blocks - need) * sizeof *r->table);
