@@ -175,6 +175,29 @@ static uint32_t blocks_for(const infs_engine *e, const infs_ask_options *o, uint
 	return (uint32_t)(((want < seq_cap ? want : seq_cap) + e->block_size - 1) / e->block_size);
 }
 
+/* Takes need blocks of the pool for r, which runs from now on. */
+static void take_blocks(batch *b, request *r, uint32_t need)
+{
+	for (uint32_t i = 0; i < need; i++)
+		r->table[i] = b->free_blocks[--b->n_free];
+	r->n_own = need;
+	r->capacity = need * b->e->block_size;
+	r->running = 1;
+	b->n_running++;
+}
+
+/* r's header and n_hits facts are in its blocks up to pos: its attention's
+ * calibration for every step after (lo == hi: none), its question next. */
+static void injected(batch *b, request *r, size_t n_hits, uint32_t pos)
+{
+	if (!infs__calib_of(&r->calib, b->o, n_hits, b->e->prompt.n_header, pos))
+		r->calib.lo = r->calib.hi = 0;
+	r->n_past = pos;
+	r->prefill = r->question;
+	r->n_prefill = r->n_question;
+	r->question = NULL;
+}
+
 /* Lays out r's prompt and, when blocks allow, takes them and injects it.
  * *admitted 0: not now (the pool is short; it waits for a sequence to end). */
 static int place(batch *b, request *r, int *admitted)
@@ -213,12 +236,7 @@ static int place(batch *b, request *r, int *admitted)
 	} else {
 		free(all);
 	}
-	for (uint32_t i = 0; i < need; i++)
-		r->table[i] = b->free_blocks[--b->n_free];
-	r->n_own = need;
-	r->capacity = need * e->block_size;
-	r->running = 1;
-	b->n_running++;
+	take_blocks(b, r, need);
 	*admitted = 1;
 	if (o->full_recompute)
 		return INFS_OK;
@@ -229,12 +247,7 @@ static int place(batch *b, request *r, int *admitted)
 	                             cache, &io);
 	if (!rc && r->n_hits)
 		rc = infs_inject_into_blocks(&pos, b->store, b->ns, b->order, r->n_hits, pos, r->table, r->n_own, cache, &io);
-	if (!infs__calib_of(&r->calib, o, r->n_hits, e->prompt.n_header, pos))
-		r->calib.lo = r->calib.hi = 0;
-	r->n_past = pos;
-	r->prefill = r->question;
-	r->n_prefill = r->n_question;
-	r->question = NULL;
+	injected(b, r, r->n_hits, pos);
 	return rc;
 }
 
@@ -366,10 +379,8 @@ static int ask_device(batch *b, request *r, int *done)
 	if (!infs__ask_device_plan(&bound, e, b->store, b->embedder, b->ns, o, r->n_question))
 		return INFS_OK;
 	const uint32_t need = blocks_for(e, o, (uint64_t)bound + r->n_question);
-	for (uint32_t i = 0; i < need; i++) /* the pool is whole: the call's only request */
-		r->table[i] = b->free_blocks[--b->n_free];
+	take_blocks(b, r, need); /* the pool is whole: the call's only request */
 	memset(r->table + need, 0, (e->seq_blocks - need) * sizeof *r->table);
-	r->n_own = need;
 	infs__ask_device_out d;
 	const double t0 = infs__now_ms();
 	int rc = infs__ask_device(&d, e, b->store, b->embedder, b->ns, b->questions[r->q], o, r->question,
@@ -380,21 +391,14 @@ static int ask_device(batch *b, request *r, int *done)
 		return rc;
 	}
 	*done = 1;
-	if (!infs__calib_of(&r->calib, o, d.n_hits, e->prompt.n_header, d.next_pos))
-		r->calib.lo = r->calib.hi = 0; /* the answer's decoding steps, as place() sets it */
 	r->pick = d.pick;
 	r->n_hits = d.n_hits;
-	r->capacity = need * e->block_size;
-	r->running = 1;
-	b->n_running++;
 	b->next_q = r->q + 1;
-	r->a->n_prompt = d.next_pos + r->n_question;
-	r->a->n_facts = d.n_hits;
-	r->n_past = d.next_pos + r->n_question;
-	r->prefill = r->question;
-	r->n_prefill = r->n_question;
-	r->question = NULL;
+	injected(b, r, d.n_hits, d.next_pos);
+	r->n_past += r->n_prefill; /* its question prefilled too */
 	infs_answer *a = r->a;
+	a->n_prompt = r->n_past;
+	a->n_facts = d.n_hits;
 	a->embed_ms = d.embed_ms;
 	a->retrieve_ms = d.retrieve_ms;
 	a->inject_ms = d.inject_ms;
